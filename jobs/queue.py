@@ -1,0 +1,213 @@
+"""Enqueue inside the caller's transaction, read and cancel jobs.
+
+Contract: ``JobQueue.enqueue(conn, ...)`` must be called with a connection inside an open write
+transaction (``Database.write()``). It writes the ``jobs`` row and the huey wake-up through that same
+connection, so the caller's commit makes both durable and a rollback leaves neither. An enqueue whose
+idempotency key names a live (pending/running) job returns that job instead of creating another.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, and_, insert, select, update
+
+from jobs.errors import EnqueueError, JobNotFound
+from jobs.registry import Registry
+from jobs.schema import LIVE_STATUSES, jobs
+from jobs.sessions import Session
+from jobs.transport import Transport
+
+
+class DatabaseLike(Protocol):
+    """What the job layer needs from the store (knowledge.store.Database satisfies it)."""
+
+    def write(self) -> Any: ...  # context manager yielding a Connection in BEGIN IMMEDIATE
+    def read(self) -> Any: ...  # context manager yielding a Connection in a read snapshot
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    type: str
+    base_id: int | None
+    payload: dict[str, Any]
+    idempotency_key: str | None
+    status: str
+    attempt: int
+    recovery: str
+    lease_owner: str | None
+    lease_expires_at: float | None
+    cancel_requested: bool
+    progress_done: int
+    progress_total: int
+    progress_label: str
+    last_error: str | None
+    result: Any
+    enqueued_by: str | None
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> JobRecord:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            type=m["type"],
+            base_id=m["base_id"],
+            payload=json.loads(m["payload"] or "{}"),
+            idempotency_key=m["idempotency_key"],
+            status=m["status"],
+            attempt=m["attempt"],
+            recovery=m["recovery"],
+            lease_owner=m["lease_owner"],
+            lease_expires_at=m["lease_expires_at"],
+            cancel_requested=bool(m["cancel_requested"]),
+            progress_done=m["progress_done"],
+            progress_total=m["progress_total"],
+            progress_label=m["progress_label"],
+            last_error=m["last_error"],
+            result=json.loads(m["result"]) if m["result"] else None,
+            enqueued_by=m["enqueued_by"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+            started_at=m["started_at"],
+            finished_at=m["finished_at"],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: int
+    created: bool  # False: an existing live job with the same key was returned
+
+
+class JobQueue:
+    """The job layer's front door for one database: enqueue, read, cancel."""
+
+    def __init__(self, db: DatabaseLike, transport: Transport, registry: Registry, session: Session) -> None:
+        self.db = db
+        self.transport = transport
+        self.registry = registry
+        self.session = session
+        self._session_registered = False
+
+    def ensure_session(self, conn: Connection) -> None:
+        if not self._session_registered:
+            self.session.register(conn)
+            self._session_registered = True
+
+    def enqueue(
+        self,
+        conn: Connection,
+        job_type: str,
+        payload: dict[str, Any],
+        *,
+        base_id: int | None = None,
+        key: str | None = None,
+        available_at: float = 0.0,
+    ) -> Enqueued:
+        """Write a job and its wake-up in the caller's open write transaction."""
+        spec = self.registry.get(job_type)
+        if key is not None:
+            existing = conn.execute(
+                select(jobs.c.id).where(and_(jobs.c.idempotency_key == key, jobs.c.status.in_(LIVE_STATUSES)))
+            ).first()
+            if existing is not None:
+                return Enqueued(existing.id, created=False)
+        self.ensure_session(conn)
+        now = time.time()
+        try:
+            job_id = conn.execute(
+                insert(jobs).values(
+                    type=job_type,
+                    base_id=base_id,
+                    payload=json.dumps(payload, sort_keys=True),
+                    idempotency_key=key,
+                    status="pending",
+                    recovery=spec.recovery,
+                    max_attempts=spec.max_attempts,
+                    available_at=available_at,
+                    enqueued_by=self.session.id,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ).inserted_primary_key
+            assert job_id is not None
+            job_id = job_id[0]
+            self.transport.wake(conn.connection.driver_connection, int(job_id))
+        except Exception as exc:  # the caller decides: roll back or compensate
+            raise EnqueueError(f"could not enqueue {job_type}: {exc}") from exc
+        return Enqueued(int(job_id), created=True)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> JobRecord:
+        with self.db.read() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFound(f"job {job_id} not found")
+        return JobRecord.from_row(row)
+
+    def list(
+        self, *, status: str | None = None, base_id: int | None = None, limit: int = 200, after_id: int = 0
+    ) -> list[JobRecord]:
+        query = select(jobs).where(jobs.c.id > after_id).order_by(jobs.c.id).limit(limit)
+        if status is not None:
+            query = query.where(jobs.c.status == status)
+        if base_id is not None:
+            query = query.where(jobs.c.base_id == base_id)
+        with self.db.read() as conn:
+            return [JobRecord.from_row(r) for r in conn.execute(query).all()]
+
+    def iter_all(self, *, status: str | None = None, page: int = 500) -> Iterator[JobRecord]:
+        after = 0
+        while batch := self.list(status=status, limit=page, after_id=after):
+            yield from batch
+            after = batch[-1].id
+
+    def live_count(self, base_id: int | None = None) -> int:
+        from sqlalchemy import func
+
+        query = select(func.count()).select_from(jobs).where(jobs.c.status.in_(LIVE_STATUSES))
+        if base_id is not None:
+            query = query.where(jobs.c.base_id == base_id)
+        with self.db.read() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    # -- cancellation -------------------------------------------------------------------------
+
+    def cancel(self, conn: Connection, job_ids: Sequence[int]) -> builtins.list[int]:
+        """Cancel jobs in the caller's transaction: pending ones at once, running ones cooperatively.
+
+        A running job's handler sees ``cancel_requested`` between steps and stops; its attempt is also
+        fenced out because the status leaves ``running``, so nothing it writes afterwards lands.
+        """
+        now = time.time()
+        live = conn.execute(
+            select(jobs.c.id).where(and_(jobs.c.id.in_(list(job_ids)), jobs.c.status.in_(LIVE_STATUSES)))
+        ).all()
+        ids = [r.id for r in live]
+        if ids:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.id.in_(ids))
+                .values(status="cancelled", cancel_requested=1, finished_at=now, updated_at=now)
+            )
+        return ids
+
+    def cancel_base(self, conn: Connection, base_id: int, *, except_types: Sequence[str] = ()) -> builtins.list[int]:
+        query = select(jobs.c.id).where(and_(jobs.c.base_id == base_id, jobs.c.status.in_(LIVE_STATUSES)))
+        if except_types:
+            query = query.where(jobs.c.type.not_in(list(except_types)))
+        return self.cancel(conn, [r.id for r in conn.execute(query).all()])

@@ -1,0 +1,132 @@
+"""Startup recovery: decide what happens to work that a dead process left behind.
+
+Runs on every app or worker start, before the worker takes jobs.
+
+* A job is *left behind* when it is ``running`` under a session that is no longer alive (or whose
+  lease ran out with no live owner), or ``pending`` and enqueued by a worker-hosting process (the
+  app, a worker — e.g. child jobs a handler scheduled) that has since ended. Jobs enqueued by a
+  one-shot CLI command wait for any worker: nobody started them, so nothing was interrupted.
+* ``abandon`` jobs left behind are cancelled and their type's ``on_abandon`` hook runs in the same
+  transaction (the knowledge layer parks their items ``failed``). They never silently resume.
+* ``retry`` jobs left running are handed back as ``pending`` with a fresh wake-up; the next claim bumps
+  the attempt, which fences out anything the dead attempt might still try to write.
+* Jobs whose lease is held by a live session in another process are never touched.
+* Then each registered repair scan runs, bounded and paginated.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, and_, or_, select, update
+
+from jobs.queue import JobQueue, JobRecord
+from jobs.schema import jobs, worker_sessions
+from jobs.sessions import live_session_ids
+
+log = logging.getLogger(__name__)
+
+PAGE = 500
+
+
+@dataclass
+class RecoveryReport:
+    cancelled: list[int] = field(default_factory=list)  # abandon jobs cancelled
+    redelivered: list[int] = field(default_factory=list)  # retry jobs handed back
+    repaired: int = 0  # jobs enqueued by repair scans
+    hook_errors: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cancelled": len(self.cancelled),
+            "redelivered": len(self.redelivered),
+            "repaired": self.repaired,
+            "hook_errors": self.hook_errors,
+        }
+
+
+def recover(queue: JobQueue, *, repair_limit: int = 1000) -> RecoveryReport:
+    report = RecoveryReport()
+    after = 0
+    while True:
+        batch_last = _recover_page(queue, after, report)
+        if batch_last is None:
+            break
+        after = batch_last
+    for scan in queue.registry.repair_scans:
+        try:
+            report.repaired += scan(queue, repair_limit)
+        except Exception:  # logged, not retried in-session (seed 001: onAllReady)
+            log.exception("repair scan %s failed", getattr(scan, "__name__", scan))
+    if report.cancelled or report.redelivered or report.repaired:
+        log.info("startup recovery: %s", report.as_dict())
+    return report
+
+
+def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | None:
+    """Recover one page of live jobs (id > after) in one write transaction; the last id seen."""
+    now = time.time()
+    with queue.db.write() as conn:
+        live = live_session_ids(conn)
+        worker_hosts = {
+            r.id for r in conn.execute(select(worker_sessions.c.id).where(worker_sessions.c.hosts_worker == 1)).all()
+        }
+        rows = conn.execute(
+            select(jobs)
+            .where(and_(jobs.c.id > after, or_(jobs.c.status == "running", jobs.c.status == "pending")))
+            .order_by(jobs.c.id)
+            .limit(PAGE)
+        ).all()
+        if not rows:
+            return None
+        for row in rows:
+            record = JobRecord.from_row(row)
+            if not _left_behind(record, live, worker_hosts, now):
+                continue
+            if record.recovery == "abandon":
+                _abandon(queue, conn, record, now, report)
+            elif record.status == "running":
+                conn.execute(
+                    update(jobs)
+                    .where(and_(jobs.c.id == record.id, jobs.c.attempt == record.attempt))
+                    .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
+                )
+                queue.transport.wake(conn.connection.driver_connection, record.id)
+                report.redelivered.append(record.id)
+        return int(rows[-1].id)
+
+
+def _left_behind(record: JobRecord, live: set[str], worker_hosts: set[str], now: float) -> bool:
+    if record.status == "running":
+        return record.lease_owner not in live  # a live worker holds it even if its lease looks old
+    # pending: only abandon jobs scheduled by a worker-hosting process that is gone are left behind
+    if record.recovery != "abandon":
+        return False
+    return record.enqueued_by is not None and record.enqueued_by in worker_hosts and record.enqueued_by not in live
+
+
+def _abandon(queue: JobQueue, conn: Connection, record: JobRecord, now: float, report: RecoveryReport) -> None:
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == record.id)
+        .values(
+            status="cancelled",
+            last_error="interrupted: the process running it stopped; not resumed (recovery: abandon)",
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    report.cancelled.append(record.id)
+    hook = queue.registry.types[record.type].on_abandon if record.type in queue.registry.types else None
+    if hook is None:
+        return
+    try:
+        with conn.begin_nested():
+            hook(conn, record)
+    except Exception:
+        report.hook_errors += 1
+        log.exception("abandon hook for job %s (%s) failed", record.id, record.type)

@@ -1,0 +1,48 @@
+"""Job types and the hooks recovery calls. Handlers are registered under explicit, stable names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlalchemy import Connection
+
+from jobs.errors import UnknownJobType
+
+if TYPE_CHECKING:
+    from jobs.queue import JobQueue, JobRecord
+    from jobs.runtime import JobContext
+
+Recovery = Literal["abandon", "retry"]
+Handler = Callable[["JobContext"], Any]
+AbandonHook = Callable[[Connection, "JobRecord"], None]
+RepairScan = Callable[["JobQueue", int], int]
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    handler: Handler
+    recovery: Recovery
+    # Runs inside recovery's write transaction when an interrupted `abandon` job is cancelled.
+    on_abandon: AbandonHook | None = None
+    max_attempts: int = 5
+
+
+@dataclass
+class Registry:
+    types: dict[str, JobType] = field(default_factory=dict)
+    repair_scans: list[RepairScan] = field(default_factory=list)
+
+    def register(self, job_type: JobType) -> None:
+        self.types[job_type.name] = job_type
+
+    def add_repair_scan(self, scan: RepairScan) -> None:
+        self.repair_scans.append(scan)
+
+    def get(self, name: str) -> JobType:
+        try:
+            return self.types[name]
+        except KeyError:
+            raise UnknownJobType(f"no handler registered for job type {name!r}") from None

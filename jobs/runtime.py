@@ -1,0 +1,379 @@
+"""The worker runtime: claim with a lease, run the handler, fence every write of the attempt.
+
+Threading contract
+* A ``Worker`` runs ``threads`` executor threads plus one heartbeat thread. Each executor takes one
+  job at a time: a huey wake-up names a job id; when the queue is empty the executor also scans the
+  ``jobs`` table (the source of truth), so a lost message never strands a job.
+* Claim: ``UPDATE jobs SET status='running', attempt=attempt+1, lease_owner=…`` in ``BEGIN
+  IMMEDIATE``, only from ``pending``. The attempt number is the fence token.
+* Every write an attempt makes goes through ``JobContext.write()``, which re-checks
+  ``(id, attempt, status='running')`` inside the write transaction before yielding. A superseded or
+  cancelled attempt gets ``Superseded`` and stands down without writing anything.
+* The heartbeat thread renews the leases this worker holds (fenced the same way) and re-delivers
+  ``retry`` jobs whose lease ran out under another owner (a stale claim), bumping the attempt.
+* ``stop()`` stops taking jobs and waits briefly for running ones. It never cancels a job: whatever is
+  still running is judged by recovery on the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Connection, and_, select, update
+
+from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
+from jobs.queue import DatabaseLike, JobQueue, JobRecord
+from jobs.schema import jobs, worker_sessions
+from jobs.sessions import live_session_ids
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_SECONDS = 30.0
+MAX_ERROR_CHARS = 500
+
+
+def sanitize_error(exc: BaseException) -> str:
+    """A short, path-free message for ``last_error`` (no tracebacks, no SQL parameters)."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:MAX_ERROR_CHARS]
+
+
+class JobContext:
+    """What a handler gets: its job, a fenced write transaction, progress, cancellation checks."""
+
+    def __init__(self, worker: Worker, record: JobRecord) -> None:
+        self.worker = worker
+        self.queue: JobQueue = worker.queue
+        self.db: DatabaseLike = worker.queue.db
+        self.job = record
+        self.job_id = record.id
+        self.attempt = record.attempt
+        self.payload = record.payload
+        self.base_id = record.base_id
+
+    def owns_job(self, conn: Connection) -> bool:
+        row = conn.execute(
+            select(jobs.c.cancel_requested).where(
+                and_(jobs.c.id == self.job_id, jobs.c.attempt == self.attempt, jobs.c.status == "running")
+            )
+        ).first()
+        return row is not None
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction that only commits while this attempt still owns the job."""
+        with self.db.write() as conn:
+            if not self.owns_job(conn):
+                raise Superseded(f"job {self.job_id} attempt {self.attempt} no longer owns the job")
+            yield conn
+
+    def check_cancelled(self) -> None:
+        """Raise ``Cancelled``/``Superseded`` between steps when the job was cancelled or taken over."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                select(jobs.c.status, jobs.c.attempt, jobs.c.cancel_requested).where(jobs.c.id == self.job_id)
+            ).first()
+        if row is None or row.cancel_requested:
+            raise Cancelled(f"job {self.job_id} was cancelled")
+        if row.attempt != self.attempt or row.status != "running":
+            raise Superseded(f"job {self.job_id} attempt {self.attempt} was superseded")
+
+    def progress(self, done: int, total: int, label: str = "") -> None:
+        """Record progress (fenced). The GUI polls this column; no signal crosses threads."""
+        with self.write() as conn:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.id == self.job_id)
+                .values(progress_done=done, progress_total=total, progress_label=label[:200], updated_at=time.time())
+            )
+
+
+class Worker:
+    """Runs jobs from one database until stopped (or until idle)."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        *,
+        threads: int = 1,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        poll_interval: float = 0.5,
+        renew_leases: bool = True,
+    ) -> None:
+        self.queue = queue
+        self.session = queue.session
+        self.threads = threads
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.renew_leases = renew_leases
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.completed = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def register(self) -> None:
+        with self.queue.db.write() as conn:
+            self.queue.ensure_session(conn)
+            conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.session.id).values(hosts_worker=1))
+
+    def start(self) -> None:
+        """Run in background threads (the GUI's choice)."""
+        self.register()
+        for n in range(self.threads):
+            t = threading.Thread(target=self._executor_loop, args=(False,), name=f"quire-worker-{n}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        hb = threading.Thread(target=self._heartbeat_loop, name="quire-heartbeat", daemon=True)
+        hb.start()
+        self._threads.append(hb)
+
+    def run(self, *, until_idle: bool = False, timeout: float | None = None) -> int:
+        """Run in the foreground; return the number of jobs finished by this call."""
+        self.register()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        hb = threading.Thread(target=self._heartbeat_loop, name="quire-heartbeat", daemon=True)
+        hb.start()
+        extra = [
+            threading.Thread(target=self._executor_loop, args=(until_idle,), name=f"quire-worker-{n}", daemon=True)
+            for n in range(1, self.threads)
+        ]
+        for t in extra:
+            t.start()
+        try:
+            self._executor_loop(until_idle, deadline)
+            for t in extra:
+                t.join()
+        finally:
+            self._stop.set()
+            hb.join(timeout=5)
+            self.end_session()
+        return self.completed
+
+    def stop(self, wait_seconds: float = 5.0) -> None:
+        """Stop taking jobs; wait briefly for running ones; never cancel them."""
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout=wait_seconds)
+        self.end_session()
+
+    def end_session(self) -> None:
+        with contextlib.suppress(Exception), self.queue.db.write() as conn:
+            self.session.end(conn)
+
+    def poke(self) -> None:
+        """Wake idle executor threads now (the GUI calls this after it enqueues)."""
+        self._wake.set()
+
+    # -- executor -----------------------------------------------------------------------------
+
+    def _executor_loop(self, until_idle: bool, deadline: float | None = None) -> None:
+        while not self._stop.is_set():
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            record = self._claim_next()
+            if record is None:
+                if until_idle and self._idle():
+                    return
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+                continue
+            with self._busy_lock:
+                self._busy += 1
+            try:
+                self._execute(record)
+            finally:
+                with self._busy_lock:
+                    self._busy -= 1
+
+    def _idle(self) -> bool:
+        with self._busy_lock:
+            if self._busy:
+                return False
+        with self.queue.db.read() as conn:
+            runnable = conn.execute(
+                select(jobs.c.id).where(and_(jobs.c.status == "pending", jobs.c.available_at <= time.time())).limit(1)
+            ).first()
+        return runnable is None
+
+    def _claim_next(self) -> JobRecord | None:
+        while (job_id := self.queue.transport.next_job_id()) is not None:
+            record = self._claim(job_id)
+            if record is not None:
+                return record
+        with self.queue.db.read() as conn:
+            row = conn.execute(
+                select(jobs.c.id)
+                .where(and_(jobs.c.status == "pending", jobs.c.available_at <= time.time()))
+                .order_by(jobs.c.id)
+                .limit(1)
+            ).first()
+        return None if row is None else self._claim(row.id)
+
+    def _claim(self, job_id: int) -> JobRecord | None:
+        now = time.time()
+        with self.queue.db.write() as conn:
+            claimed = conn.execute(
+                update(jobs)
+                .where(and_(jobs.c.id == job_id, jobs.c.status == "pending", jobs.c.available_at <= now))
+                .values(
+                    status="running",
+                    attempt=jobs.c.attempt + 1,
+                    lease_owner=self.session.id,
+                    lease_expires_at=now + self.lease_seconds,
+                    started_at=now,
+                    updated_at=now,
+                )
+            ).rowcount
+            if claimed != 1:
+                return None
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).one()
+        return JobRecord.from_row(row)
+
+    def _execute(self, record: JobRecord) -> None:
+        ctx = JobContext(self, record)
+        try:
+            spec = self.queue.registry.get(record.type)
+            result = spec.handler(ctx)
+        except Superseded:
+            log.info("job %s attempt %s superseded; standing down", record.id, record.attempt)
+        except Cancelled:
+            self._finish(ctx, "cancelled", None, None)
+        except HandBack as hb:
+            self._hand_back(ctx, hb)
+        except ControlFlow:
+            log.exception("unexpected control flow in job %s", record.id)
+        except Exception as exc:  # a handler fault: recorded on the job, never crashes the worker
+            log.warning("job %s (%s) attempt %s failed: %s", record.id, record.type, record.attempt, exc)
+            self._fail(ctx, exc)
+        else:
+            self._finish(ctx, "completed", result, None)
+
+    def _finish(self, ctx: JobContext, status: str, result: Any, error: str | None) -> None:
+        now = time.time()
+        try:
+            with ctx.write() as conn:
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == ctx.job_id)
+                    .values(
+                        status=status,
+                        result=None if result is None else json.dumps(result, default=str),
+                        last_error=error,
+                        lease_owner=None,
+                        lease_expires_at=None,
+                        finished_at=now,
+                        updated_at=now,
+                    )
+                )
+            if status == "completed":
+                self.completed += 1
+        except Superseded:
+            log.info("job %s attempt %s finished after losing ownership; result dropped", ctx.job_id, ctx.attempt)
+
+    def _fail(self, ctx: JobContext, exc: Exception) -> None:
+        error = sanitize_error(exc)
+        spec = self.queue.registry.types.get(ctx.job.type)
+        if spec is not None and spec.recovery == "retry" and ctx.attempt < spec.max_attempts:
+            self._retry_later(ctx, error, delay=min(60.0, 0.5 * 2**ctx.attempt))
+            return
+        self._finish(ctx, "failed", None, error)
+
+    def _retry_later(self, ctx: JobContext, error: str, delay: float) -> None:
+        now = time.time()
+        with contextlib.suppress(Superseded), ctx.write() as conn:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.id == ctx.job_id)
+                .values(
+                    status="pending",
+                    last_error=error,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    available_at=now + delay,
+                    updated_at=now,
+                )
+            )
+
+    def _hand_back(self, ctx: JobContext, hb: HandBack) -> None:
+        """Give the job back without consuming the attempt (the next claim re-bumps it)."""
+        now = time.time()
+        with contextlib.suppress(Superseded), ctx.write() as conn:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.id == ctx.job_id)
+                .values(
+                    status="pending",
+                    attempt=jobs.c.attempt - 1,
+                    last_error=hb.reason[:MAX_ERROR_CHARS],
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    available_at=now + hb.delay_seconds,
+                    updated_at=now,
+                )
+            )
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        interval = max(0.05, self.lease_seconds / 3)
+        while not self._stop.wait(interval):
+            try:
+                self.heartbeat()
+            except Exception:  # a busy database must not kill the heartbeat
+                log.warning("heartbeat failed", exc_info=True)
+
+    def heartbeat(self) -> None:
+        now = time.time()
+        with self.queue.db.write() as conn:
+            conn.execute(
+                update(worker_sessions).where(worker_sessions.c.id == self.session.id).values(heartbeat_at=now)
+            )
+            if self.renew_leases:
+                conn.execute(
+                    update(jobs)
+                    .where(and_(jobs.c.lease_owner == self.session.id, jobs.c.status == "running"))
+                    .values(lease_expires_at=now + self.lease_seconds)
+                )
+        self.redeliver_stale_claims()
+
+    def redeliver_stale_claims(self) -> list[int]:
+        """Hand ``retry`` jobs whose lease ran out back to the queue; the next claim fences the old attempt."""
+        now = time.time()
+        with self.queue.db.write() as conn:
+            stale = conn.execute(
+                select(jobs.c.id, jobs.c.lease_owner).where(
+                    and_(jobs.c.status == "running", jobs.c.recovery == "retry", jobs.c.lease_expires_at < now)
+                )
+            ).all()
+            ids = [r.id for r in stale]
+            if ids:
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id.in_(ids))
+                    .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
+                )
+                for job_id in ids:
+                    self.queue.transport.wake(conn.connection.driver_connection, job_id)
+        if ids:
+            log.info("re-delivered stale claims %s", ids)
+            self._wake.set()
+        return ids
+
+
+def live_owner_ids(db: DatabaseLike) -> set[str]:
+    with db.read() as conn:
+        return live_session_ids(conn)
+
+
+__all__ = ["JobContext", "Worker", "live_owner_ids", "sanitize_error"]

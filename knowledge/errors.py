@@ -1,0 +1,51 @@
+"""One error root for the knowledge layer, with the specific kinds callers branch on.
+
+The CLI maps these to its exit codes (3 not found, 4 conflict, 5 refused/forbidden, 1 other) and the GUI
+shows ``str(error)``: messages are written for people and never carry stack traces or SQL.
+"""
+
+from __future__ import annotations
+
+
+class KnowledgeError(Exception):
+    """Root of every error the knowledge layer raises on purpose."""
+
+    code = "error"
+
+
+class NotFound(KnowledgeError, LookupError):
+    code = "not_found"
+
+
+class Conflict(KnowledgeError):
+    """The request is well formed but the current state refuses it (locked/failed base, key reuse)."""
+
+    code = "conflict"
+
+
+class GuardRejected(Conflict):
+    """A lifecycle guard refused the operation (e.g. reindex of an active subtree)."""
+
+    code = "guard_rejected"
+
+
+class Forbidden(KnowledgeError):
+    """The caller may not do this (an agent principal starting a folder run)."""
+
+    code = "forbidden"
+
+
+class InvalidInput(KnowledgeError, ValueError):
+    code = "invalid_input"
+
+
+class StoreError(KnowledgeError):
+    """The database could not do what was asked (locked for too long, disk full, corrupt)."""
+
+    code = "store_error"
+
+
+class DataDirInUse(KnowledgeError):
+    """Another Quire window already has this data directory open."""
+
+    code = "data_dir_in_use"

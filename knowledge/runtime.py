@@ -1,0 +1,75 @@
+"""The composition root: one ``Quire`` per process and data directory.
+
+It opens the database (migrating it), builds the huey transport on the same file, the job registry
+with the knowledge job types, the job queue and — on demand — a worker and the encoders. The CLI and
+the GUI both start here, so both call the very same operations.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.queue import JobQueue
+from jobs.recovery import RecoveryReport, recover
+from jobs.registry import Registry
+from jobs.runtime import Worker
+from jobs.sessions import Session
+from jobs.transport import Transport
+from knowledge.store import apsw_dbapi
+from knowledge.store.database import Database, open_raw_connection
+from knowledge.store.migrations import migrate
+
+if TYPE_CHECKING:
+    from knowledge.embedding import Encoder
+
+log = logging.getLogger(__name__)
+
+# Modules that add job types and repair scans: each exposes ``register(quire: Quire) -> None``.
+# Kept as a list so feature packages plug in without the runtime importing their heavy dependencies.
+JOB_MODULES: list[str] = []
+
+
+@dataclass
+class Quire:
+    data_dir: Path
+    db: Database
+    transport: Transport
+    registry: Registry
+    queue: JobQueue
+    _encoders: dict[str, Encoder] = field(default_factory=dict)
+    encoder_factory: Callable[[str], Encoder] | None = None
+
+    @classmethod
+    def open(cls, data_dir: Path, *, hosts_worker: bool = False, register_jobs: bool = True) -> Quire:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database.in_dir(data_dir)
+        migrate(db)
+        transport = Transport(lambda: apsw_dbapi.Connection(open_raw_connection(db.path)))
+        registry = Registry()
+        session = Session.for_this_process(hosts_worker=hosts_worker)
+        quire = cls(data_dir, db, transport, registry, JobQueue(db, transport, registry, session))
+        if register_jobs:
+            import importlib
+
+            for name in JOB_MODULES:
+                importlib.import_module(name).register(quire)
+        return quire
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+    def recover(self) -> RecoveryReport:
+        """Startup recovery (every app or worker start, before taking jobs)."""
+        return recover(self.queue)
+
+    def make_worker(self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5) -> Worker:
+        return Worker(self.queue, threads=threads, lease_seconds=lease_seconds, poll_interval=poll_interval)
+
+    def close(self) -> None:
+        self.transport.close()
+        self.db.dispose()

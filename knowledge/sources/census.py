@@ -1,0 +1,244 @@
+"""Metadata census (SPEC §5, seed 003 item 14): every field a parser reads is stored or excluded, with why.
+
+For each parser, :data:`CENSUS` lists the fields the *source* states that the parser sees — named the
+way the source names them (``/Title`` in a PDF, ``core_properties.author`` in a DOCX, ``dc:creator`` in
+an EPUB) — and says for each one either
+
+* :func:`stored` — it becomes ``ParsedDocument.metadata[key]`` (several sources may feed one key, e.g.
+  a Markdown title from front matter or else the first heading), or
+* :func:`excluded` — it is deliberately left out, with a reason. A blank reason raises, so an exclusion
+  cannot be declared without one.
+
+:func:`assert_declared` runs on every parse (``parse_bytes``/``parse_note``): a parser that starts
+yielding a key nobody declared fails loudly instead of silently widening what Quire stores. The tests
+also hold the census against the libraries' own field lists (python-docx ``CoreProperties``, the PDF
+document-information keys), so a library upgrade that adds a field is noticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from knowledge.sources.model import MetadataValue
+
+
+class UndeclaredMetadata(RuntimeError):
+    """A parser produced a metadata key its census does not declare as stored: a programming error."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A source field kept in ``metadata[key]``."""
+
+    source: str
+    key: str
+
+    def __post_init__(self) -> None:
+        if not self.source.strip() or not self.key.strip():
+            raise ValueError("a stored field needs a source name and a metadata key")
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A source field deliberately not kept, and why."""
+
+    source: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not self.source.strip():
+            raise ValueError("an excluded field needs a source name")
+        if not self.reason.strip():
+            raise ValueError(f"excluding {self.source!r} needs a reason")
+
+
+def stored(source: str, key: str) -> Stored:
+    return Stored(source, key)
+
+
+def excluded(source: str, reason: str) -> Excluded:
+    return Excluded(source, reason)
+
+
+@dataclass(frozen=True)
+class ParserCensus:
+    """Everything one parser reads from a source, each field stored or excluded exactly once."""
+
+    parser: str
+    stored: tuple[Stored, ...]
+    excluded: tuple[Excluded, ...]
+
+    def __post_init__(self) -> None:
+        names = [f.source for f in self.stored] + [f.source for f in self.excluded]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"{self.parser}: fields declared twice: {duplicates}")
+
+    @property
+    def stored_keys(self) -> frozenset[str]:
+        return frozenset(f.key for f in self.stored)
+
+    @property
+    def sources(self) -> frozenset[str]:
+        return frozenset(f.source for f in self.stored) | frozenset(f.source for f in self.excluded)
+
+
+_NOT_CONTENT = "software name, not about the content"
+
+_TEXT = ParserCensus("text", (stored("detected character encoding", "encoding"),), ())
+
+_CODE = ParserCensus(
+    "code",
+    (stored("detected character encoding", "encoding"), stored("file suffix", "language")),
+    (),
+)
+
+_NOTE = ParserCensus("note", (stored("title typed by the user", "title"),), ())
+
+_MARKDOWN = ParserCensus(
+    "markdown",
+    (
+        stored("detected character encoding", "encoding"),
+        stored("front matter: title", "title"),
+        stored("first ATX heading", "title"),
+        stored("front matter: author", "author"),
+        stored("front matter: date", "date"),
+        stored("front matter: tags", "tags"),
+        stored("ATX headings", "heading_count"),
+    ),
+    (
+        excluded(
+            "front matter: other keys",
+            "front matter keys other than title/author/date/tags are not read: they are user-defined, "
+            "with no agreed meaning, and the front matter block is not indexed as text either",
+        ),
+    ),
+)
+
+_HTML = ParserCensus(
+    "html",
+    (
+        stored("declared or detected character encoding", "encoding"),
+        stored("<title>", "title"),
+        stored("<html lang>", "language"),
+        stored('<meta name="author">', "author"),
+        stored('<meta name="description">', "description"),
+    ),
+    (
+        excluded('<meta name="keywords">', "search-engine hints, often stuffed with terms not in the page"),
+        excluded('<meta name="generator">', _NOT_CONTENT),
+        excluded(
+            "other <meta> tags (viewport, robots, Open Graph, Twitter cards)",
+            "page plumbing and social-card copies of the title/description, not about the content",
+        ),
+    ),
+)
+
+_PDF = ParserCensus(
+    "pdf",
+    (
+        stored("/Title", "title"),
+        stored("/Author", "author"),
+        stored("/Subject", "subject"),
+        stored("/Keywords", "keywords"),
+        stored("/CreationDate", "created"),
+        stored("/ModDate", "modified"),
+        stored("page tree: number of pages", "page_count"),
+    ),
+    (
+        excluded("/Creator", "name of the authoring application, not about the content"),
+        excluded("/Producer", "name of the PDF-writing software, not about the content"),
+        excluded("/Trapped", "a print-production flag"),
+        excluded("other document-information keys", "tool-specific keys with no agreed meaning"),
+        excluded(
+            "XMP metadata stream",
+            "restates the document-information fields in XML; parsing it adds no field we keep",
+        ),
+        excluded("document outline (bookmarks)", "navigation; the section titles are in the page text"),
+        excluded("annotations and form fields", "reviewers' notes and form input, not the document's text"),
+    ),
+)
+
+_DOCX = ParserCensus(
+    "docx",
+    (
+        stored("core_properties.title", "title"),
+        stored("core_properties.author", "author"),
+        stored("core_properties.subject", "subject"),
+        stored("core_properties.keywords", "keywords"),
+        stored("core_properties.category", "category"),
+        stored("core_properties.comments", "description"),
+        stored("core_properties.identifier", "identifier"),
+        stored("core_properties.language", "language"),
+        stored("core_properties.created", "created"),
+        stored("core_properties.modified", "modified"),
+    ),
+    (
+        excluded("core_properties.content_status", "workflow state such as 'Draft', not about the content"),
+        excluded(
+            "core_properties.last_modified_by",
+            "the account name of whoever saved last: personal data that search does not need",
+        ),
+        excluded("core_properties.last_printed", "printing history, not about the content"),
+        excluded("core_properties.revision", "a save counter kept by the word processor"),
+        excluded("core_properties.version", "a version label set by document-management tools"),
+        excluded(
+            "extended properties (docProps/app.xml)",
+            "application name, template, company and page/word counts: "
+            "about the software or the organisation, and the counts are stale estimates",
+        ),
+    ),
+)
+
+_EPUB = ParserCensus(
+    "epub",
+    (
+        stored("dc:title", "title"),
+        stored("dc:creator", "author"),
+        stored("dc:language", "language"),
+        stored("dc:date", "date"),
+        stored("dc:publisher", "publisher"),
+        stored("dc:identifier", "identifier"),
+        stored("dc:description", "description"),
+        stored("dc:subject", "subject"),
+        stored("spine: number of chapters", "chapter_count"),
+    ),
+    (
+        excluded("dc:contributor", "secondary credits and conversion tools (e.g. 'calibre'), not authorship"),
+        excluded("dc:rights", "a licensing statement, not about the content"),
+        excluded("dc:coverage", "rarely set, with no agreed format"),
+        excluded("dc:relation", "links to other resources, not about this content"),
+        excluded("dc:source", "the work this edition was derived from: provenance, not content"),
+        excluded("dc:type", "a genre code with no agreed vocabulary"),
+        excluded("dc:format", "always the EPUB media type"),
+        excluded(
+            "OPF <meta> entries (dcterms:modified, generator, cover, calibre:*)",
+            "package bookkeeping and tool-specific extensions, not about the content",
+        ),
+        excluded(
+            "navigation document and NCX (table of contents)",
+            "chapter titles that are already in the chapter text",
+        ),
+    ),
+)
+
+CENSUS: Mapping[str, ParserCensus] = MappingProxyType(
+    {c.parser: c for c in (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _NOTE)}
+)
+
+
+def blank_metadata(parser: str) -> dict[str, MetadataValue]:
+    """Every stored key of ``parser`` set to ``None``: all files of one type expose the same keys."""
+    return dict.fromkeys(sorted(CENSUS[parser].stored_keys))
+
+
+def assert_declared(parser: str, metadata: Mapping[str, object]) -> None:
+    """Raise :class:`UndeclaredMetadata` if ``metadata`` has a key the census does not declare stored."""
+    census = CENSUS.get(parser)
+    if census is None:
+        raise UndeclaredMetadata(f"parser {parser!r} has no metadata census")
+    undeclared = sorted(set(metadata) - census.stored_keys)
+    if undeclared:
+        raise UndeclaredMetadata(f"parser {parser!r} yields undeclared metadata fields: {undeclared}")

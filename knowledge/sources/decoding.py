@@ -1,0 +1,183 @@
+"""Bytes to text for every text-like format: binary sniffing, then a fixed, deterministic decoding order.
+
+Order (the first that fits wins):
+
+1. a byte-order mark (UTF-8, UTF-16, UTF-32);
+2. UTF-16 without a BOM, recognised by NUL bytes sitting on every other position;
+3. otherwise NUL bytes or many control bytes in the first 8 KiB mean ``binary`` (a PNG renamed ``.txt``);
+4. an encoding the document declares (HTML ``<meta charset>``), if the bytes really decode with it;
+5. strict UTF-8, then "mostly UTF-8" (a few bad bytes in an otherwise UTF-8 file, e.g. a log cut
+   mid-character), decoded with replacement characters;
+6. Windows-1252 when the result reads like Western European text. charset-normalizer alone guesses
+   short Latin-1 text badly (French comes out as cp1250 with "crčme"), and this is the most common
+   legacy encoding a desktop user meets;
+7. charset-normalizer with a floor on its "mess" ratio;
+8. anything else is ``invalid_encoding``: better refused than indexed as mojibake.
+
+Every decoded result must also look like text (few control, unassigned or private-use characters).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from charset_normalizer import from_bytes
+
+from knowledge.sources.model import SourceRejected
+
+_SNIFF_BYTES = 8 * 1024
+_DETECT_BYTES = 256 * 1024
+_PLAUSIBLE_CHARS = 64 * 1024
+_BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's.
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_CONTROL_BYTES = frozenset([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+_MAX_CONTROL_RATIO = 0.10
+_MAX_MESS = 0.10  # charset-normalizer's chaos score: above this the guess is not trusted
+_MAX_IMPLAUSIBLE_RATIO = 0.01
+_MAX_UTF8_REPAIR_RATIO = 0.01
+_WESTERN_SYMBOLS = frozenset("\u00a0“”‘’‚„–—…•€£¥©®°±«»§¶·×÷™†‡‰´¨¸ºª")
+# WHATWG decodes these labels as windows-1252; so do browsers, so must we.
+_LABEL_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252",
+                  "us-ascii": "cp1252"}  # fmt: skip
+_INVALID = "text encoding could not be determined (not UTF-8 and no plausible legacy encoding)"
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: str
+
+
+def decode_text(data: bytes, declared: str | None = None) -> Decoded:
+    """Decode ``data`` following the module's order; raise ``binary`` or ``invalid_encoding``."""
+    found = _by_bom(data) or _by_utf16_pattern(data)
+    if found is None:
+        _refuse_binary(data[:_SNIFF_BYTES])
+        found = _by_declared(data, declared) or _by_utf8(data) or _by_western(data) or _by_detector(data)
+    if found is None or not _plausible(found.text):
+        raise SourceRejected("invalid_encoding", _INVALID)
+    return found
+
+
+def _strict(data: bytes, encoding: str) -> Decoded | None:
+    try:
+        return Decoded(data.decode(encoding), codecs.lookup(encoding).name)
+    except (UnicodeDecodeError, LookupError):
+        return None
+
+
+def _by_bom(data: bytes) -> Decoded | None:
+    # A "BOM" that does not decode is left to the binary sniffing below: it was probably not a BOM.
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _strict(data, encoding)
+    return None
+
+
+def _by_utf16_pattern(data: bytes) -> Decoded | None:
+    """UTF-16 without a BOM: mostly-ASCII text puts a NUL in every other byte."""
+    sample = data[: _SNIFF_BYTES - _SNIFF_BYTES % 2]
+    pairs = len(sample) // 2
+    if pairs < 4 or len(data) % 2:
+        return None
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    if odd_nuls >= 0.4 * pairs and even_nuls <= 0.05 * pairs:
+        return _strict(data, "utf-16-le")
+    if even_nuls >= 0.4 * pairs and odd_nuls <= 0.05 * pairs:
+        return _strict(data, "utf-16-be")
+    return None
+
+
+def _refuse_binary(sample: bytes) -> None:
+    if b"\x00" in sample:
+        raise SourceRejected("binary", "file looks binary, not text (it contains NUL bytes)")
+    controls = sum(1 for byte in sample if byte in _CONTROL_BYTES)
+    if sample and controls / len(sample) > _MAX_CONTROL_RATIO:
+        raise SourceRejected("binary", "file looks binary, not text (too many control characters)")
+
+
+def _by_declared(data: bytes, declared: str | None) -> Decoded | None:
+    if not declared:
+        return None
+    label = declared.strip().lower()
+    if label.startswith("utf-16"):  # a BOM-less "utf-16" declaration is a lie browsers ignore too
+        return None
+    return _strict(data, _LABEL_ALIASES.get(label, label))
+
+
+def _by_utf8(data: bytes) -> Decoded | None:
+    strict = _strict(data, "utf-8")
+    if strict is not None:
+        return strict
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    multibyte = sum(1 for char in text[:_PLAUSIBLE_CHARS] if ord(char) > 0x7F and char != "\ufffd")
+    if multibyte and bad <= _MAX_UTF8_REPAIR_RATIO * multibyte:
+        return Decoded(text, "utf-8 (repaired)")
+    return None
+
+
+def _by_western(data: bytes) -> Decoded | None:
+    decoded = _strict(data, "cp1252")
+    if decoded is None or not _looks_western(decoded.text[:_PLAUSIBLE_CHARS]):
+        return None
+    return decoded
+
+
+def _looks_western(text: str) -> bool:
+    """Accented letters are a minority of the letters, and the other non-ASCII characters are the usual
+    typographic symbols. Cyrillic or Greek read as cp1252 fails the first test, Polish the second."""
+    non_ascii = [char for char in text if ord(char) > 0x7F]
+    letters = sum(1 for char in text if char.isalpha())
+    accented = sum(1 for char in non_ascii if char.isalpha())
+    odd = sum(1 for char in non_ascii if not char.isalpha() and char not in _WESTERN_SYMBOLS)
+    return accented <= 0.4 * letters and odd <= 0.2 * len(non_ascii)
+
+
+def _by_detector(data: bytes) -> Decoded | None:
+    best = from_bytes(_detection_sample(data), threshold=_MAX_MESS, enable_fallback=False).best()
+    if best is None or best.chaos > _MAX_MESS:
+        return None
+    return _strict(data, best.encoding)
+
+
+def _detection_sample(data: bytes) -> bytes:
+    """A bounded prefix, cut after a newline: in the ASCII-compatible multi-byte encodings (Shift-JIS,
+    GBK, Big5, EUC) 0x0A is never a trailing byte, so the cut never splits a character."""
+    if len(data) <= _DETECT_BYTES:
+        return data
+    cut = data.rfind(b"\n", 0, _DETECT_BYTES)
+    return data[: cut + 1] if cut > 0 else data[:_DETECT_BYTES]
+
+
+def _plausible(text: str) -> bool:
+    sample = text[:_PLAUSIBLE_CHARS]
+    if not sample:
+        return True
+    bad = sum(1 for char in sample if _implausible(char))
+    return bad <= _MAX_IMPLAUSIBLE_RATIO * len(sample)
+
+
+def _implausible(char: str) -> bool:
+    if char in "\t\n\r\f\v\x1b":
+        return False
+    return char == "\ufffd" or unicodedata.category(char) in ("Cc", "Cn", "Co", "Cs")
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def declared_encoding(data: bytes) -> str | None:
+    """The charset a markup document declares in its first 4 KiB (``<meta>`` or XML declaration)."""
+    head = data[:4096]
+    match = _META_CHARSET.search(head) or _XML_ENCODING.search(head)
+    return match.group(1).decode("ascii") if match else None

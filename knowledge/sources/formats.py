@@ -1,0 +1,87 @@
+"""Which file types Quire reads, decided by suffix alone, and the version of each parser.
+
+The table is fixed in code rather than taken from :mod:`mimetypes`, whose answers depend on the host's
+``/etc/mime.types`` and would make the same file parse differently on two machines.
+
+``PARSER_VERSIONS`` is stamped on derived data (SPEC §2): bump a parser's version whenever its output for
+the same bytes changes (text, segments or metadata), so stale chunks are rebuilt rather than trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+PARSER_VERSIONS: dict[str, str] = {
+    "text": "text-1",
+    "markdown": "markdown-1",
+    "code": "code-1",
+    "html": "html-1",
+    "pdf": "pdf-1",
+    "docx": "docx-1",
+    "epub": "epub-1",
+    "note": "note-1",
+}
+
+
+@dataclass(frozen=True)
+class Format:
+    """How to read one suffix: the parser, the MIME type to record, and (for code) the language."""
+
+    parser: str
+    mime: str
+    language: str | None = None
+
+
+_TEXT_SUFFIXES = (
+    ".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
+    ".srt", ".vtt",
+)  # fmt: skip
+_MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
+_HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
+
+# suffix -> language name; the MIME type is the generic one for text so no table of x- types is needed.
+_CODE_LANGUAGES: dict[str, str] = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".tsx": "typescript", ".java": "java", ".c": "c",
+    ".h": "c", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp",
+    ".cs": "csharp", ".go": "go", ".rs": "rust", ".rb": "ruby", ".php": "php", ".swift": "swift",
+    ".kt": "kotlin", ".kts": "kotlin", ".scala": "scala", ".sh": "shell", ".bash": "shell",
+    ".zsh": "shell", ".ps1": "powershell", ".sql": "sql", ".css": "css", ".scss": "scss", ".less": "less",
+    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".ini": "ini", ".cfg": "ini",
+    ".xml": "xml", ".lua": "lua", ".pl": "perl", ".r": "r", ".dart": "dart", ".hs": "haskell",
+    ".ex": "elixir", ".exs": "elixir", ".erl": "erlang", ".clj": "clojure", ".m": "objective-c",
+    ".vue": "vue", ".svelte": "svelte", ".proto": "protobuf", ".graphql": "graphql", ".tf": "terraform",
+}  # fmt: skip
+
+
+def _build_formats() -> dict[str, Format]:
+    formats: dict[str, Format] = {s: Format("text", "text/plain") for s in _TEXT_SUFFIXES}
+    formats.update({s: Format("markdown", "text/markdown") for s in _MARKDOWN_SUFFIXES})
+    formats.update({s: Format("code", "text/plain", lang) for s, lang in _CODE_LANGUAGES.items()})
+    formats.update({s: Format("html", mime) for s, mime in _HTML_SUFFIXES.items()})
+    formats[".pdf"] = Format("pdf", "application/pdf")
+    formats[".docx"] = Format(
+        "docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    )
+    formats[".epub"] = Format("epub", "application/epub+zip")
+    return formats
+
+
+FORMATS: dict[str, Format] = _build_formats()
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset(FORMATS)
+
+
+def suffix_of(name: str) -> str:
+    """The lowercased final suffix of a file name (``""`` for none); only the name part is looked at."""
+    return PurePath(name).suffix.lower()
+
+
+def format_for(name: str) -> Format | None:
+    """The format for a file name, or ``None`` when Quire does not read that type."""
+    return FORMATS.get(suffix_of(name))
+
+
+def is_supported(path: PurePath) -> bool:
+    """Whether ``path`` has a suffix Quire can parse. Nothing on disk is touched."""
+    return suffix_of(path.name) in SUPPORTED_SUFFIXES

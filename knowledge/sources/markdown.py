@@ -1,0 +1,117 @@
+"""Markdown: the source text itself (markup kept), one segment per line, and a little metadata.
+
+* YAML front matter (a ``---`` block on the first line) is split off: only ``title``, ``author``,
+  ``date`` and ``tags`` are read from it (census), and the block is not part of the indexed text, so
+  undeclared keys are neither stored nor searchable. Body segments keep their *source* line numbers.
+  The reader handles the YAML people write in front matter (scalars, quoted strings, ``[a, b]`` and
+  ``- item`` lists, ``|``/``>`` blocks) without a YAML library.
+* ATX headings (``# Title``) outside fenced code blocks are counted; the first one is the title when
+  the front matter has none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from knowledge.sources.census import blank_metadata
+from knowledge.sources.formats import Format
+from knowledge.sources.model import ParsedDocument, SourceRejected
+from knowledge.sources.plain import decode_nonblank
+from knowledge.sources.textutil import clean_value, document, line_segments
+
+_FRONT_MATTER_KEYS = frozenset({"title", "author", "date", "tags"})
+_MAX_FRONT_MATTER_LINES = 200
+_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*))?$")
+_FIRST_KEY = re.compile(r"^\s*(#.*)?$|^[A-Za-z_][\w-]*[ \t]*:")
+_BLOCK_SCALAR = frozenset({"", "|", ">", "|-", ">-", "|+", ">+"})
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def parse_markdown(data: bytes, fmt: Format) -> ParsedDocument:
+    decoded = decode_nonblank(data)
+    front, body, first_line = split_front_matter(decoded.text)
+    if not body.strip():
+        raise SourceRejected("empty", "file has no text besides its front matter")
+    fields = read_front_matter(front)
+    headings = list(atx_headings(body))
+    metadata = blank_metadata("markdown")
+    metadata.update(
+        encoding=decoded.encoding,
+        title=clean_value(" ".join(fields.get("title", []))) or (clean_value(headings[0]) if headings else None),
+        author=clean_value("; ".join(fields.get("author", []))),
+        date=clean_value(" ".join(fields.get("date", []))),
+        tags=clean_value(", ".join(fields.get("tags", []))),
+        heading_count=len(headings),
+    )
+    return document("markdown", body, line_segments(body, first_line), metadata, fmt.mime)
+
+
+def split_front_matter(text: str) -> tuple[list[str], str, int]:
+    """``(front matter lines, body, body's first source line)``; no front matter gives ``([], text, 1)``."""
+    lines = text.split("\n", _MAX_FRONT_MATTER_LINES + 1)
+    if lines[0].rstrip() != "---" or len(lines) < 2 or not _FIRST_KEY.match(lines[1]):
+        return [], text, 1
+    # When the split hit its limit, the last element is the unsplit rest of the file, not a line.
+    last = len(lines) - 1 if len(lines) > _MAX_FRONT_MATTER_LINES + 1 else len(lines)
+    for index in range(1, last):
+        if lines[index].rstrip() in ("---", "..."):
+            return lines[1:index], "\n".join(lines[index + 1 :]), index + 2
+    return [], text, 1
+
+
+def read_front_matter(lines: list[str]) -> dict[str, list[str]]:
+    """The declared keys' values as lists of strings; every other key is skipped unread."""
+    values: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        match = _KEY.match(line)
+        if match:
+            key, raw = match.group(1).lower(), (match.group(2) or "").strip()
+            current = values.setdefault(key, []) if key in _FRONT_MATTER_KEYS else None
+            if current is not None and raw not in _BLOCK_SCALAR:
+                current.extend(_inline_values(raw))
+        elif current is not None and line[:1] in (" ", "\t", "-"):
+            item = line.strip()
+            current.extend(_inline_values(item[2:] if item.startswith("- ") else item))
+    return values
+
+
+def _inline_values(raw: str) -> list[str]:
+    raw = _drop_comment(raw.strip())
+    if raw.startswith("[") and raw.endswith("]"):
+        return [v for v in (_unquote(part) for part in raw[1:-1].split(",")) if v]
+    value = _unquote(raw)
+    return [value] if value else []
+
+
+def _drop_comment(raw: str) -> str:
+    if raw[:1] in ("'", '"'):
+        return raw
+    cut = raw.find(" #")
+    return raw if cut < 0 else raw[:cut].rstrip()
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in ("'", '"'):
+        return value[1:-1]
+    return value
+
+
+def atx_headings(body: str) -> Iterator[str]:
+    """Texts of ATX headings, skipping fenced code blocks (a ``# comment`` in a shell block is no heading)."""
+    fence: str | None = None
+    for line in body.split("\n"):
+        opener = _FENCE.match(line)
+        if opener:
+            marker = opener.group(1)
+            if fence is None:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+            continue
+        heading = None if fence else _ATX.match(line)
+        if heading:
+            yield (heading.group(2) or "").strip()

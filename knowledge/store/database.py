@@ -1,0 +1,161 @@
+"""The one place that opens the database: apsw connections with pragmas and sqlite-vec, SQLAlchemy on top.
+
+Decision (how SQLAlchemy shares apsw): SQLAlchemy's pysqlite dialect runs over ``apsw_dbapi`` — a
+DB-API face on apsw — with a connection pool whose ``creator`` opens apsw connections here. Each
+pooled connection is used by one thread at a time. SQLAlchemy builds and executes statements; it never
+decides transaction boundaries. Those are ours:
+
+* ``Database.write()`` checks out a connection and issues ``BEGIN IMMEDIATE``: the writer takes
+  SQLite's write lock up front, so a transaction that reads and then writes never fails half-way on
+  ``SQLITE_BUSY`` and every check made inside it still holds at commit. Nested ``write()`` on the same
+  thread becomes a savepoint on the outer connection (sqlite-utils' ``atomic()``), so helpers can be
+  called both standalone and inside a caller's transaction.
+* ``Database.read()`` issues a deferred ``BEGIN``: a consistent WAL snapshot for multi-query reads,
+  never blocking writers.
+* Autocommit statements are for pragmas and maintenance only.
+
+Other processes (CLI, worker, GUI) share the file through SQLite's own locking with a busy timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import sqlite_vec
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.pool import QueuePool
+
+from knowledge.errors import StoreError
+from knowledge.store import apsw_dbapi
+
+DB_FILENAME = "quire.sqlite3"
+BUSY_TIMEOUT_MS = 15_000
+
+
+def open_raw_connection(path: Path | str) -> apsw.Connection:
+    """An apsw connection with Quire's pragmas and sqlite-vec loaded."""
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    # apsw's execute is lazy for row-returning statements: fetch each pragma (FACTS.md #6).
+    # Switching to WAL needs a lock; only ask when the file is not in WAL mode already.
+    if str(conn.execute("PRAGMA journal_mode").fetchall()[0][0]).lower() != "wal":
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        if str(mode[0][0]).lower() != "wal" and str(path) != ":memory:":
+            raise StoreError(f"could not switch the database to WAL mode (got {mode[0][0]!r})")
+    conn.execute("PRAGMA synchronous=NORMAL").fetchall()
+    conn.execute("PRAGMA foreign_keys=ON").fetchall()
+    conn.execute("PRAGMA cache_size=-16000").fetchall()
+    return conn
+
+
+class Database:
+    """Owns the engine for one database file. Create one per process and pass it down."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self.engine: Engine = create_engine(
+            "sqlite+pysqlite://",
+            module=apsw_dbapi,
+            creator=lambda: apsw_dbapi.connect_with(lambda: open_raw_connection(path)),
+            poolclass=QueuePool,
+            pool_size=4,
+            max_overflow=16,
+            pool_reset_on_return="rollback",
+        )
+        # pysqlite's dialect would otherwise issue its own isolation-level pragmas; we own BEGIN.
+        event.listen(self.engine, "connect", _noop_connect)
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> Database:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return cls(data_dir / DB_FILENAME)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls on one thread become savepoints."""
+        outer: Connection | None = getattr(self._local, "write_conn", None)
+        if outer is not None:
+            with _mapped_errors(), outer.begin_nested():
+                yield outer
+            return
+        with _mapped_errors(), self.engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            self._local.write_conn = conn
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                self._local.write_conn = None
+            conn.commit()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read snapshot. Inside a write on the same thread, reads see that write's own changes."""
+        outer: Connection | None = getattr(self._local, "write_conn", None)
+        if outer is not None:
+            yield outer
+            return
+        with _mapped_errors(), self.engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+
+    def current_write(self) -> Connection | None:
+        """The write transaction open on this thread, if any."""
+        conn: Connection | None = getattr(self._local, "write_conn", None)
+        return conn
+
+    @contextlib.contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """A connection with no transaction: for pragmas, VACUUM, integrity checks."""
+        with _mapped_errors(), self.engine.connect() as conn:
+            yield conn
+            conn.rollback()
+
+
+def raw_apsw(conn: Connection) -> apsw.Connection:
+    """The apsw connection under a SQLAlchemy connection (for vec0 blobs and huey's task row)."""
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, apsw_dbapi.Connection)
+    return driver.apsw
+
+
+def _noop_connect(_dbapi_conn: Any, _record: Any) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """Turn lock timeouts, full disks and corruption into an actionable StoreError."""
+    try:
+        yield
+    except sa_exc.OperationalError as exc:
+        text = str(exc.orig) if exc.orig is not None else str(exc)
+        if "locked" in text or "busy" in text:
+            raise StoreError("the database is busy (another Quire process holds it); try again") from exc
+        if "full" in text:
+            raise StoreError("the disk is full; free some space and try again") from exc
+        raise
+    except sa_exc.DatabaseError as exc:
+        if "malformed" in str(exc) or "not a database" in str(exc):
+            raise StoreError("the database file is damaged; run `quire doctor`") from exc
+        raise

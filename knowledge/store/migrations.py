@@ -1,0 +1,70 @@
+"""Named, ordered schema migrations, each applied in one write transaction together with its record.
+
+Add a migration by appending a ``Migration`` to ``MIGRATIONS``; never edit or reorder an applied one.
+Concurrent processes are safe: the applied set is re-read inside ``BEGIN IMMEDIATE``.
+Derived indexes (vectors, FTS) are not migrated: they are stamped and rebuilt (see schema.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, text
+
+from jobs import schema as jobs_schema
+from jobs.transport import HUEY_DDL
+from knowledge.store import schema
+from knowledge.store.database import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    apply: Callable[[Connection], None]
+
+
+def _initial(conn: Connection) -> None:
+    jobs_schema.metadata.create_all(conn)
+    for ddl in HUEY_DDL:
+        conn.exec_driver_sql(ddl)
+    schema.metadata.create_all(conn)
+
+
+MIGRATIONS: list[Migration] = [
+    Migration("0001_initial", _initial),
+]
+
+
+def _ensure_record_table(db: Database) -> None:
+    with db.write() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+
+
+def applied_migrations(conn: Connection) -> list[str]:
+    rows = conn.execute(text("SELECT name FROM schema_migrations ORDER BY name")).all()
+    return [r[0] for r in rows]
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply every pending migration in order; return the names applied now."""
+    _ensure_record_table(db)
+    applied_now: list[str] = []
+    for migration in MIGRATIONS:
+        with db.write() as conn:
+            if migration.name in applied_migrations(conn):
+                continue
+            migration.apply(conn)
+            conn.execute(
+                text("INSERT INTO schema_migrations (name, applied_at) VALUES (:n, :t)"),
+                {"n": migration.name, "t": time.time()},
+            )
+        log.info("applied migration %s", migration.name)
+        applied_now.append(migration.name)
+    return applied_now

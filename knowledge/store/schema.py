@@ -1,0 +1,139 @@
+"""The knowledge schema, described with SQLAlchemy Core.
+
+Per-base virtual tables (``vec_base_{id}`` for sqlite-vec, ``fts_base_{id}`` for FTS5) are created by
+``knowledge.index`` when a base is created, because a vec0 column's dimension is fixed per table and a
+base fixes its model and dimension at creation. Their rowid is ``chunks.id``.
+
+Derived data carries what made it: ``items.parser_version``, ``items.chunker_version`` and
+``items.model_fingerprint`` say which parser, chunker and model (id, dimension, precision) produced the
+item's chunks and vectors, so an index is rebuilt on mismatch rather than migrated.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData()
+
+ITEM_TYPES = ("file", "directory", "note")
+ACTIVE_STATUSES = ("idle", "preparing", "processing", "reading", "embedding")
+TERMINAL_STATUSES = ("completed", "failed")
+ITEM_STATUSES = (*ACTIVE_STATUSES, *TERMINAL_STATUSES, "deleting")
+
+bases = Table(
+    "bases",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("model_id", String, nullable=False),
+    Column("dimension", Integer, nullable=False),
+    Column("precision", String, nullable=False),  # fp32 | bf16: fixed at creation, never mixed
+    Column("chunk_size", Integer, nullable=False),
+    Column("chunk_overlap", Integer, nullable=False),
+    Column("status", String, nullable=False, server_default="ok"),  # ok | failed
+    Column("status_reason", Text),
+    Column("locked", Integer, nullable=False, server_default="0"),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    CheckConstraint("status IN ('ok', 'failed')", name="bases_status"),
+    CheckConstraint("chunk_overlap >= 0 AND chunk_overlap < chunk_size", name="bases_overlap"),
+    Index("bases_name", text("name COLLATE NOCASE"), unique=True),
+)
+
+items = Table(
+    "items",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("base_id", Integer, ForeignKey("bases.id", ondelete="CASCADE"), nullable=False),
+    Column("parent_id", Integer, ForeignKey("items.id", ondelete="CASCADE")),
+    Column("root_id", Integer),  # the top-level item of this subtree (itself for roots)
+    Column("type", String, nullable=False),
+    Column("name", String, nullable=False),
+    Column("source_path", Text),  # where the user's original was (absolute), None for notes
+    Column("relative_path", Text),  # path below the root container
+    Column("status", String, nullable=False),
+    Column("error_code", String),
+    Column("error_message", Text),
+    Column("content_sha256", String),  # fingerprint of the raw bytes last read
+    Column("size", Integer),
+    Column("mtime", Float),
+    Column("blob_sha256", String),  # knowledge-owned copy of the raw bytes
+    Column("text_sha256", String),  # knowledge-owned copy of the extracted text
+    Column("note_text", Text),
+    Column("parser", String),
+    Column("parser_version", String),
+    Column("chunker_version", String),
+    Column("model_fingerprint", String),
+    Column("chunk_count", Integer, nullable=False, server_default="0"),
+    Column("metadata", Text),  # JSON of the parser's declared, stored fields
+    Column("run_id", Integer),  # the folder run that created it, if any
+    Column("owner", String),  # the identity that owns/authored it (a person or the base's ingest agent)
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    CheckConstraint(f"type IN {ITEM_TYPES}", name="items_type"),
+    CheckConstraint(f"status IN {ITEM_STATUSES}", name="items_status"),
+    Index("items_base_parent", "base_id", "parent_id"),
+    Index("items_root", "root_id"),
+    Index("items_base_status", "base_id", "status"),
+    Index("items_base_content", "base_id", "content_sha256"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("base_id", Integer, ForeignKey("bases.id", ondelete="CASCADE"), nullable=False),
+    Column("item_id", Integer, ForeignKey("items.id", ondelete="CASCADE"), nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("start", Integer, nullable=False),
+    Column("end", Integer, nullable=False),
+    Column("page", Integer),
+    Column("line_start", Integer),
+    Column("line_end", Integer),
+    Column("token_count", Integer, nullable=False),
+    Column("text_sha256", String, nullable=False),
+    UniqueConstraint("item_id", "ordinal", name="chunks_item_ordinal"),
+    Index("chunks_base_hash", "base_id", "text_sha256"),
+)
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("sha256", String, primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("kind", String, nullable=False),  # raw | text
+    Column("created_at", Float, nullable=False),
+)
+
+identities = Table(
+    "identities",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("base_id", Integer, ForeignKey("bases.id", ondelete="CASCADE")),
+    Column("name", String, nullable=False),
+    Column("kind", String, nullable=False),  # person | ingest_agent | system
+    Column("disabled", Integer, nullable=False, server_default="0"),
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("base_id", "kind", "name", name="identities_base_kind_name"),
+)
+
+settings = Table(
+    "settings",
+    metadata,
+    Column("key", String, primary_key=True),
+    Column("value", Text, nullable=False),
+)

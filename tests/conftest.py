@@ -1,0 +1,68 @@
+"""Shared fixtures: a real data directory and database per test, real processes where it matters."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from knowledge.runtime import Quire
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def quire(data_dir: Path) -> Iterator[Quire]:
+    q = Quire.open(data_dir)
+    yield q
+    q.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.02) -> object:
+    """Poll a condition with a deadline (never a bare sleep standing in for synchronisation)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+def python_proc(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def quire_cli(
+    *args: str, data_dir: Path, timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--data-dir", str(data_dir), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )

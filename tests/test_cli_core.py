@@ -1,0 +1,61 @@
+"""The CLI skeleton: doctor on a fresh data directory, usage errors, JSON everywhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import quire_cli
+
+
+def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
+    data_dir = tmp_path / "fresh"
+    result = quire_cli("--json", "doctor", data_dir=data_dir)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["integrity"] == "ok"
+    assert report["journal_mode"] == "wal"
+    assert report["sqlite_vec"].startswith("v0.1")
+    assert report["data_dir"] == str(data_dir.resolve())
+    assert "0001_initial" in report["migrations"]
+    assert Path(report["model_path"], "config.json").exists()
+    assert (data_dir / "quire.sqlite3").exists()
+
+
+def test_usage_error_exits_2(tmp_path: Path) -> None:
+    result = quire_cli("no-such-command", data_dir=tmp_path)
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_bad_option_value_exits_2(tmp_path: Path) -> None:
+    result = quire_cli("jobs", "--status", "nonsense", data_dir=tmp_path)
+    assert result.returncode == 2
+
+
+def test_jobs_json_lists_nothing_on_a_fresh_directory(tmp_path: Path) -> None:
+    result = quire_cli("jobs", "--json", data_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"jobs": []}
+
+
+def test_worker_until_idle_returns(tmp_path: Path) -> None:
+    result = quire_cli("worker", "--until-idle", "--json", data_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["jobs_finished"] == 0
+
+
+def test_data_dir_from_environment(tmp_path: Path, monkeypatch: object) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "QUIRE_DATA_DIR": str(tmp_path / "envdir")}
+    out = subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--json", "doctor"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["data_dir"] == str((tmp_path / "envdir").resolve())
