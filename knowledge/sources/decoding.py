@@ -40,13 +40,18 @@ _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's.
 )
 _CONTROL_BYTES = frozenset([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _MAX_CONTROL_RATIO = 0.10
-_MAX_MESS = 0.10  # charset-normalizer's chaos score: above this the guess is not trusted
+_MAX_MESS = 0.15  # charset-normalizer's chaos score of its best guess: above this it is not trusted
 _MAX_IMPLAUSIBLE_RATIO = 0.01
 _MAX_UTF8_REPAIR_RATIO = 0.01
-_WESTERN_SYMBOLS = frozenset("\u00a0“”‘’‚„–—…•€£¥©®°±«»§¶·×÷™†‡‰´¨¸ºª")
+# cp1252's typographic symbols (quotes, dashes, euro, copyright, degree...), without the superscripts and
+# inverted marks that Polish letters (l-stroke, a-ogonek, z-dot) turn into when cp1250 is misread.
+_WESTERN_SYMBOLS = frozenset(bytes(range(0x80, 0xC0)).decode("cp1252", "ignore") + "\u00d7\u00f7") - frozenset(
+    "\u00a1\u00b2\u00b3\u00b9\u00bc\u00bd\u00be\u00bf"
+)
 # WHATWG decodes these labels as windows-1252; so do browsers, so must we.
 _LABEL_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252",
                   "us-ascii": "cp1252"}  # fmt: skip
+_UNSAFE_DECLARED = frozenset({"idna", "punycode", "unicode-escape", "raw-unicode-escape", "undefined", "utf-7"})
 _INVALID = "text encoding could not be determined (not UTF-8 and no plausible legacy encoding)"
 
 
@@ -108,9 +113,16 @@ def _by_declared(data: bytes, declared: str | None) -> Decoded | None:
     if not declared:
         return None
     label = declared.strip().lower()
-    if label.startswith("utf-16"):  # a BOM-less "utf-16" declaration is a lie browsers ignore too
+    label = _LABEL_ALIASES.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+    except LookupError:
         return None
-    return _strict(data, _LABEL_ALIASES.get(label, label))
+    # A document may not pick Python's transform codecs (escape decoding, punycode's quadratic decoder),
+    # and a BOM-less "utf-16" declaration is a lie that browsers ignore too.
+    if name in _UNSAFE_DECLARED or name.startswith("utf-16") or name.startswith("utf-32"):
+        return None
+    return _strict(data, name)
 
 
 def _by_utf8(data: bytes) -> Decoded | None:
@@ -143,7 +155,7 @@ def _looks_western(text: str) -> bool:
 
 
 def _by_detector(data: bytes) -> Decoded | None:
-    best = from_bytes(_detection_sample(data), threshold=_MAX_MESS, enable_fallback=False).best()
+    best = from_bytes(_detection_sample(data), enable_fallback=False).best()
     if best is None or best.chaos > _MAX_MESS:
         return None
     return _strict(data, best.encoding)

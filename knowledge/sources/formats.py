@@ -61,9 +61,7 @@ def _build_formats() -> dict[str, Format]:
     formats.update({s: Format("code", "text/plain", lang) for s, lang in _CODE_LANGUAGES.items()})
     formats.update({s: Format("html", mime) for s, mime in _HTML_SUFFIXES.items()})
     formats[".pdf"] = Format("pdf", "application/pdf")
-    formats[".docx"] = Format(
-        "docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-    )
+    formats[".docx"] = Format("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
     formats[".epub"] = Format("epub", "application/epub+zip")
     return formats
 

@@ -12,8 +12,10 @@ HTML has no pages or meaningful source lines, so the whole text is one segment.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from bs4 import BeautifulSoup, NavigableString, PreformattedString, Tag
+from bs4 import BeautifulSoup
+from bs4.element import NavigableString, PageElement, PreformattedString, Tag
 
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.decoding import declared_encoding
@@ -68,23 +70,42 @@ def make_soup(markup: str) -> BeautifulSoup:
         return BeautifulSoup(markup, "lxml")
 
 
+@dataclass(frozen=True)
+class _Leave:
+    """Stack marker for the end of an element: the break it asks for and whether it was a table cell."""
+
+    gap: int
+    cell: bool
+
+
+_Work = tuple[PageElement, bool] | _Leave
+
+
 def visible_text(soup: BeautifulSoup) -> str:
-    """The page's visible text with block structure as line breaks (see module doc)."""
-    builder = _TextBuilder()
-    _walk(soup, builder, preformatted=False)
-    return builder.text()
+    """The page's visible text with block structure as line breaks (see module doc).
 
-
-def _walk(node: Tag, out: _TextBuilder, preformatted: bool) -> None:
-    for child in node.children:
-        if isinstance(child, Tag):
-            _visit(child, out, preformatted)
-        elif isinstance(child, NavigableString) and not isinstance(child, PreformattedString):
+    The walk uses an explicit stack: generated pages can nest thousands of elements deep (unclosed
+    ``<font>``/``<div>`` soup), which would exhaust Python's recursion limit.
+    """
+    out = _TextBuilder()
+    stack: list[_Work] = [(soup, False)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Leave):
+            out.gap(item.gap)
+            if item.cell:
+                out.write("\t", preformatted=True)
+            continue
+        node, preformatted = item
+        if isinstance(node, Tag):
+            _enter(node, preformatted, out, stack)
+        elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
             # PreformattedString covers comments, CDATA, doctypes and processing instructions.
-            out.write(str(child), preformatted)
+            out.write(str(node), preformatted)
+    return out.text()
 
 
-def _visit(tag: Tag, out: _TextBuilder, preformatted: bool) -> None:
+def _enter(tag: Tag, preformatted: bool, out: _TextBuilder, stack: list[_Work]) -> None:
     name = tag.name.lower()
     if name in _DROP or tag.has_attr("hidden"):
         return
@@ -93,10 +114,9 @@ def _visit(tag: Tag, out: _TextBuilder, preformatted: bool) -> None:
         return
     gap = 2 if name in _PARAGRAPHS else 1 if name in _LINES else 0
     out.gap(gap)
-    _walk(tag, out, preformatted or name in _PREFORMATTED)
-    out.gap(gap)
-    if name in _CELLS:
-        out.write("\t", preformatted=True)
+    stack.append(_Leave(gap, name in _CELLS))
+    inner = preformatted or name in _PREFORMATTED
+    stack.extend((child, inner) for child in reversed(tag.contents))
 
 
 def _attr(tag: Tag | None, name: str) -> str | None:

@@ -2,7 +2,11 @@
 
 A parser turns bytes into a :class:`ParsedDocument`: the extracted text plus :class:`Segment` records that
 tile it exactly (``segments[0].start == 0``, each ``end`` is the next ``start``, the last ``end`` is
-``len(text)``), so any chunk offset maps to a page or a source line range.
+``len(text)``), so any chunk offset maps to a page or a source line range. A line segment includes its
+``\n``; a page or chapter segment includes the blank-line separator that follows it. Text-like formats
+have one segment per source line (``line_start == line_end``, 1-based, counted in the original file
+even when Markdown front matter was cut off); PDF has one per page with text (blank pages have none);
+EPUB one per chapter; HTML and DOCX one for the whole text.
 
 A file that cannot be ingested raises :class:`SourceRejected`. That is a *terminal* outcome (seed 003
 item 13): retrying the same bytes gives the same answer, so callers record ``code`` and ``reason`` and

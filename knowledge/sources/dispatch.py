@@ -1,0 +1,87 @@
+"""From bytes (or a typed note) to a :class:`ParsedDocument`: format choice, shared checks, census.
+
+``parse_bytes`` is the one entry every ingest path reaches (``parse_source`` reads a file and calls it;
+reindex calls it on the base's own copy), so the checks that must hold everywhere live here:
+
+* the type is supported (by the name's suffix), the size is within ``max_bytes``, the data is not
+  empty or whitespace-only;
+* whatever a parser raises that is not already a :class:`SourceRejected` becomes ``parse_error`` with a
+  fixed reason (the last-resort boundary; parsers map the failures they expect more precisely);
+* the metadata passes the census (:func:`assert_declared`). That check is deliberately *outside* the
+  boundary: an undeclared field is a bug in Quire, not a property of the file, and must not be recorded
+  as a rejected source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from knowledge.sources.census import assert_declared, blank_metadata
+from knowledge.sources.ebook import parse_epub
+from knowledge.sources.formats import Format, format_for, suffix_of
+from knowledge.sources.html_page import parse_html
+from knowledge.sources.markdown import parse_markdown
+from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
+from knowledge.sources.pdf import parse_pdf
+from knowledge.sources.plain import parse_code, parse_text
+from knowledge.sources.textutil import clean_text, clean_value, document, line_segments
+from knowledge.sources.word import parse_docx
+
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+_MIB = 1024 * 1024
+
+Parser = Callable[[bytes, Format], ParsedDocument]
+_PARSERS: dict[str, tuple[Parser, str]] = {
+    "text": (parse_text, "text file"),
+    "markdown": (parse_markdown, "Markdown file"),
+    "code": (parse_code, "source file"),
+    "html": (parse_html, "HTML page"),
+    "pdf": (parse_pdf, "PDF"),
+    "docx": (parse_docx, "DOCX"),
+    "epub": (parse_epub, "EPUB"),
+}
+
+
+def parse_bytes(data: bytes, *, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedDocument:
+    """Parse ``data`` as the type ``name``'s suffix says; raise :class:`SourceRejected` if it cannot be."""
+    fmt = require_format(name)
+    check_size(len(data), max_bytes)
+    if not data.strip():
+        raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
+    parse, label = _PARSERS[fmt.parser]
+    with failing_as(f"{label} could not be parsed (unexpected content)"):
+        parsed = parse(data, fmt)
+    assert_declared(parsed.parser, parsed.metadata)
+    return parsed
+
+
+def parse_note(text: str, *, title: str | None) -> ParsedDocument:
+    """A note typed in the app: its text as given (line breaks normalised), one segment per line."""
+    body = clean_text(text)
+    if not body.strip():
+        raise SourceRejected("empty", "note is empty")
+    metadata = blank_metadata("note")
+    metadata["title"] = clean_value(title)
+    parsed = document("note", body, line_segments(body), metadata, "text/plain")
+    assert_declared(parsed.parser, parsed.metadata)
+    return parsed
+
+
+def require_format(name: str) -> Format:
+    fmt = format_for(name)
+    if fmt is None:
+        suffix = suffix_of(name)
+        shown = f"'{suffix[:16]}'" if suffix.isprintable() and suffix else "(no known file extension)"
+        raise SourceRejected("unsupported_type", f"unsupported file type {shown}")
+    return fmt
+
+
+def check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise SourceRejected("too_large", f"file is {_megabytes(size)} MB, over the {_megabytes(max_bytes)} MB limit")
+
+
+def _megabytes(size: int) -> str:
+    value = size / _MIB
+    text = f"{value:.1f}" if value >= 0.1 else f"{value:.6f}"
+    return text.rstrip("0").rstrip(".") or "0"

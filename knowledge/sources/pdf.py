@@ -1,0 +1,114 @@
+"""PDF through pypdf: one segment per page that has text, with its 1-based page number.
+
+Outcomes, each with a fixed reason so the recorded message never depends on pypdf's wording:
+
+* no ``%PDF-`` header, or a structure pypdf cannot read (truncated, damaged) → ``parse_error``;
+* encrypted, and the empty user password does not open it → ``parse_error`` "PDF is encrypted";
+* pages but no extractable text (a scan without OCR) → ``no_text``.
+
+A single page whose text cannot be extracted (a broken font or content stream) is skipped and logged,
+not fatal: losing one page beats losing the book. Ligature characters (U+FB00 to U+FB06, common in
+typeset PDFs) are expanded so that a search for "file" matches "ﬁle".
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import unicodedata
+from collections.abc import Callable
+from datetime import datetime
+
+from pypdf import DocumentInformation, PasswordType, PdfReader
+from pypdf.errors import DependencyError
+
+from knowledge.sources.census import blank_metadata
+from knowledge.sources.formats import Format
+from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
+from knowledge.sources.textutil import Block, clean_value, document, join_blocks
+
+log = logging.getLogger(__name__)
+
+# pypdf logs a warning for every robustness fix it applies to a non-compliant file; one sloppy PDF can
+# write thousands of lines. Errors still get through.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+_HEADER_WINDOW = 1024  # readers accept junk before the header; the PDF spec's tolerance is 1 KiB
+_LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
+_DAMAGED = "PDF is damaged or truncated"
+
+
+def parse_pdf(data: bytes, fmt: Format) -> ParsedDocument:
+    if b"%PDF-" not in data[:_HEADER_WINDOW]:
+        raise SourceRejected("parse_error", "not a PDF file (no %PDF header)")
+    reader = _open(data)
+    with failing_as(f"{_DAMAGED} (cannot read page tree)"):
+        page_count = len(reader.pages)
+    if page_count == 0:
+        raise SourceRejected("no_text", "PDF has no pages")
+    pages = [_page_text(reader, index) for index in range(page_count)]
+    text, segments = join_blocks(Block(page or "", index + 1) for index, page in enumerate(pages))
+    if not text:
+        if None in pages:
+            raise SourceRejected("parse_error", f"{_DAMAGED} (no page text could be read)")
+        raise SourceRejected("no_text", "PDF has no extractable text (it may be scanned images)")
+    metadata = blank_metadata("pdf")
+    metadata.update(_info_fields(reader), page_count=page_count)
+    return document("pdf", text, segments, metadata, fmt.mime)
+
+
+def _open(data: bytes) -> PdfReader:
+    with failing_as(f"{_DAMAGED} (cannot read document structure)"):
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        encrypted = reader.is_encrypted
+    if encrypted:
+        _decrypt(reader)
+    return reader
+
+
+def _decrypt(reader: PdfReader) -> None:
+    """Many PDFs are encrypted only to restrict printing/copying: the empty user password opens them."""
+    try:
+        result = reader.decrypt("")
+    except DependencyError as exc:
+        raise SourceRejected("parse_error", "PDF is encrypted with a method Quire cannot read") from exc
+    except Exception as exc:
+        raise SourceRejected("parse_error", "PDF is encrypted and could not be opened") from exc
+    if result == PasswordType.NOT_DECRYPTED:
+        raise SourceRejected("parse_error", "PDF is encrypted (a password is needed to open it)")
+
+
+def _page_text(reader: PdfReader, index: int) -> str | None:
+    """The page's text, or ``None`` when pypdf fails on it (logged; the other pages still count)."""
+    try:
+        return reader.pages[index].extract_text().translate(_LIGATURES)
+    except Exception:
+        log.info("PDF page %d: text extraction failed; page skipped", index + 1, exc_info=True)
+        return None
+
+
+def _info_fields(reader: PdfReader) -> dict[str, MetadataValue]:
+    """The stored document-information fields; a malformed one (a bad date string) becomes ``None``."""
+    info = _safely(lambda: reader.metadata)
+    if not isinstance(info, DocumentInformation):
+        return {}
+    return {
+        "title": clean_value(_safely(lambda: info.title)),
+        "author": clean_value(_safely(lambda: info.author)),
+        "subject": clean_value(_safely(lambda: info.subject)),
+        "keywords": clean_value(_safely(lambda: info.keywords)),
+        "created": _iso(_safely(lambda: info.creation_date)),
+        "modified": _iso(_safely(lambda: info.modification_date)),
+    }
+
+
+def _safely(read: Callable[[], object]) -> object:
+    try:
+        return read()
+    except Exception:
+        log.info("PDF metadata field unreadable; stored as empty", exc_info=True)
+        return None
+
+
+def _iso(value: object) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else None

@@ -1,0 +1,128 @@
+"""Fixture builders: real documents made in-process, so the tests need no checked-in binaries.
+
+The PDF is written by hand (catalog, page tree, Helvetica font, one content stream per page, a correct
+cross-reference table) to know exactly what each page holds; pypdf is only used to encrypt a copy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import docx
+from ebooklib import epub
+from pypdf import PdfReader, PdfWriter
+
+PNG_BYTES = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4"
+    b"\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+def _pdf_string(text: str) -> str:
+    return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
+
+
+def _content_stream(lines: list[str]) -> bytes:
+    ops = ["BT", "/F1 12 Tf", "72 720 Td", "14 TL"]
+    ops += [f"{_pdf_string(line)} Tj T*" for line in lines]
+    ops.append("ET")
+    return "\n".join(ops).encode("latin-1")
+
+
+def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None) -> bytes:
+    """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page)."""
+    page_ids = [4 + 2 * index for index in range(len(pages))]
+    kids = " ".join(f"{page_id} 0 R" for page_id in page_ids)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    for page_id, lines in zip(page_ids, pages, strict=True):
+        content = _content_stream(lines)
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {page_id + 1} 0 R >>".encode()
+        )
+        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+    trailer_info = ""
+    if info:
+        objects.append(("<< " + " ".join(f"/{k} {_pdf_string(v)}" for k, v in info.items()) + " >>").encode("latin-1"))
+        trailer_info = f" /Info {len(objects)} 0 R"
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref_at = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{trailer_info} >>\n".encode()
+    out += f"startxref\n{xref_at}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def encrypt_pdf(data: bytes, password: str) -> bytes:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    writer.encrypt(user_password=password, owner_password="owner", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def make_docx() -> bytes:
+    document = docx.Document()
+    document.add_heading("Quarterly Report", level=1)
+    document.add_paragraph("Revenue grew in every region.")
+    table = document.add_table(rows=2, cols=3)
+    for col, value in enumerate(["Region", "Q1", "Q2"]):
+        table.cell(0, col).text = value
+    table.cell(1, 0).text = "North"
+    merged = table.cell(1, 1).merge(table.cell(1, 2))
+    merged.text = "steady"
+    document.add_paragraph("")
+    document.add_paragraph("Closing remarks after the table.")
+    props = document.core_properties
+    props.title = "Quarterly Report"
+    props.author = "Ada Lovelace"
+    props.subject = "Finance"
+    props.keywords = "revenue, regions"
+    props.category = "Reports"
+    props.comments = "Internal summary"
+    props.language = "en-GB"
+    props.identifier = "urn:quire:report:1"
+    props.last_modified_by = "ada"
+    props.content_status = "Draft"
+    props.revision = 3
+    props.created = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    props.modified = dt.datetime(2024, 2, 3, 4, 5, 6, tzinfo=dt.UTC)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def make_epub() -> bytes:
+    book = epub.EpubBook()
+    book.set_identifier("urn:isbn:9780000000001")
+    book.set_title("A Tale of Two Chapters")
+    book.set_language("en")
+    book.add_author("Jane Doe")
+    book.add_author("John Roe")
+    book.add_metadata("DC", "publisher", "Quire Press")
+    book.add_metadata("DC", "date", "2020-05-01")
+    book.add_metadata("DC", "description", "<p>Two <b>short</b> chapters.</p>")
+    book.add_metadata("DC", "rights", "All rights reserved")
+    chapters = []
+    for number, body in ((1, "It was the best of times."), (2, "It was the worst of times.")):
+        chapter = epub.EpubHtml(title=f"Chapter {number}", file_name=f"c{number}.xhtml", lang="en")
+        chapter.content = f"<h1>Chapter {number}</h1><p>{body}</p><script>var x = 1;</script>"
+        book.add_item(chapter)
+        chapters.append(chapter)
+    book.toc = chapters
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *chapters]
+    buffer = io.BytesIO()
+    epub.write_epub(buffer, book)
+    return buffer.getvalue()

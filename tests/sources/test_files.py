@@ -1,0 +1,118 @@
+"""parse_source on the file system: what is refused before (or instead of) reading, and how."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from knowledge.sources import SourceRejected, files, parse_source
+
+from .conftest import Writer, rejected
+
+
+@pytest.mark.timeout(10)
+def test_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    error = rejected(fifo)  # opening a FIFO for reading would block: the timeout guards that
+    assert (error.code, error.reason) == ("not_regular_file", "not a regular file (it is a named pipe)")
+
+
+@pytest.mark.timeout(10)
+def test_fifo_swapped_in_after_stat_cannot_hang_the_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "swapped.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceRejected) as info:
+        files._read_at_most(fifo, 100)  # the non-blocking open + fstat defence behind the stat check
+    assert info.value.code == "not_regular_file"
+
+
+def test_directory_socket_and_device_are_not_regular_files(tmp_path: Path) -> None:
+    folder = tmp_path / "folder.md"
+    folder.mkdir()
+    assert rejected(folder).reason == "not a regular file (it is a directory)"
+    sock_path = tmp_path / "s.txt"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        assert rejected(sock_path).reason == "not a regular file (it is a socket)"
+    if Path("/dev/null").exists():
+        assert rejected(Path("/dev/null")).code == "not_regular_file"
+
+
+def test_dangling_symlink_and_missing_file_are_unreadable(tmp_path: Path) -> None:
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "gone.txt")
+    error = rejected(link)
+    assert (error.code, error.reason) == ("unreadable", "file does not exist or cannot be read")
+    assert rejected(tmp_path / "never-existed.txt").code == "unreadable"
+
+
+def test_symlink_to_a_regular_file_is_followed(write: Writer, tmp_path: Path) -> None:
+    target = write("real.txt", b"linked text")
+    link = tmp_path / "alias.txt"
+    link.symlink_to(target)
+    assert parse_source(link).text == "linked text"
+
+
+def test_chmod_000_file_is_unreadable(write: Writer) -> None:
+    path = write("locked.txt", b"secret")
+    path.chmod(0)
+    try:
+        if os.access(path, os.R_OK):
+            pytest.skip("running as root (or with CAP_DAC_OVERRIDE): chmod 000 does not stop reading")
+        error = rejected(path)
+        assert (error.code, error.reason) == ("unreadable", "file cannot be read (permission denied)")
+    finally:
+        path.chmod(0o600)
+
+
+def test_permission_error_on_open_is_unreadable(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same mapping, independent of who runs the tests: make the open fail as it would for a user.
+    path = write("locked.txt", b"secret")
+
+    def deny(*_args: object, **_kwargs: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "open", deny)
+    error = rejected(path)
+    assert (error.code, error.reason) == ("unreadable", "file cannot be read (permission denied)")
+
+
+def test_io_error_while_reading_is_unreadable(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write("flaky.txt", b"data")
+
+    def broken(*_args: object, **_kwargs: object) -> int:
+        raise OSError(errno.EIO, "Input/output error", str(path))
+
+    monkeypatch.setattr(os, "open", broken)
+    assert rejected(path).reason == "file cannot be read (EIO)"
+
+
+def test_larger_than_max_bytes_is_too_large(write: Writer) -> None:
+    path = write("big.txt", b"x" * 2048)
+    error = rejected(path, max_bytes=1024)
+    assert error.code == "too_large"
+    assert error.reason == "file is 0.001953 MB, over the 0.000977 MB limit"
+    assert parse_source(path, max_bytes=2048).text == "x" * 2048
+
+
+def test_too_large_reason_in_megabytes(write: Writer) -> None:
+    path = write("big.txt", b"x" * (3 * 1024 * 1024 + 1))
+    assert rejected(path, max_bytes=2 * 1024 * 1024).reason == "file is 3 MB, over the 2 MB limit"
+
+
+def test_unsupported_type_is_refused_before_reading(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write("program.exe", b"MZ\x90\x00")
+    monkeypatch.setattr(files, "_read_at_most", lambda *_: pytest.fail("must not read"))
+    error = rejected(path)
+    assert (error.code, error.reason) == ("unsupported_type", "unsupported file type '.exe'")
+    assert rejected(write("Makefile", b"all:")).reason == "unsupported file type (no known file extension)"
+
+
+def test_empty_file(write: Writer) -> None:
+    error = rejected(write("empty.md", b""))
+    assert (error.code, error.reason) == ("empty", "file is empty")
