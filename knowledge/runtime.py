@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # Modules that add job types and repair scans: each exposes ``register(quire: Quire) -> None``.
 # Kept as a list so feature packages plug in without the runtime importing their heavy dependencies.
-JOB_MODULES: list[str] = []
+JOB_MODULES: list[str] = ["knowledge.knowledge_jobs"]
 
 
 @dataclass
@@ -41,7 +41,8 @@ class Quire:
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
-    encoder_factory: Callable[[str], Encoder] | None = None
+    # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
+    encoder_factory: Callable[[str, str, bool], Encoder] | None = None
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False, register_jobs: bool = True) -> Quire:
@@ -69,6 +70,29 @@ class Quire:
 
     def make_worker(self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5) -> Worker:
         return Worker(self.queue, threads=threads, lease_seconds=lease_seconds, poll_interval=poll_interval)
+
+    def document_encoder(self, model_id: str, precision: str) -> Encoder:
+        """The ingest encoder for a base's model and precision (loaded lazily, shared per process)."""
+        return self._encoder(model_id, precision, query=False)
+
+    def query_encoder(self, model_id: str, precision: str) -> Encoder:
+        """The search encoder: one intra-op thread, so a query never fights an ingest for cores."""
+        return self._encoder(model_id, precision, query=True)
+
+    def _encoder(self, model_id: str, precision: str, *, query: bool) -> Encoder:
+        key = f"{model_id}:{precision}:{'q' if query else 'd'}"
+        if key not in self._encoders:
+            if self.encoder_factory is not None:
+                self._encoders[key] = self.encoder_factory(model_id, precision, query)
+            else:
+                from knowledge.embedding import Encoder, QueryEncoder
+                from knowledge.models import model_spec
+
+                spec = model_spec(model_id)
+                self._encoders[key] = (
+                    QueryEncoder(spec, precision=precision) if query else Encoder(spec, precision=precision)
+                )
+        return self._encoders[key]
 
     def close(self) -> None:
         self.transport.close()

@@ -12,6 +12,8 @@ import argparse
 import importlib
 import json
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0
 
 COMMAND_MODULES = [
     "knowledge.cli.commands_core",
+    "knowledge.cli.commands_knowledge",
 ]
 
 
@@ -80,8 +83,23 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_OTHER
 
 
+def _quiet_libraries() -> None:
+    """Progress bars and chatter from the model libraries are not output of ours."""
+    for key, value in (
+        ("HF_HUB_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+        ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+        ("TRANSFORMERS_VERBOSITY", "error"),
+        ("TQDM_DISABLE", "1"),
+    ):
+        os.environ.setdefault(key, value)
+    if hasattr(signal, "SIGPIPE"):  # `quire … | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.data_dir = resolve_data_dir(getattr(args, "data_dir", None))

@@ -79,6 +79,8 @@ items = Table(
     Column("model_fingerprint", String),
     Column("chunk_count", Integer, nullable=False, server_default="0"),
     Column("metadata", Text),  # JSON of the parser's declared, stored fields
+    Column("generation", Integer, nullable=False, server_default="0"),  # bumped on reset: fences late jobs
+    Column("job_id", Integer),  # the job currently responsible for advancing it
     Column("run_id", Integer),  # the folder run that created it, if any
     Column("owner", String),  # the identity that owns/authored it (a person or the base's ingest agent)
     Column("created_at", Float, nullable=False),

@@ -1,0 +1,105 @@
+"""Knowledge-owned copies: content-addressed files under ``<data dir>/blobs/ab/cdef…``.
+
+A base keeps the raw bytes of each source and its extracted text, so chunk viewing and reindex never
+depend on the original still being where it was. Identical content is stored once.
+
+Race rule between writers and the purge: a blob file is only ever unlinked *inside* a write
+transaction, after checking no item references it; a writer writes the file first (outside any
+transaction, the common path) and then, inside its own write transaction, re-checks the file and
+rewrites it if a purge removed it in between. Both hold SQLite's write lock for their check, so a
+committed reference always has its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from sqlalchemy import Connection, delete, insert, or_, select
+
+from knowledge.store.schema import blobs, items
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def blob_path(root: Path, sha: str) -> Path:
+    return root / sha[:2] / sha[2:]
+
+
+def write_file(root: Path, sha: str, data: bytes) -> None:
+    """Write a blob atomically (tmp + rename); a no-op when it is already there."""
+    target = blob_path(root, sha)
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
+def record(conn: Connection, root: Path, sha: str, data: bytes, kind: str) -> None:
+    """Inside a write transaction: make sure the blob's row and file both exist."""
+    write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
+    exists = conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == sha)).first()
+    if exists is None:
+        conn.execute(insert(blobs).values(sha256=sha, size=len(data), kind=kind, created_at=time.time()))
+
+
+def read(root: Path, sha: str) -> bytes:
+    return blob_path(root, sha).read_bytes()
+
+
+def purge_unreferenced(conn: Connection, root: Path, candidates: Iterable[str]) -> int:
+    """Inside a write transaction: delete blobs among ``candidates`` that no item references any more."""
+    purged = 0
+    for sha in set(c for c in candidates if c):
+        referenced = conn.execute(
+            select(items.c.id).where(or_(items.c.blob_sha256 == sha, items.c.text_sha256 == sha)).limit(1)
+        ).first()
+        if referenced is not None:
+            continue
+        conn.execute(delete(blobs).where(blobs.c.sha256 == sha))
+        with contextlib.suppress(FileNotFoundError):
+            blob_path(root, sha).unlink()
+        purged += 1
+    return purged
+
+
+def shas_of_items(conn: Connection, item_ids: Iterable[int]) -> set[str]:
+    ids = list(item_ids)
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        rows = conn.execute(
+            select(items.c.blob_sha256, items.c.text_sha256).where(items.c.id.in_(ids[start : start + 500]))
+        ).all()
+        for raw, txt in rows:
+            found.update(s for s in (raw, txt) if s)
+    return found
+
+
+def sweep_orphan_files(conn: Connection, root: Path, limit: int = 1000) -> int:
+    """Inside a write transaction: remove blob files with no ``blobs`` row (left by a crash mid-write)."""
+    if not root.exists():
+        return 0
+    removed = 0
+    for sub in sorted(root.iterdir()):
+        if not sub.is_dir():
+            continue
+        for f in sub.iterdir():
+            if removed >= limit:
+                return removed
+            if f.name.startswith("."):
+                if time.time() - f.stat().st_mtime > 3600:
+                    f.unlink(missing_ok=True)
+                continue
+            sha = sub.name + f.name
+            if conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == sha)).first() is None:
+                f.unlink(missing_ok=True)
+                removed += 1
+    return removed

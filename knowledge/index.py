@@ -1,0 +1,163 @@
+"""Per-base search material: a vec0 table (cosine) and an FTS5 table, both keyed by ``chunks.id``.
+
+Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors and
+keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
+pages are ordinary pages of the same database; FACTS.md "vec0 writes").
+
+sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Connection, bindparam, delete, insert, select, text
+
+from knowledge.store.schema import chunks
+
+# Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def vec_table(base_id: int) -> str:
+    return f"vec_base_{int(base_id)}"
+
+
+def fts_table(base_id: int) -> str:
+    return f"fts_base_{int(base_id)}"
+
+
+def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
+    conn.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE {vec_table(base_id)} USING vec0("
+        f"embedding float[{int(dimension)}] distance_metric=cosine)"
+    )
+    conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {fts_table(base_id)} USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+
+
+def drop_base_index(conn: Connection, base_id: int) -> None:
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
+
+
+def base_index_exists(conn: Connection, base_id: int) -> bool:
+    names = {vec_table(base_id), fts_table(base_id)}
+    found = conn.execute(
+        text("SELECT name FROM sqlite_master WHERE name IN (:a, :b)"),
+        {"a": vec_table(base_id), "b": fts_table(base_id)},
+    ).all()
+    return {r[0] for r in found} == names
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    page: int | None
+    line_start: int | None
+    line_end: int | None
+    token_count: int
+    text_sha256: str
+
+
+def vector_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def write_item_material(
+    conn: Connection, base_id: int, item_id: int, rows: Sequence[ChunkRow], vectors: np.ndarray
+) -> list[int]:
+    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids."""
+    if len(rows) != len(vectors):
+        raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
+    clear_items_material(conn, base_id, [item_id])
+    ids: list[int] = []
+    vec_sql = text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)")
+    fts_sql = text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)")
+    for row, vector in zip(rows, vectors, strict=True):
+        chunk_id = conn.execute(
+            insert(chunks).values(
+                base_id=base_id,
+                item_id=item_id,
+                ordinal=row.ordinal,
+                text=row.text,
+                start=row.start,
+                end=row.end,
+                page=row.page,
+                line_start=row.line_start,
+                line_end=row.line_end,
+                token_count=row.token_count,
+                text_sha256=row.text_sha256,
+            )
+        ).inserted_primary_key
+        assert chunk_id is not None
+        cid = int(chunk_id[0])
+        conn.execute(vec_sql, {"id": cid, "e": vector_blob(vector)})
+        conn.execute(fts_sql, {"id": cid, "t": row.text})
+        ids.append(cid)
+    return ids
+
+
+def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]) -> int:
+    """Delete the chunks, vectors and keyword entries of these items; return how many chunks went."""
+    item_list = list(item_ids)
+    removed = 0
+    for start in range(0, len(item_list), 500):
+        part = item_list[start : start + 500]
+        chunk_ids = [r[0] for r in conn.execute(select(chunks.c.id).where(chunks.c.item_id.in_(part))).all()]
+        for cstart in range(0, len(chunk_ids), 500):
+            cpart = chunk_ids[cstart : cstart + 500]
+            params = {"ids": cpart}
+            conn.execute(
+                text(f"DELETE FROM {vec_table(base_id)} WHERE rowid IN :ids").bindparams(
+                    bindparam("ids", expanding=True)
+                ),
+                params,
+            )
+            conn.execute(
+                text(f"DELETE FROM {fts_table(base_id)} WHERE rowid IN :ids").bindparams(
+                    bindparam("ids", expanding=True)
+                ),
+                params,
+            )
+        conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
+        removed += len(chunk_ids)
+    return removed
+
+
+def vectors_for_hashes(conn: Connection, base_id: int, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+    """Vectors already stored in this base for chunks with these text hashes (reuse, never re-embed)."""
+    wanted = list(set(hashes))
+    found: dict[str, np.ndarray] = {}
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        rows = conn.execute(
+            text(
+                f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+                "WHERE c.base_id = :b AND c.text_sha256 IN :h"
+            ).bindparams(bindparam("h", expanding=True)),
+            {"b": base_id, "h": part},
+        ).all()
+        for sha, blob in rows:
+            found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
+    return found
+
+
+def item_vectors(conn: Connection, base_id: int, item_id: int) -> tuple[list[ChunkRow], np.ndarray]:
+    """An item's chunk rows and vectors in order (to copy material to an item with identical content)."""
+    rows = conn.execute(
+        text(
+            f'SELECT c.ordinal, c.text, c.start, c."end", c.page, c.line_start, c.line_end, c.token_count, '
+            f"c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+            "WHERE c.item_id = :i ORDER BY c.ordinal"
+        ),
+        {"i": item_id},
+    ).all()
+    chunk_rows = [ChunkRow(*r[:9]) for r in rows]
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    return chunk_rows, np.stack([np.frombuffer(r[9], dtype=np.float32) for r in rows])
