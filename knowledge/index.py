@@ -102,12 +102,18 @@ def write_item_material(
     return ids
 
 
-def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]) -> int:
-    """Delete the chunks, vectors and keyword entries of these items; return how many chunks went."""
+def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int], *, keep_vectors: bool = False) -> int:
+    """Delete the chunks, vectors and keyword entries of these items; return how many chunks went.
+
+    ``keep_vectors`` (reindex, re-expansion) first stashes the vectors in ``vector_cache`` by text hash,
+    so the rebuild embeds only chunks whose text changed. Deletes never keep anything.
+    """
     item_list = list(item_ids)
     removed = 0
     for start in range(0, len(item_list), 500):
         part = item_list[start : start + 500]
+        if keep_vectors:
+            _stash_vectors(conn, base_id, part)
         chunk_ids = [r[0] for r in conn.execute(select(chunks.c.id).where(chunks.c.item_id.in_(part))).all()]
         for cstart in range(0, len(chunk_ids), 500):
             cpart = chunk_ids[cstart : cstart + 500]
@@ -129,22 +135,47 @@ def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]
     return removed
 
 
+def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:
+    conn.execute(
+        text(
+            f"INSERT OR IGNORE INTO vector_cache (base_id, text_sha256, embedding, created_at) "
+            f"SELECT c.base_id, c.text_sha256, v.embedding, unixepoch('subsec') FROM chunks c "
+            f"JOIN {vec_table(base_id)} v ON v.rowid = c.id WHERE c.item_id IN :ids"
+        ).bindparams(bindparam("ids", expanding=True)),
+        {"ids": item_ids},
+    )
+
+
 def vectors_for_hashes(conn: Connection, base_id: int, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-    """Vectors already stored in this base for chunks with these text hashes (reuse, never re-embed)."""
+    """Vectors this base already has for these chunk texts — live chunks first, then the cache."""
     wanted = list(set(hashes))
     found: dict[str, np.ndarray] = {}
-    for start in range(0, len(wanted), 500):
-        part = wanted[start : start + 500]
-        rows = conn.execute(
-            text(
-                f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
-                "WHERE c.base_id = :b AND c.text_sha256 IN :h"
-            ).bindparams(bindparam("h", expanding=True)),
-            {"b": base_id, "h": part},
-        ).all()
-        for sha, blob in rows:
-            found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
+    live = text(
+        f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+        "WHERE c.base_id = :b AND c.text_sha256 IN :h"
+    ).bindparams(bindparam("h", expanding=True))
+    cached = text(
+        "SELECT text_sha256, embedding FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h"
+    ).bindparams(bindparam("h", expanding=True))
+    for query in (live, cached):
+        missing = [h for h in wanted if h not in found]
+        for start in range(0, len(missing), 500):
+            rows = conn.execute(query, {"b": base_id, "h": missing[start : start + 500]}).all()
+            for sha, blob in rows:
+                found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
     return found
+
+
+def sweep_vector_cache(conn: Connection, limit: int = 5000) -> int:
+    """Drop cached vectors that no chunk of their base uses any more (bounded per call)."""
+    result = conn.execute(
+        text(
+            "DELETE FROM vector_cache WHERE rowid IN (SELECT vc.rowid FROM vector_cache vc WHERE NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
+        ),
+        {"n": limit},
+    )
+    return int(result.rowcount or 0)
 
 
 def item_vectors(conn: Connection, base_id: int, item_id: int) -> tuple[list[ChunkRow], np.ndarray]:

@@ -241,7 +241,7 @@ def _purge_expansion(quire: Quire, conn: Connection, base_id: int, root_id: int)
     if not old:
         return 0
     shas = blobs.shas_of_items(conn, [i.id for i in old])
-    index.clear_items_material(conn, base_id, [i.id for i in old if not i.is_container])
+    index.clear_items_material(conn, base_id, [i.id for i in old if not i.is_container], keep_vectors=True)
     for item in sorted(old, key=lambda i: i.is_container):  # leaves first, then containers
         if item.is_container:
             remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
@@ -352,7 +352,7 @@ def _reset_roots(
     conn: Connection, base_id: int, roots: Sequence[tree.Item]
 ) -> list[tuple[int, str, tuple[str, str] | None]]:
     leaves = [r.id for r in roots if not r.is_container]
-    index.clear_items_material(conn, base_id, leaves)
+    index.clear_items_material(conn, base_id, leaves, keep_vectors=True)
     now = time.time()
     for root in roots:
         conn.execute(
@@ -525,6 +525,7 @@ def repair_blob_files(quire: Quire) -> Any:
     def scan(queue: JobQueue, limit: int) -> int:
         with queue.db.write() as conn:
             blobs.sweep_orphan_files(conn, quire.blobs_dir, limit)
+            index.sweep_vector_cache(conn)
         return 0
 
     return scan

@@ -28,15 +28,24 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
+# The tables 0001 created. Later tables come from later migrations, never from editing this one.
+_INITIAL_TABLES = ("bases", "items", "chunks", "blobs", "identities", "settings")
+
+
 def _initial(conn: Connection) -> None:
     jobs_schema.metadata.create_all(conn)
     for ddl in HUEY_DDL:
         conn.exec_driver_sql(ddl)
-    schema.metadata.create_all(conn)
+    schema.metadata.create_all(conn, tables=[schema.metadata.tables[name] for name in _INITIAL_TABLES])
+
+
+def _vector_cache(conn: Connection) -> None:
+    schema.vector_cache.create(conn)
 
 
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
+    Migration("0002_vector_cache", _vector_cache),
 ]
 
 

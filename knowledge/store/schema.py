@@ -18,6 +18,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -110,6 +111,17 @@ chunks = Table(
     Column("text_sha256", String, nullable=False),
     UniqueConstraint("item_id", "ordinal", name="chunks_item_ordinal"),
     Index("chunks_base_hash", "base_id", "text_sha256"),
+)
+
+# Vectors of chunks whose item was reset for reindex or re-expansion, kept by text hash until the new
+# material is written, so unchanged chunks are never embedded again. Swept when no chunk uses them.
+vector_cache = Table(
+    "vector_cache",
+    metadata,
+    Column("base_id", Integer, ForeignKey("bases.id", ondelete="CASCADE"), primary_key=True),
+    Column("text_sha256", String, primary_key=True),
+    Column("embedding", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
 )
 
 blobs = Table(

@@ -1,0 +1,172 @@
+"""Real `quire worker` processes killed with SIGKILL mid-index and mid-delete, then restarted."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import text
+
+from knowledge import blobs, operations
+from knowledge.knowledge_jobs import INTERRUPTED
+from knowledge.operations import PathInput
+from knowledge.runtime import Quire
+from knowledge.search import search
+from tests.conftest import python_proc, quire_cli, wait_until
+from tests.knowledge.helpers import drain, make_base, material_counts, write_files
+
+WORDS = [
+    "protein",
+    "cell",
+    "membrane",
+    "enzyme",
+    "gene",
+    "receptor",
+    "signal",
+    "pathway",
+    "kinase",
+    "mutation",
+    "tumor",
+    "immune",
+    "response",
+    "antibody",
+    "virus",
+    "bacteria",
+    "neuron",
+    "synapse",
+    "cortex",
+    "memory",
+    "learning",
+    "climate",
+    "ocean",
+    "carbon",
+    "river",
+    "glacier",
+    "market",
+    "price",
+    "demand",
+    "supply",
+    "credit",
+    "bank",
+    "policy",
+    "law",
+    "court",
+    "contract",
+    "theory",
+    "model",
+    "proof",
+    "lemma",
+    "graph",
+]
+
+
+def prose(rng: random.Random, words: int) -> str:
+    sentences = []
+    while words > 0:
+        n = min(words, rng.randint(8, 16))
+        sentences.append(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".")
+        words -= n
+    return " ".join(sentences)
+
+
+def start_worker(data_dir: Path) -> subprocess.Popen[str]:
+    return python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "worker")
+
+
+def status_counts(quire: Quire) -> dict[str, int]:
+    with quire.db.read() as conn:
+        rows = conn.execute(text("SELECT status, count(*) FROM items GROUP BY status")).all()
+    return {r[0]: r[1] for r in rows}
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_sigkill_mid_index_documents_parks_items_and_reindex_recovers(
+    quire: Quire, data_dir: Path, tmp_path: Path
+) -> None:
+    rng = random.Random(7)
+    base = make_base(quire)
+    write_files(tmp_path / "docs", {f"doc{n:02}.txt": prose(rng, 500) for n in range(40)})
+    operations.add_items(quire, "kb", [PathInput(tmp_path / "docs")])
+
+    worker = start_worker(data_dir)
+    try:
+        wait_until(lambda: status_counts(quire).get("embedding", 0) > 0, timeout=120, interval=0.005)
+    finally:
+        kill(worker)
+
+    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
+    assert restart.returncode == 0, restart.stderr
+
+    counts = status_counts(quire)
+    assert not {"idle", "preparing", "processing", "reading", "embedding"} & set(counts)
+    interrupted = [i for i in operations.list_items(quire, "kb", flat=True) if i.error_code == INTERRUPTED]
+    assert interrupted, counts
+    assert all(i.status == "failed" for i in interrupted)
+
+    operations.reindex_items(quire, "kb", [i.id for i in interrupted if i.type == "file"])
+    drain(quire)
+    leaves = [i for i in operations.list_items(quire, "kb", flat=True) if i.type == "file"]
+    assert len(leaves) == 40 and {i.status for i in leaves} == {"completed"}
+    assert operations.get_item(quire, "kb", leaves[0].root_id or 0).status == "completed"
+    m = material_counts(quire, base.id)
+    assert m["chunks"] == m["vectors"] == m["keywords"] == m["chunk_count_sum"] > 40
+    with quire.db.read() as conn:
+        dupes = conn.execute(
+            text("SELECT count(*) FROM (SELECT item_id, ordinal FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)")
+        ).scalar_one()
+    assert dupes == 0
+
+
+def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_subtree(
+    quire: Quire, data_dir: Path, tmp_path: Path
+) -> None:
+    rng = random.Random(11)
+    base = make_base(quire)
+    files = {f"d{n // 400}/note{n:04}.txt": f"zebrafish{n} {prose(rng, 10)}" for n in range(2000)}
+    write_files(tmp_path / "big", files)
+    write_files(tmp_path / "keep", {"kept.txt": "zebrafish kept outside the deleted folder"})
+    added = operations.add_items(quire, "kb", [PathInput(tmp_path / "big"), PathInput(tmp_path / "keep")])
+    drain(quire, timeout=600)
+    big_root = added.created[0]
+    assert status_counts(quire) == {"completed": 2000 + 5 + 1 + 2}
+    with quire.db.read() as conn:
+        shas = blobs.shas_of_items(
+            conn, [i.id for i in operations.list_items(quire, "kb", flat=True) if i.root_id == big_root]
+        )
+
+    def visible_hits() -> set[str]:
+        found: set[str] = set()
+        for mode in ("keyword", "vector", "hybrid"):
+            found |= {h.item_name for h in search(quire, "kb", "zebrafish", mode=mode, limit=50)}
+        return found
+
+    operations.delete_items(quire, "kb", [big_root])
+    assert visible_hits() == {"kept.txt"}
+
+    worker = start_worker(data_dir)
+    try:
+        wait_until(lambda: 0 < sum(status_counts(quire).values()) <= 2000 - 400, timeout=120, interval=0.002)
+        os.kill(worker.pid, signal.SIGSTOP)  # freeze it mid-job, then check, then kill
+        mid = status_counts(quire)
+    finally:
+        kill(worker)
+    assert set(mid) == {"deleting", "completed"} and mid["completed"] == 2
+    assert visible_hits() == {"kept.txt"}
+
+    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
+    assert restart.returncode == 0, restart.stderr
+    assert status_counts(quire) == {"completed": 2}
+    assert visible_hits() == {"kept.txt"}
+    m = material_counts(quire, base.id)
+    assert m["chunks"] == m["vectors"] == m["keywords"] == 1
+    assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)
+    jobs = [j for j in quire.queue.list() if j.type == operations.DELETE_SUBTREE]
+    assert [j.status for j in jobs] == ["completed"] and jobs[0].attempt == 2

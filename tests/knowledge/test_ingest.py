@@ -1,0 +1,156 @@
+"""Ingest end to end: broken inputs fail precisely, unchanged content embeds nothing, locations, owned copies."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowledge import blobs, operations
+from knowledge.embedding import Encoder
+from knowledge.models import model_spec
+from knowledge.operations import NoteInput, PathInput
+from knowledge.runtime import Quire
+from knowledge.search import search
+from tests.knowledge.helpers import drain, make_base, material_counts, write_files
+from tests.sources.builders import make_pdf
+
+
+class CountingEncoder(Encoder):
+    """The real encoder, counting what actually reaches the model."""
+
+    texts_seen: list[str]
+
+    def __init__(self, precision: str) -> None:
+        super().__init__(model_spec("all-MiniLM-L6-v2"), precision=precision)
+        self.texts_seen = []
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts_seen.extend(texts)
+        return super().encode_documents(texts)
+
+
+@pytest.fixture
+def counting(quire: Quire) -> CountingEncoder:
+    encoder = CountingEncoder("fp32")
+    quire.encoder_factory = lambda _model, _precision, query: (
+        Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
+    )
+    return encoder
+
+
+def by_name(quire: Quire) -> dict[str, operations.tree.Item]:
+    return {i.relative_path or i.name: i for i in operations.list_items(quire, "kb", flat=True)}
+
+
+def test_broken_inputs_fail_precisely_and_good_files_complete(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    folder = tmp_path / "mixed"
+    good_pdf = make_pdf([["Page one talks about glaciers."], ["Page two talks about rivers."]])
+    write_files(
+        folder,
+        {
+            "good.txt": "A perfectly good text file about volcanoes.",
+            "good.md": "# Notes\n\nMarkdown about tectonic plates.",
+            "good.pdf": good_pdf,
+            "truncated.pdf": good_pdf[: len(good_pdf) // 2],
+            "image.txt": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4,
+            "garbled.txt": b"header: " + bytes(range(0x80, 0x100)) * 8,  # not UTF-8, no plausible charset
+            "empty.txt": "",
+        },
+    )
+    os.symlink(folder / "nowhere.txt", folder / "dangling.txt")
+    os.mkfifo(folder / "pipe.txt")
+    os.symlink(folder, folder / "loop")
+    with open(folder / "huge.txt", "wb") as f:  # sparse: larger than the 50 MB limit, costs no disk
+        f.truncate(51 * 1024 * 1024)
+
+    operations.add_items(quire, "kb", [PathInput(folder)])
+    drain(quire)
+
+    items = by_name(quire)
+    expected_codes = {
+        "truncated.pdf": "parse_error",
+        "image.txt": "binary",
+        "garbled.txt": "invalid_encoding",
+        "empty.txt": "empty",
+        "dangling.txt": "unreadable",
+        "pipe.txt": "not_regular_file",
+        "loop": "symlink_not_followed",
+        "huge.txt": "too_large",
+    }
+    for name, code in expected_codes.items():
+        assert (items[name].status, items[name].error_code) == ("failed", code), name
+        assert str(tmp_path) not in (items[name].error_message or "")
+        assert items[name].error_message
+    for name in ("good.txt", "good.md", "good.pdf"):
+        assert items[name].status == "completed", (name, items[name].error_message)
+    assert items["mixed"].status == "failed"  # the container summarises: some children failed
+    pages = {c["page"] for c in operations.list_item_chunks(quire, "kb", items["good.pdf"].id)}
+    assert pages == {1}  # both short pages fit in one chunk, which starts on page 1
+    hits = search(quire, "kb", "rivers", mode="keyword")
+    assert hits[0].item_name == "good.pdf"
+
+
+def test_readding_an_unchanged_file_embeds_nothing_new(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
+    base = make_base(quire)
+    write_files(tmp_path, {"paper.md": "# Results\n\n" + "The enzyme binds the receptor. " * 120})
+    first = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")]).created[0]
+    drain(quire)
+    embedded_first = len(counting.texts_seen)
+    assert embedded_first > 1
+
+    second = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")]).created[0]
+    drain(quire)
+
+    assert len(counting.texts_seen) == embedded_first  # the encoder saw nothing new
+    a, b = (operations.get_item(quire, "kb", i) for i in (first, second))
+    assert b.status == "completed" and b.chunk_count == a.chunk_count
+    m = material_counts(quire, base.id)
+    assert m["chunks"] == m["vectors"] == m["keywords"] == 2 * a.chunk_count
+
+
+def test_changed_file_embeds_only_changed_chunks(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
+    make_base(quire)
+    paragraphs = [f"Paragraph {n} is about topic {n} and nothing else at all." * 12 for n in range(6)]
+    path = tmp_path / "notes.txt"
+    path.write_text("\n\n".join(paragraphs))
+    item_id = operations.add_items(quire, "kb", [PathInput(path)]).created[0]
+    drain(quire)
+    before = len(counting.texts_seen)
+    paragraphs[-1] = "A completely rewritten final paragraph about something new." * 12
+    path.write_text("\n\n".join(paragraphs))
+    operations.reindex_items(quire, "kb", [item_id])
+    drain(quire)
+    assert operations.get_item(quire, "kb", item_id).status == "completed"
+    assert 0 < len(counting.texts_seen) - before < before
+
+
+def test_owned_copies_serve_reindex_when_the_original_is_gone(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    path = tmp_path / "ephemeral.txt"
+    path.write_text("Ephemeral text about comets and asteroids.")
+    item_id = operations.add_items(quire, "kb", [PathInput(path)]).created[0]
+    drain(quire)
+    item = operations.get_item(quire, "kb", item_id)
+    assert item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).read_bytes() == path.read_bytes()
+    path.unlink()
+    operations.reindex_items(quire, "kb", [item_id])
+    drain(quire)
+    assert operations.get_item(quire, "kb", item_id).status == "completed"
+    assert search(quire, "kb", "comets", mode="keyword")[0].item_id == item_id
+
+
+def test_line_locations_and_notes(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    write_files(tmp_path, {"code.py": "import os\n\n\ndef greet():\n    return 'hello quasar'\n"})
+    ids = operations.add_items(quire, "kb", [PathInput(tmp_path / "code.py"), NoteInput("pulsar note", "Pulsars")])
+    drain(quire)
+    hit = search(quire, "kb", "quasar", mode="keyword")[0]
+    assert (hit.item_id, hit.line_start, hit.line_end) == (ids.created[0], 1, 5)
+    assert hit.snippet[slice(*hit.highlights[0])] == "quasar"
+    note = search(quire, "kb", "pulsar", mode="keyword")[0]
+    assert note.item_id == ids.created[1]
