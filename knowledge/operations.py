@@ -377,7 +377,7 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
             if any(i.status == "deleting" for i in subtree):
                 raise GuardRejected(f"{item.name!r} has items being deleted; try again when the cleanup is done")
             leaf_ids = [i.id for i in subtree if not i.is_container]
-        rows = []
+        rows: list[Any] = []
         for start in range(0, len(leaf_ids), 500):
             rows.extend(
                 conn.execute(
