@@ -1,41 +1,71 @@
-"""Entry point of the desktop app: ``quire gui`` / ``quire-gui``."""
+"""Entry point of the desktop app: ``quire gui`` / ``quire-gui`` / ``make app``.
+
+The window appears before anything heavy is imported or opened: ``MainWindow.start`` opens the data
+directory and runs startup recovery in the background, then starts the worker process. A second window
+on the same data directory is refused with a clear message (``GuiInstanceLock``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from knowledge.errors import DataDirInUse
 from knowledge.instance_lock import GuiInstanceLock
 from knowledge.paths import resolve_data_dir
 
+EXIT_IN_USE = 4
 
-def run_gui(data_dir: Path) -> int:
-    app = QApplication.instance() or QApplication(sys.argv)
+
+def acquire_instance_lock(data_dir: Path) -> tuple[GuiInstanceLock | None, str | None]:
+    """The data directory's GUI lock, or the message saying why this window may not open."""
     lock = GuiInstanceLock(data_dir)
     try:
         lock.acquire()
     except DataDirInUse as exc:
-        QMessageBox.critical(None, "Quire is already open", str(exc))
-        print(f"quire: {exc}", file=sys.stderr)
-        return 4
+        return None, str(exc)
+    return lock, None
+
+
+def make_application() -> QApplication:
+    from app.resources import icon, style_sheet
+
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv)
+    app.setApplicationName("Quire")
+    app.setOrganizationName("Quire")
+    app.setDesktopFileName("quire")
+    app.setWindowIcon(icon("quire"))
+    app.setStyleSheet(style_sheet())
+    return app
+
+
+def run_gui(data_dir: Path) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app = make_application()
+    lock, refusal = acquire_instance_lock(data_dir)
+    if lock is None:
+        print(f"quire: {refusal}", file=sys.stderr)
+        QMessageBox.critical(None, "Quire is already open", refusal or "")
+        return EXIT_IN_USE
     try:
-        window = QMainWindow()
-        window.setWindowTitle(f"Quire — {data_dir}")
-        window.setCentralWidget(QLabel(f"Data directory: {data_dir}"))
-        window.resize(1000, 700)
+        from app.window import MainWindow
+
+        window = MainWindow(data_dir)
         window.show()
+        window.start()
         return int(app.exec())
     finally:
         lock.release()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="quire-gui")
-    parser.add_argument("--data-dir")
+    parser = argparse.ArgumentParser(prog="quire-gui", description="Quire: the desktop window.")
+    parser.add_argument("--data-dir", help="data directory (default: QUIRE_DATA_DIR, else the platform dir)")
     args = parser.parse_args()
     return run_gui(resolve_data_dir(args.data_dir))
 

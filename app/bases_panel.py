@@ -1,0 +1,198 @@
+"""The bases sidebar: list, create, rename, lock/unlock, delete (after a confirmation).
+
+Threading contract: main thread; every read and write goes through an ``Op`` and the answer comes
+back on the main thread, where the shared ``AppContext`` is updated.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.context import AppContext
+from app.ops import Op
+from app.resources import icon
+from knowledge import bases
+from knowledge.bases import Base
+from knowledge.runtime import Quire
+
+BaseIdRole = Qt.ItemDataRole.UserRole + 1
+
+
+def create_default_base(quire: Quire, name: str) -> Base:
+    """A base on the packaged default model, at the precision this CPU does best (like ``quire base create``)."""
+    from knowledge.embedding import DEFAULT_MODEL_ID
+    from knowledge.models import default_precision, model_spec
+
+    spec = model_spec(DEFAULT_MODEL_ID)
+    return bases.create_base(
+        quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=default_precision()
+    )
+
+
+def delete_base(quire: Quire, base_id: int) -> Base:
+    return bases.delete_base(quire.db, quire.queue, base_id, quire.blobs_dir)
+
+
+def base_label(base: Base) -> str:
+    flags = [f for f, on in (("locked", base.locked), ("failed", base.status == "failed")) if on]
+    return base.name + (f"  ({', '.join(flags)})" if flags else "")
+
+
+class BasesPanel(QWidget):
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.list = QListWidget()
+        self.list.setObjectName("basesList")
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.new_button = self._tool("New", "Create a knowledge base", self.create_base)
+        self.rename_button = self._tool("Rename", "Rename the selected base", self.rename_base)
+        self.lock_button = self._tool("Lock", "Lock or unlock the selected base (read-only)", self.toggle_lock)
+        self.delete_button = self._tool("Delete", "Delete the selected base and everything in it", self.delete_base)
+        self._layout()
+        ctx.bases_changed.connect(self._show_bases)
+        ctx.base_changed.connect(self._show_selection)
+        ctx.ready_changed.connect(lambda _ready: self._update_buttons())
+        self._update_buttons()
+
+    def _tool(self, text: str, tip: str, slot: object) -> QToolButton:
+        button = QToolButton()
+        button.setText(text)
+        button.setToolTip(tip)
+        button.clicked.connect(slot)
+        return button
+
+    def _layout(self) -> None:
+        title = QLabel("Knowledge bases")
+        title.setObjectName("panelTitle")
+        buttons = QHBoxLayout()
+        for b in (self.new_button, self.rename_button, self.lock_button, self.delete_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(title)
+        layout.addWidget(self.list, 1)
+        layout.addLayout(buttons)
+
+    # -- showing ------------------------------------------------------------------------------
+
+    def _show_bases(self, found: list[Base]) -> None:
+        self.list.blockSignals(True)
+        self.list.clear()
+        for base in found:
+            entry = QListWidgetItem(icon(self._icon_name(base)), base_label(base))
+            entry.setData(BaseIdRole, base.id)
+            entry.setToolTip(base.status_reason or f"{base.model_id} · {base.precision} · chunk {base.chunk_size}")
+            self.list.addItem(entry)
+        self.list.blockSignals(False)
+        self._show_selection(self.ctx.base)
+
+    @staticmethod
+    def _icon_name(base: Base) -> str:
+        return "warning" if base.status == "failed" else ("lock" if base.locked else "base")
+
+    def _show_selection(self, base: Base | None) -> None:
+        self.list.blockSignals(True)
+        for row in range(self.list.count()):
+            entry = self.list.item(row)
+            if base is not None and entry.data(BaseIdRole) == base.id:
+                self.list.setCurrentRow(row)
+        self.list.blockSignals(False)
+        self._update_buttons()
+
+    def _current_changed(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
+        base = None if current is None else self.ctx.base_by_id(int(current.data(BaseIdRole)))
+        self.ctx.select_base(base)
+
+    def _update_buttons(self) -> None:
+        base = self.ctx.base
+        self.new_button.setEnabled(self.ctx.ready)
+        for b in (self.rename_button, self.lock_button, self.delete_button):
+            b.setEnabled(self.ctx.ready and base is not None)
+        self.lock_button.setText("Unlock" if base is not None and base.locked else "Lock")
+
+    def _context_menu(self, pos: object) -> None:
+        menu = QMenu(self)
+        menu.addAction("New…", self.create_base)
+        if self.ctx.base is not None:
+            menu.addAction("Rename…", self.rename_base)
+            menu.addAction(self.lock_button.text(), self.toggle_lock)
+            menu.addAction("Delete…", self.delete_base)
+        menu.popup(self.list.mapToGlobal(pos))  # type: ignore[arg-type]
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def refresh(self, select_id: int | None = None) -> None:
+        if self.ctx.quire is None:
+            return
+        Op(bases.list_bases, self.ctx.quire.db).bound_to(self).on_success(
+            lambda found: self._refreshed(found, select_id)
+        ).run()
+
+    def _refreshed(self, found: list[Base], select_id: int | None) -> None:
+        self.ctx.set_bases(found)
+        if select_id is not None:
+            self.ctx.select_base(self.ctx.base_by_id(select_id))
+        elif self.ctx.base is None and found:
+            self.ctx.select_base(found[0])
+
+    def create_base(self) -> None:
+        quire = self.ctx.quire
+        name = self.ctx.prompter.ask_text(self, "New knowledge base", "Name:") if quire else None
+        if quire is None or not name or not name.strip():
+            return
+        Op(create_default_base, quire, name).bound_to(self).on_success(self._created).on_failure(self.ctx.fail).run()
+
+    def _created(self, base: Base) -> None:
+        self.ctx.info(f"Created knowledge base {base.name!r}.")
+        self.refresh(select_id=base.id)
+
+    def rename_base(self) -> None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+        name = self.ctx.prompter.ask_text(self, "Rename knowledge base", "New name:", base.name)
+        if not name or name.strip() == base.name:
+            return
+        Op(bases.rename_base, quire.db, base.id, name).bound_to(self).on_success(
+            lambda b: self.refresh(select_id=b.id)
+        ).on_failure(self.ctx.fail).run()
+
+    def toggle_lock(self) -> None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+        Op(bases.set_locked, quire.db, base.id, not base.locked).bound_to(self).on_success(
+            lambda b: self.refresh(select_id=b.id)
+        ).on_failure(self.ctx.fail).run()
+
+    def delete_base(self) -> None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+        question = (
+            f"Delete the knowledge base {base.name!r} and everything in it?\n\n"
+            "Its index and the copies it keeps are removed; your original files are not touched."
+        )
+        if not self.ctx.prompter.confirm(self, "Delete knowledge base", question):
+            return
+        Op(delete_base, quire, base.id).bound_to(self).on_success(self._deleted).on_failure(self.ctx.fail).run()
+
+    def _deleted(self, base: Base) -> None:
+        self.ctx.info(f"Deleted knowledge base {base.name!r}.")
+        if self.ctx.base is not None and self.ctx.base.id == base.id:
+            self.ctx.select_base(None)
+        self.refresh()

@@ -1,0 +1,115 @@
+"""What the app does off the main thread at start-up and on every poll (plain functions, run in ``Op``s).
+
+* ``open_and_recover`` opens the data directory (migrating it), runs startup recovery and reports the
+  items recovery left parked (``indexing_interrupted``) — before the worker process is started.
+* ``poll`` reads, in a few short snapshots, what the window shows live: rows updated since a cursor,
+  the child counts of the containers that need them, the base's progress, the job counts, the bases.
+* ``reindex_parked`` reindexes parked items, base by base, and reports what each base answered.
+
+None of these touch Qt; the window calls them through ``Op`` and applies the result on the main thread.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.queue import JobRecord
+from jobs.recovery import RecoveryReport
+from knowledge import app_queries, bases, operations
+from knowledge.app_queries import BaseProgress, ChangedItems
+from knowledge.bases import Base
+from knowledge.errors import KnowledgeError
+from knowledge.knowledge_jobs import interrupted_items
+from knowledge.operations import Changes
+from knowledge.runtime import Quire
+
+
+def person() -> str:
+    """The identity the GUI acts as (a person, like the CLI in a terminal)."""
+    try:
+        return f"person:{getpass.getuser()}"
+    except Exception:
+        return "person:unknown"
+
+
+@dataclass
+class StartupResult:
+    quire: Quire
+    report: RecoveryReport
+    parked: dict[int, list[int]]  # base id -> items parked as interrupted
+    bases: list[Base]
+
+    @property
+    def parked_count(self) -> int:
+        return sum(len(ids) for ids in self.parked.values())
+
+
+def open_and_recover(data_dir: Path) -> StartupResult:
+    """The app hosts the worker, so its session says so: an app crash's pending jobs are abandoned."""
+    quire = Quire.open(data_dir, hosts_worker=True)
+    report = quire.recover()
+    return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
+
+
+def parked_items(quire: Quire) -> dict[int, list[int]]:
+    parked: dict[int, list[int]] = {}
+    for item in interrupted_items(quire):
+        parked.setdefault(item.base_id, []).append(item.id)
+    return parked
+
+
+@dataclass
+class ReindexOutcome:
+    changes: list[Changes] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)  # base id -> the service's message
+
+
+def reindex_parked(quire: Quire, parked: dict[int, list[int]]) -> ReindexOutcome:
+    outcome = ReindexOutcome()
+    for base_id, item_ids in parked.items():
+        try:
+            outcome.changes.append(operations.reindex_items(quire, base_id, item_ids))
+        except KnowledgeError as exc:
+            outcome.refused[base_id] = str(exc)
+    return outcome
+
+
+@dataclass
+class PollResult:
+    base_id: int | None
+    changed: ChangedItems | None
+    summaries: dict[int, dict[str, int]]
+    progress: BaseProgress | None
+    live_jobs: int
+    running: list[JobRecord]
+    bases: list[Base]
+    checked: list[int]
+    existing: set[int]
+
+
+def poll(
+    quire: Quire,
+    base_id: int | None,
+    since: float,
+    summary_ids: Sequence[int],
+    check_ids: Sequence[int] = (),
+) -> PollResult:
+    changed = app_queries.items_changed_since(quire, base_id, since) if base_id is not None else None
+    wanted = set(summary_ids)
+    if changed is not None:
+        wanted.update(i.parent_id for i in changed.items if i.parent_id is not None)
+        wanted.update(i.id for i in changed.items if i.is_container)
+    return PollResult(
+        base_id=base_id,
+        changed=changed,
+        summaries=app_queries.child_status_counts(quire, sorted(wanted)),
+        progress=app_queries.base_progress(quire, base_id) if base_id is not None else None,
+        live_jobs=app_queries.live_jobs_total(quire),
+        running=quire.queue.list(status="running", limit=20),
+        bases=bases.list_bases(quire.db),
+        checked=list(check_ids),
+        existing=app_queries.existing_ids(quire, check_ids) if check_ids else set(),
+    )

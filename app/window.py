@@ -1,0 +1,468 @@
+"""Quire's main window: bases sidebar, live item tree, search, folder runs, notices and a status bar.
+
+Start-up order (``start``): the window is shown first; an ``Op`` opens the data directory and runs
+startup recovery; then the worker process starts, the poll timer starts, and — when recovery left items
+parked as interrupted — a notice says how many and offers to reindex them. Neither torch nor the model
+is imported on the way (FACTS.md #9): the first search loads the query encoder, in an ``Op``.
+
+Live updates (STYLE.md #3, #4): every mutation's ``Changes`` go to the views at once
+(``AppContext.changes_made``); everything the worker does is seen by polling — rows updated since a
+cursor, container child counts, job counts — every ``poll_ms``, one poll in flight at a time.
+
+Threading contract: everything in this module runs on the Qt main thread; database reads and writes
+happen in ``Op``s (``app.ops``), whose callbacks come back here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import ops
+from app.bases_panel import BasesPanel
+from app.chunk_viewer import ChunkViewer
+from app.context import AppContext, why_base_refuses_changes
+from app.item_model import ItemTreeModel
+from app.item_view import ItemTreeView
+from app.notices import MessageBar
+from app.ops import Op
+from app.prompts import Prompter, QtPrompter
+from app.resources import icon
+from app.search_panel import SearchPanel
+from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, poll, reindex_parked
+from app.worker_process import WorkerProcess
+from knowledge import operations
+from knowledge.bases import Base
+from knowledge.items import Item
+from knowledge.operations import Changes, NoteInput, PathInput
+
+log = logging.getLogger(__name__)
+
+POLL_OVERLAP_SECONDS = 2.0
+EXISTENCE_CHECK_EVERY = 10  # polls between checks that loaded rows still exist
+TERMINAL = ("completed", "failed")
+
+
+class MainWindow(QMainWindow):
+    """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
+
+    started = Signal(object)  # StartupResult
+    polled = Signal(object)  # PollResult, after it was applied
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        prompter: Prompter | None = None,
+        start_worker: bool = True,
+        poll_ms: int = 500,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle(f"Quire — {data_dir}")
+        self.setWindowIcon(icon("quire"))
+        self.ctx = AppContext(data_dir, prompter or QtPrompter(), self)
+        ops.set_default_failure_handler(self.ctx.fail)
+        self.start_worker = start_worker
+        self.worker = WorkerProcess(data_dir, self)
+        self.model = ItemTreeModel(self)
+        self._viewers: list[ChunkViewer] = []
+        self._cursor = 0.0
+        self._overlap = True
+        self._polling = False
+        self._poll_count = 0
+        self._closed = False
+        self._parked: dict[int, list[int]] = {}
+        self._build(poll_ms)
+        self._connect()
+        self._update_actions()
+
+    # -- building -----------------------------------------------------------------------------
+
+    def _build(self, poll_ms: int) -> None:
+        self.message_bar = MessageBar("messageBar")
+        self.recovery_notice = MessageBar("recoveryNotice")
+        self.bases_panel = BasesPanel(self.ctx)
+        self.tree = ItemTreeView()
+        self.tree.setObjectName("itemTree")
+        self.tree.setModel(self.model)
+        self.tree.configure_columns()
+        self.search_panel = SearchPanel(self.ctx)
+        self.folder_runs_panel = self._make_folder_runs_panel()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._items_page(), "Items")
+        self.tabs.addTab(self.search_panel, "Search")
+        self.tabs.addTab(self.folder_runs_panel, "Folder runs")
+        splitter = QSplitter()
+        splitter.addWidget(self.bases_panel)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([230, 970])
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.recovery_notice)
+        layout.addWidget(self.message_bar)
+        layout.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+        self._build_status_bar()
+        self.poll_timer = QTimer(self)
+        self.poll_timer.setInterval(poll_ms)
+        self.poll_timer.timeout.connect(self.poll_now)
+        self.resize(1200, 760)
+
+    def _make_folder_runs_panel(self) -> QWidget:
+        from app.folder_runs_panel import FolderRunsPanel
+
+        return FolderRunsPanel(self.ctx)
+
+    def _items_page(self) -> QWidget:
+        self.toolbar = QToolBar("Items")
+        self.act_add_files = self._action("Add files…", self.add_files, QKeySequence.StandardKey.Open)
+        self.act_add_folder = self._action("Add folder…", self.add_folder)
+        self.act_add_note = self._action("Add note…", self.add_note, QKeySequence.StandardKey.New)
+        self.act_delete = self._action("Delete", self.delete_selected, QKeySequence.StandardKey.Delete)
+        self.act_reindex = self._action("Reindex", self.reindex_selected)
+        self.act_chunks = self._action("View chunks", self.view_chunks)
+        for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
+            self.toolbar.addAction(act)
+        self.toolbar.addSeparator()
+        for act in (self.act_delete, self.act_reindex, self.act_chunks):
+            self.toolbar.addAction(act)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.toolbar)
+        self.drop_hint = QLabel("Drop files or folders here to add them to the selected base.")
+        self.drop_hint.setObjectName("hint")
+        layout.addWidget(self.drop_hint)
+        layout.addWidget(self.tree, 1)
+        return page
+
+    def _action(self, text: str, slot: object, shortcut: QKeySequence.StandardKey | None = None) -> QAction:
+        act = QAction(text, self)
+        act.triggered.connect(slot)
+        if shortcut is not None:
+            act.setShortcut(shortcut)
+        return act
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.worker_label = QLabel("Worker: not started")
+        self.jobs_label = QLabel("")
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setMaximumWidth(180)
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.hide()
+        for widget in (self.jobs_label, self.progress_bar, self.worker_label):
+            bar.addPermanentWidget(widget)
+
+    def _connect(self) -> None:
+        self.ctx.message.connect(self._show_message)
+        self.ctx.base_changed.connect(self._base_changed)
+        self.ctx.changes_made.connect(self._changes_made)
+        self.ctx.ready_changed.connect(lambda _ready: self._update_actions())
+        self.model.statuses_changed.connect(self._update_actions)
+        self.tree.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
+        self.tree.paths_dropped.connect(self.add_paths)
+        self.tree.doubleClicked.connect(self._double_clicked)
+        self.search_panel.show_chunk.connect(self.open_chunk_viewer)
+        self.worker.state_changed.connect(lambda state: self.worker_label.setText(f"Worker: {state}"))
+
+    # -- start-up and shutdown ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the data directory and recover in the background; then start the worker and the poll."""
+        self.statusBar().showMessage("Opening the data directory and checking for interrupted work…")
+        Op(open_and_recover, self.ctx.data_dir).bound_to(self).on_success(self._started).on_failure(
+            self._start_failed
+        ).run()
+
+    def _started(self, result: StartupResult) -> None:
+        if self._closed:
+            result.quire.close()
+            return
+        self.ctx.attach(result.quire)
+        self.ctx.set_bases(result.bases)
+        if result.bases and self.ctx.base is None:
+            self.ctx.select_base(result.bases[0])
+        if self.start_worker:
+            self.worker.start()
+        self.poll_timer.start()
+        self.statusBar().showMessage("Ready.", 4000)
+        if result.parked_count:
+            self._show_recovery_notice(result.parked)
+        self.started.emit(result)
+
+    def _start_failed(self, exc: BaseException) -> None:
+        self.statusBar().showMessage("Could not open the data directory.")
+        self.ctx.fail(exc)
+
+    def _show_recovery_notice(self, parked: dict[int, list[int]]) -> None:
+        self._parked = parked
+        count = sum(len(ids) for ids in parked.values())
+        names = ", ".join(repr(b.name) for b in self.ctx.bases if b.id in parked)
+        text = (
+            f"Quire stopped while indexing last time: {count} item{'s were' if count != 1 else ' was'} "
+            f"interrupted and parked as failed (in {names}). Reindex to try again."
+        )
+        self.recovery_notice.show_message(text, "warning", [("Reindex them", self.reindex_interrupted)])
+
+    def reindex_interrupted(self) -> None:
+        quire = self.ctx.quire
+        if quire is None or not self._parked:
+            return
+        button = self.recovery_notice.button("Reindex them")
+        if button is not None:
+            button.setEnabled(False)
+        Op(reindex_parked, quire, self._parked).bound_to(self).on_success(self._reindexed_parked).on_failure(
+            self.ctx.fail
+        ).run()
+
+    def _reindexed_parked(self, outcome: ReindexOutcome) -> None:
+        for changes in outcome.changes:
+            self.ctx.announce(changes)
+        if outcome.refused:
+            reasons = "; ".join(outcome.refused.values())
+            self.recovery_notice.show_message(f"Some interrupted items could not be reindexed: {reasons}", "error")
+            return
+        count = sum(len(ids) for ids in self._parked.values())
+        self._parked = {}
+        self.recovery_notice.show_message(f"Reindexing {count} interrupted item{'s' if count != 1 else ''}…", "info")
+        self.poll_now()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop polling, stop the worker (SIGTERM: it stops taking jobs), let running Ops end, close."""
+        if self._closed:
+            return
+        self._closed = True
+        self.poll_timer.stop()
+        for viewer in list(self._viewers):
+            viewer.close()
+        self.worker.stop()
+        ops.wait_for_ops(15_000)
+        quire = self.ctx.detach()
+        if quire is not None:
+            quire.close()
+        ops.set_default_failure_handler(None)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def _show_message(self, level: str, text: str) -> None:
+        if level == "info":
+            self.statusBar().showMessage(text, 8000)
+            return
+        self.message_bar.show_message(text, level)
+
+    # -- base and selection -------------------------------------------------------------------
+
+    def _base_changed(self, base: Base | None) -> None:
+        base_id = None if base is None else base.id
+        if base_id != self.model.base_id:
+            self.model.set_source(self.ctx.quire, base_id)
+            self._cursor = time.time() - POLL_OVERLAP_SECONDS
+            self._overlap = True
+            self.progress_bar.hide()
+            if base_id is not None and self.model.canFetchMore(QModelIndex()):
+                self.model.fetchMore(QModelIndex())
+        self.drop_hint.setText(why_base_refuses_changes(base) or "Drop files or folders here to add them to this base.")
+        self._update_actions()
+
+    def selected_items(self) -> list[Item]:
+        rows = self.tree.selectionModel().selectedRows(0)
+        return [item for item in (self.model.item_at(index) for index in rows) if item is not None]
+
+    def _update_actions(self) -> None:
+        base, ready = self.ctx.base, self.ctx.ready
+        refusal = why_base_refuses_changes(base) if ready else "Starting…"
+        for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
+            act.setEnabled(refusal is None)
+            act.setToolTip(refusal or act.text())
+        chosen = self.selected_items()
+        self._enable(self.act_delete, self._why_no_delete(base, chosen) if ready else refusal)
+        self._enable(self.act_reindex, self._why_no_reindex(base, chosen) if ready else refusal)
+        self._enable(self.act_chunks, self._why_no_chunks(base, chosen) if ready else refusal)
+
+    @staticmethod
+    def _enable(act: QAction, refusal: str | None) -> None:
+        act.setEnabled(refusal is None)
+        act.setToolTip(refusal or act.text())
+
+    @staticmethod
+    def _why_no_delete(base: Base | None, chosen: list[Item]) -> str | None:
+        if base is not None and base.locked:
+            return f"{base.name!r} is locked (read-only)"
+        return None if chosen else "Select items to delete"
+
+    @staticmethod
+    def _why_no_reindex(base: Base | None, chosen: list[Item]) -> str | None:
+        refusal = why_base_refuses_changes(base)
+        if refusal is not None:
+            return refusal
+        if not chosen:
+            return "Select completed or failed items to reindex"
+        busy = next((i for i in chosen if i.status not in TERMINAL), None)
+        return None if busy is None else f"{busy.name!r} is {busy.status}; wait until it is completed or failed"
+
+    @staticmethod
+    def _why_no_chunks(base: Base | None, chosen: list[Item]) -> str | None:
+        if base is None or base.status == "failed":
+            return "The base's index cannot be read"
+        if len(chosen) != 1:
+            return "Select one completed item"
+        return None if chosen[0].status == "completed" else f"{chosen[0].name!r} is {chosen[0].status}, not completed"
+
+    # -- item actions -------------------------------------------------------------------------
+
+    def add_files(self) -> None:
+        paths = self.ctx.prompter.choose_files(self)
+        if paths:
+            self.add_paths(paths)
+
+    def add_folder(self) -> None:
+        folder = self.ctx.prompter.choose_folder(self, "Add a folder")
+        if folder is not None:
+            self.add_paths([folder])
+
+    def add_note(self) -> None:
+        note = self.ctx.prompter.ask_note(self)
+        if note is not None:
+            title, body = note
+            self._add([NoteInput(body, title.strip() or None)], "note")
+
+    def add_paths(self, paths: list[Path]) -> None:
+        """Files and folders (chosen or dropped) into the selected base — or a message saying why not."""
+        refusal = why_base_refuses_changes(self.ctx.base) if self.ctx.ready else "Quire is still starting."
+        if refusal is not None:
+            count = f"{len(paths)} item{'s' if len(paths) != 1 else ''}"
+            self.ctx.message.emit("warning", f"Cannot add {count}: {refusal}")
+            return
+        self._add([PathInput(p) for p in paths], f"{len(paths)} item{'s' if len(paths) != 1 else ''}")
+
+    def _add(self, inputs: list[operations.ItemInput], what: str) -> None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+        Op(operations.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
+            lambda changes: self._changed(changes, f"Adding {what} to {base.name!r}…")
+        ).on_failure(self.ctx.fail).run()
+
+    def delete_selected(self) -> None:
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or not chosen:
+            return
+        names = ", ".join(repr(i.name) for i in chosen[:3]) + (" …" if len(chosen) > 3 else "")
+        question = f"Delete {names} from {base.name!r}, with everything inside?\nYour original files are not touched."
+        if not self.ctx.prompter.confirm(self, "Delete items", question):
+            return
+        Op(operations.delete_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
+            lambda changes: self._changed(changes, f"Deleted {len(chosen)} item{'s' if len(chosen) != 1 else ''}.")
+        ).on_failure(self.ctx.fail).run()
+
+    def reindex_selected(self) -> None:
+        """Reindex the selection. The action is disabled where the guard would refuse; the service still guards."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or not chosen:
+            return
+        Op(operations.reindex_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
+            lambda changes: self._changed(changes, "Reindex queued.")
+        ).on_failure(self.ctx.fail).run()
+
+    def view_chunks(self) -> None:
+        base, chosen = self.ctx.base, self.selected_items()
+        if base is not None and len(chosen) == 1:
+            self.open_chunk_viewer(base.id, chosen[0].id, chosen[0].name, -1)
+
+    def open_chunk_viewer(self, base_id: int, item_id: int, title: str, chunk_id: int) -> ChunkViewer:
+        viewer = ChunkViewer(self.ctx, base_id, item_id, title, chunk_id if chunk_id >= 0 else None, self)
+        self._viewers.append(viewer)
+        viewer.destroyed.connect(lambda *_: self._viewers.remove(viewer) if viewer in self._viewers else None)
+        viewer.show()
+        viewer.load()
+        return viewer
+
+    def _double_clicked(self, index: QModelIndex) -> None:
+        item = self.model.item_at(index)
+        if item is not None and not item.is_container and item.status == "completed":
+            self.view_chunks()
+
+    def _changed(self, changes: Changes, text: str) -> None:
+        self.ctx.announce(changes)
+        self.ctx.info("Nothing to do." if changes.noop else text)
+
+    def _changes_made(self, changes: Changes) -> None:
+        self.model.apply_changes(changes)
+        self._update_actions()
+        self.poll_now()
+
+    # -- polling ------------------------------------------------------------------------------
+
+    def poll_now(self) -> None:
+        quire = self.ctx.quire
+        if quire is None or self._polling or self._closed:
+            return
+        self._polling = True
+        self._poll_count += 1
+        since = self._cursor - POLL_OVERLAP_SECONDS if self._overlap else self._cursor
+        check = self.model.loaded_ids() if self._poll_count % EXISTENCE_CHECK_EVERY == 0 else []
+        summaries = self.model.take_summary_requests()
+        Op(poll, quire, self.model.base_id, since, summaries, check).bound_to(self).on_success(self._polled).on_failure(
+            self._poll_failed
+        ).run()
+
+    def _poll_failed(self, exc: BaseException) -> None:
+        self._polling = False
+        log.warning("poll failed: %s", exc)
+
+    def _polled(self, result: PollResult) -> None:
+        self._polling = False
+        self.ctx.set_bases(result.bases)
+        if result.base_id == self.model.base_id and result.changed is not None:
+            self._cursor = max(self._cursor, result.changed.cursor)
+            self._overlap = result.changed.complete
+            self.model.apply_items(result.changed.items)
+            self.model.apply_summaries(result.summaries)
+            self.model.remove_ids(set(result.checked) - result.existing)
+        self._show_progress(result)
+        self.polled.emit(result)
+
+    def _show_progress(self, result: PollResult) -> None:
+        self.jobs_label.setText(jobs_text(result))
+        progress = result.progress
+        if progress is None or not progress.total or (not progress.active and not result.live_jobs):
+            self.progress_bar.hide()
+            return
+        self.progress_bar.setMaximum(progress.total)
+        self.progress_bar.setValue(progress.settled)
+        self.progress_bar.setFormat(f"{progress.settled}/{progress.total} items")
+        self.progress_bar.show()
+
+
+def jobs_text(result: PollResult) -> str:
+    """The status bar's job summary: how many are live, and the first one that reports progress."""
+    if not result.live_jobs:
+        return "Idle"
+    running = next((j for j in result.running if j.progress_total), None)
+    detail = f" · {running.progress_label} {running.progress_done}/{running.progress_total}" if running else ""
+    return f"{result.live_jobs} job{'s' if result.live_jobs != 1 else ''} active{detail}"
+
+
+__all__ = ["MainWindow", "Qt"]

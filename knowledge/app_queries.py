@@ -1,0 +1,183 @@
+"""Small read helpers the desktop app polls: pages of a tree level, what changed since a cursor, summaries.
+
+Everything here is a read in one snapshot (``Database.read()``): nothing writes, nothing holds a lock
+a writer waits on, and every function is bounded (pages, ``limit``s, chunked ``IN`` lists), so the GUI
+can call them every half second from a background thread on a base of any size.
+
+* ``children_page`` pages one tree level in a stable order (directories first, then by name, then id)
+  with a keyset cursor, so rows created meanwhile never shift a page; the app's lazy model appends pages
+  and places a new row by the same ``sort_key``.
+* ``items_changed_since`` returns rows whose ``updated_at`` passed a cursor, ``deleting`` ones included
+  (that is how a view learns to drop them). Timestamps are taken inside the write transaction that
+  commits them and writers are serialised, so a cursor with a small overlap misses nothing.
+* ``owned_copy_path`` is the base's own copy of an item's bytes (``knowledge.blobs``), for opening a
+  source whose original has moved or gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, case, func, select, tuple_
+
+from jobs.schema import LIVE_STATUSES, jobs
+from knowledge import blobs
+from knowledge.items import Item
+from knowledge.store.schema import ACTIVE_STATUSES, items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+SortKey = tuple[int, str, int]  # (0 for containers else 1, name, id)
+CHUNK = 500
+
+
+def sort_key(item: Item) -> SortKey:
+    """The order of one tree level: containers first, then by name, then by id."""
+    return (0 if item.is_container else 1, item.name, item.id)
+
+
+def _key_columns() -> Any:
+    return tuple_(case((items.c.type == "directory", 0), else_=1), items.c.name, items.c.id)
+
+
+def children_page(
+    quire: Quire, base_id: int, parent_id: int | None, after: SortKey | None, limit: int = 200
+) -> list[Item]:
+    """The next ``limit`` visible children of ``parent_id`` (None: top level) after the cursor ``after``."""
+    query = select(items).where(and_(items.c.base_id == base_id, items.c.status != "deleting"))
+    query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
+    if after is not None:
+        query = query.where(_key_columns() > tuple_(*after))
+    order = (case((items.c.type == "directory", 0), else_=1), items.c.name, items.c.id)
+    with quire.db.read() as conn:
+        rows = conn.execute(query.order_by(*order).limit(limit)).all()
+    return [Item.from_row(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class ChangedItems:
+    items: list[Item]
+    cursor: float  # the largest ``updated_at`` seen (the next call's ``since``)
+    complete: bool  # False when ``limit`` cut the answer short: call again from ``cursor``
+
+
+def items_changed_since(quire: Quire, base_id: int, since: float, *, limit: int = 2000) -> ChangedItems:
+    """Rows of the base updated after ``since`` (``deleting`` included), oldest change first."""
+    query = (
+        select(items)
+        .where(and_(items.c.base_id == base_id, items.c.updated_at > since))
+        .order_by(items.c.updated_at, items.c.id)
+        .limit(limit)
+    )
+    with quire.db.read() as conn:
+        found = [Item.from_row(r) for r in conn.execute(query).all()]
+    cursor = max((i.updated_at for i in found), default=since)
+    return ChangedItems(found, cursor, len(found) < limit)
+
+
+def child_status_counts(quire: Quire, container_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """For each container, how many of its direct (visible) children are in each status."""
+    counts: dict[int, dict[str, int]] = {int(i): {} for i in container_ids}
+    ids = list(counts)
+    with quire.db.read() as conn:
+        for start in range(0, len(ids), CHUNK):
+            rows = conn.execute(
+                select(items.c.parent_id, items.c.status, func.count())
+                .where(and_(items.c.parent_id.in_(ids[start : start + CHUNK]), items.c.status != "deleting"))
+                .group_by(items.c.parent_id, items.c.status)
+            ).all()
+            for parent_id, status, count in rows:
+                counts[int(parent_id)][str(status)] = int(count)
+    return counts
+
+
+def existing_ids(quire: Quire, item_ids: Sequence[int]) -> set[int]:
+    """Which of these items still exist and are visible (not ``deleting``)."""
+    ids = list(item_ids)
+    found: set[int] = set()
+    with quire.db.read() as conn:
+        for start in range(0, len(ids), CHUNK):
+            rows = conn.execute(
+                select(items.c.id).where(and_(items.c.id.in_(ids[start : start + CHUNK]), items.c.status != "deleting"))
+            ).all()
+            found.update(int(r.id) for r in rows)
+    return found
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    job_id: int
+    status: str
+    done: int
+    total: int
+    label: str
+
+
+def job_progress(quire: Quire, job_ids: Sequence[int]) -> dict[int, JobProgress]:
+    """Progress columns of these jobs (the GUI polls them; no worker ever signals the GUI)."""
+    ids = sorted(set(int(i) for i in job_ids))
+    found: dict[int, JobProgress] = {}
+    with quire.db.read() as conn:
+        for start in range(0, len(ids), CHUNK):
+            rows = conn.execute(
+                select(
+                    jobs.c.id, jobs.c.status, jobs.c.progress_done, jobs.c.progress_total, jobs.c.progress_label
+                ).where(jobs.c.id.in_(ids[start : start + CHUNK]))
+            ).all()
+            for r in rows:
+                found[int(r.id)] = JobProgress(int(r.id), str(r.status), int(r[2]), int(r[3]), str(r[4]))
+    return found
+
+
+@dataclass(frozen=True)
+class BaseProgress:
+    """Where a base stands: item counts by status (``deleting`` excluded) and its live jobs."""
+
+    base_id: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    live_jobs: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def active(self) -> int:
+        return sum(n for s, n in self.statuses.items() if s in ACTIVE_STATUSES)
+
+    @property
+    def settled(self) -> int:
+        return self.statuses.get("completed", 0) + self.statuses.get("failed", 0)
+
+
+def base_progress(quire: Quire, base_id: int) -> BaseProgress:
+    """Leaf items by status (containers only mirror their children) and the base's live job count."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            select(items.c.status, func.count())
+            .where(and_(items.c.base_id == base_id, items.c.status != "deleting", items.c.type != "directory"))
+            .group_by(items.c.status)
+        ).all()
+        live = conn.execute(
+            select(func.count())
+            .select_from(jobs)
+            .where(and_(jobs.c.base_id == base_id, jobs.c.status.in_(LIVE_STATUSES)))
+        ).scalar_one()
+    return BaseProgress(base_id, {str(s): int(n) for s, n in rows}, int(live))
+
+
+def live_jobs_total(quire: Quire) -> int:
+    """Pending and running jobs over every base (the status bar's "active jobs")."""
+    return quire.queue.live_count()
+
+
+def owned_copy_path(quire: Quire, item: Item) -> Path | None:
+    """The base's own copy of the item's original bytes, when it has one and the file is there."""
+    if not item.blob_sha256:
+        return None
+    path = blobs.blob_path(quire.blobs_dir, item.blob_sha256)
+    return path if path.is_file() else None
