@@ -225,6 +225,27 @@ def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path)
         return base
 
 
+def verify_base_indexes(db: Database) -> list[int]:
+    """Mark bases whose vector or keyword index cannot be found ``failed``; return their ids.
+
+    Runs at every open. A failed base still lists and deletes; add, reindex, search and chunk listing
+    refuse it with the reason, instead of failing deep inside a job.
+    """
+    failed: list[int] = []
+    with db.write() as conn:
+        for row in conn.execute(select(bases.c.id, bases.c.status)).all():
+            if row.status == "ok" and not index.base_index_exists(conn, row.id):
+                conn.execute(
+                    update(bases)
+                    .where(bases.c.id == row.id)
+                    .values(
+                        status="failed", status_reason="its search index is missing or damaged", updated_at=time.time()
+                    )
+                )
+                failed.append(row.id)
+    return failed
+
+
 def live_jobs_of_base(conn: Connection, base_id: int) -> int:
     return int(
         conn.execute(

@@ -42,6 +42,15 @@ def drop_base_index(conn: Connection, base_id: int) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
 
 
+def _existing_tables(conn: Connection, base_id: int) -> list[str]:
+    wanted = (vec_table(base_id), fts_table(base_id))
+    rows = conn.execute(
+        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b)"),
+        {"a": wanted[0], "b": wanted[1]},
+    ).all()
+    return [name for name in wanted if name in {r[0] for r in rows}]
+
+
 def base_index_exists(conn: Connection, base_id: int) -> bool:
     names = {vec_table(base_id), fts_table(base_id)}
     found = conn.execute(
@@ -115,21 +124,12 @@ def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]
         if keep_vectors:
             _stash_vectors(conn, base_id, part)
         chunk_ids = [r[0] for r in conn.execute(select(chunks.c.id).where(chunks.c.item_id.in_(part))).all()]
-        for cstart in range(0, len(chunk_ids), 500):
-            cpart = chunk_ids[cstart : cstart + 500]
-            params = {"ids": cpart}
-            conn.execute(
-                text(f"DELETE FROM {vec_table(base_id)} WHERE rowid IN :ids").bindparams(
-                    bindparam("ids", expanding=True)
-                ),
-                params,
-            )
-            conn.execute(
-                text(f"DELETE FROM {fts_table(base_id)} WHERE rowid IN :ids").bindparams(
-                    bindparam("ids", expanding=True)
-                ),
-                params,
-            )
+        for table in _existing_tables(conn, base_id):  # a failed base may have lost one of them
+            for cstart in range(0, len(chunk_ids), 500):
+                conn.execute(
+                    text(f"DELETE FROM {table} WHERE rowid IN :ids").bindparams(bindparam("ids", expanding=True)),
+                    {"ids": chunk_ids[cstart : cstart + 500]},
+                )
         conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
         removed += len(chunk_ids)
     return removed

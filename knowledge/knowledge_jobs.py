@@ -410,8 +410,7 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
         return 0
     ids = [i.id for i in batch]
     shas = blobs.shas_of_items(conn, ids)
-    if index.base_index_exists(conn, base_id):
-        index.clear_items_material(conn, base_id, [i.id for i in leaves])
+    index.clear_items_material(conn, base_id, [i.id for i in leaves])
     for start in range(0, len(ids), 500):
         conn.execute(delete(items).where(items.c.id.in_(ids[start : start + 500])))
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # Modules that add job types and repair scans: each exposes ``register(quire: Quire) -> None``.
 # Kept as a list so feature packages plug in without the runtime importing their heavy dependencies.
-JOB_MODULES: list[str] = ["knowledge.knowledge_jobs"]
+JOB_MODULES: list[str] = ["knowledge.knowledge_jobs", "knowledge.folder_runs"]
 
 
 @dataclass
@@ -53,6 +53,9 @@ class Quire:
         registry = Registry()
         session = Session.for_this_process(hosts_worker=hosts_worker)
         quire = cls(data_dir, db, transport, registry, JobQueue(db, transport, registry, session))
+        from knowledge.bases import verify_base_indexes
+
+        verify_base_indexes(db)
         if register_jobs:
             import importlib
 

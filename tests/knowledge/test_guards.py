@@ -294,3 +294,25 @@ def test_invalid_arguments_are_refused(quire: Quire) -> None:
         operations.add_items(quire, "kb", [NoteInput("   ")])
     with pytest.raises(NotFound):
         operations.add_items(quire, "no-such-base", [NoteInput("x")])
+
+
+def test_a_base_whose_index_is_missing_is_failed_at_open(quire: Quire, data_dir: Path) -> None:
+    base = make_base(quire)
+    note = operations.add_items(quire, "kb", [NoteInput("keep me listed")]).created[0]
+    drain(quire)
+    with quire.db.write() as conn:
+        conn.exec_driver_sql(f"DROP TABLE vec_base_{base.id}")
+    reopened = Quire.open(data_dir)
+    try:
+        failed = bases.get_base(reopened.db, "kb")
+        assert failed.status == "failed" and "index" in (failed.status_reason or "")
+        with pytest.raises(Conflict, match="failed"):
+            operations.add_items(reopened, "kb", [NoteInput("refused")])
+        with pytest.raises(Conflict, match="failed"):
+            operations.list_item_chunks(reopened, "kb", note)
+        assert [i.id for i in operations.list_items(reopened, "kb", flat=True)] == [note]
+        operations.delete_items(reopened, "kb", [note])  # delete stays possible
+        drain(reopened)
+        assert operations.list_items(reopened, "kb", flat=True) == []
+    finally:
+        reopened.close()
