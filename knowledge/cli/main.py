@@ -27,6 +27,7 @@ EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0
 COMMAND_MODULES = [
     "knowledge.cli.commands_core",
     "knowledge.cli.commands_knowledge",
+    "knowledge.cli.commands_runs",
 ]
 
 

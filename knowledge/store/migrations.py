@@ -16,7 +16,7 @@ from sqlalchemy import Connection, text
 
 from jobs import schema as jobs_schema
 from jobs.transport import HUEY_DDL
-from knowledge.store import schema
+from knowledge.store import schema, schema_runs
 from knowledge.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,16 @@ def _vector_cache(conn: Connection) -> None:
     schema.vector_cache.create(conn)
 
 
+def _folder_runs(conn: Connection) -> None:
+    """Folder runs, their manifest, outcomes and ingest batches, and the audit log (frozen DDL)."""
+    for ddl in schema_runs.FOLDER_RUNS_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
+    Migration("0003_folder_runs", _folder_runs),
 ]
 
 

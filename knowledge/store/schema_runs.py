@@ -1,0 +1,221 @@
+"""Folder runs and the audit log: the tables of migration ``0002_folder_runs``, for building queries.
+
+The DDL itself is frozen text in :data:`FOLDER_RUNS_DDL` (a migration never changes once applied); the
+``Table`` objects below mirror it for SQLAlchemy and a test keeps the two in step.
+
+What the database enforces, so that no code path can get it wrong:
+
+* ``folder_runs.idempotency_key`` is unique: at most one run per key. Ids are ``AUTOINCREMENT`` so a run
+  id is never reused after its base is deleted (audit entries outlive their runs).
+* A run's identity (destination, folder, key, request fingerprint, approver, declared size, creation
+  time) never changes, its job binding is set once, its status only moves
+  ``pending → running → completed → reverted`` (or ``pending|running → failed``), and its owner stamp
+  (``owner_attempt``) never goes back.
+* The manifest (``folder_run_sources``) is written in the creating transaction and then frozen: no
+  update, no delete while its run exists (a base deletion still cascades), no insert once the run is
+  bound to its job.
+* A source settles once (``folder_run_outcomes`` unique on ``(run_id, source_id)``) and has at most one
+  ingest batch (``ingest_batches`` unique on ``(run_id, source_id)``).
+* ``audit_log`` is append-only; a run has at most one ``created`` entry, one ``started`` entry per
+  attempt, and one terminal (``completed`` or ``failed``) entry.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+RUN_STATUSES = ("pending", "running", "completed", "failed", "reverted")
+TERMINAL_RUN_STATUSES = ("completed", "failed", "reverted")
+DISPOSITIONS = (
+    "committed",
+    "source_unavailable",
+    "outside_run_root",
+    "excluded",
+    "already_covered",
+    "rejected",
+)
+
+folder_runs = Table(
+    "folder_runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("base_id", Integer, nullable=False),
+    Column("folder", Text, nullable=False),  # resolved absolute path
+    Column("idempotency_key", String, nullable=False, unique=True),
+    Column("request_fingerprint", String, nullable=False),  # sha256 of folder + payload + actor
+    Column("approved_by", String, nullable=False),  # the person who started it
+    Column("status", String, nullable=False),
+    Column("job_id", Integer),
+    Column("owner_attempt", Integer),  # the queue attempt that owns the run (the fence)
+    Column("declared_size", Integer, nullable=False),  # manifest size
+    Column("walked", Integer, nullable=False),  # descendants the preview walked
+    Column("container_item_id", Integer),  # the directory item the run's files live under
+    Column("error", Text),  # sanitized reason of a failed run
+    Column("reverted_by", String),
+    Column("created_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    Column("reverted_at", Float),
+    Column("updated_at", Float, nullable=False),
+)
+
+folder_run_sources = Table(
+    "folder_run_sources",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("relative_path", Text, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("content_sha256", String, nullable=False),
+    Column("approved_by", String, nullable=False),
+)
+
+folder_run_outcomes = Table(
+    "folder_run_outcomes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, nullable=False),
+    Column("source_id", Integer, nullable=False),
+    Column("disposition", String, nullable=False),
+    Column("reason", Text),
+    Column("item_id", Integer),
+    Column("batch_id", Integer),
+    Column("attempt", Integer, nullable=False),
+    Column("settled_at", Float, nullable=False),
+)
+
+ingest_batches = Table(
+    "ingest_batches",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, nullable=False),
+    Column("source_id", Integer, nullable=False),
+    Column("item_id", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("at", Float, nullable=False),
+    Column("action", String, nullable=False),
+    Column("actor", String, nullable=False),
+    Column("base_id", Integer),
+    Column("run_id", Integer),
+    Column("attempt", Integer),
+    Column("payload", Text, nullable=False),
+)
+
+_STATUS_LIST = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+_DISPOSITION_LIST = ", ".join(f"'{d}'" for d in DISPOSITIONS)
+
+FOLDER_RUNS_DDL: tuple[str, ...] = (
+    f"""CREATE TABLE folder_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        base_id INTEGER NOT NULL REFERENCES bases(id) ON DELETE CASCADE,
+        folder TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        request_fingerprint TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ({_STATUS_LIST})),
+        job_id INTEGER,
+        owner_attempt INTEGER,
+        declared_size INTEGER NOT NULL CHECK (declared_size >= 0),
+        walked INTEGER NOT NULL,
+        container_item_id INTEGER,
+        error TEXT,
+        reverted_by TEXT,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        reverted_at REAL,
+        updated_at REAL NOT NULL
+    )""",
+    "CREATE INDEX folder_runs_folder ON folder_runs (folder, id)",
+    "CREATE INDEX folder_runs_base ON folder_runs (base_id, id)",
+    "CREATE INDEX folder_runs_status ON folder_runs (status, id)",
+    """CREATE TRIGGER folder_runs_identity_immutable BEFORE UPDATE ON folder_runs
+    WHEN NEW.id IS NOT OLD.id OR NEW.base_id IS NOT OLD.base_id OR NEW.folder IS NOT OLD.folder
+      OR NEW.idempotency_key IS NOT OLD.idempotency_key OR NEW.request_fingerprint IS NOT OLD.request_fingerprint
+      OR NEW.approved_by IS NOT OLD.approved_by OR NEW.declared_size IS NOT OLD.declared_size
+      OR NEW.walked IS NOT OLD.walked OR NEW.created_at IS NOT OLD.created_at
+      OR (OLD.job_id IS NOT NULL AND NEW.job_id IS NOT OLD.job_id)
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s identity, size and job binding are immutable'); END""",
+    """CREATE TRIGGER folder_runs_status_moves_forward BEFORE UPDATE OF status ON folder_runs
+    WHEN NEW.status IS NOT OLD.status AND NOT (
+        (OLD.status = 'pending' AND NEW.status IN ('running', 'failed'))
+        OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed'))
+        OR (OLD.status = 'completed' AND NEW.status = 'reverted'))
+    BEGIN SELECT RAISE(ABORT, 'illegal folder run status transition'); END""",
+    """CREATE TRIGGER folder_runs_owner_monotonic BEFORE UPDATE OF owner_attempt ON folder_runs
+    WHEN OLD.owner_attempt IS NOT NULL AND (NEW.owner_attempt IS NULL OR NEW.owner_attempt < OLD.owner_attempt)
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s owner attempt never goes back'); END""",
+    """CREATE TABLE folder_run_sources (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES folder_runs(id) ON DELETE CASCADE,
+        ordinal INTEGER NOT NULL,
+        relative_path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        content_sha256 TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        UNIQUE (run_id, ordinal),
+        UNIQUE (run_id, relative_path)
+    )""",
+    """CREATE TRIGGER folder_run_sources_no_update BEFORE UPDATE ON folder_run_sources
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s manifest is immutable'); END""",
+    """CREATE TRIGGER folder_run_sources_no_delete BEFORE DELETE ON folder_run_sources
+    WHEN EXISTS (SELECT 1 FROM folder_runs WHERE id = OLD.run_id)
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s manifest is immutable'); END""",
+    """CREATE TRIGGER folder_run_sources_fixed_at_creation BEFORE INSERT ON folder_run_sources
+    WHEN (SELECT job_id FROM folder_runs WHERE id = NEW.run_id) IS NOT NULL
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s manifest is fixed when the run is created'); END""",
+    f"""CREATE TABLE folder_run_outcomes (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES folder_runs(id) ON DELETE CASCADE,
+        source_id INTEGER NOT NULL REFERENCES folder_run_sources(id) ON DELETE CASCADE,
+        disposition TEXT NOT NULL CHECK (disposition IN ({_DISPOSITION_LIST})),
+        reason TEXT,
+        item_id INTEGER,
+        batch_id INTEGER,
+        attempt INTEGER NOT NULL,
+        settled_at REAL NOT NULL,
+        UNIQUE (run_id, source_id)
+    )""",
+    """CREATE TABLE ingest_batches (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES folder_runs(id) ON DELETE CASCADE,
+        source_id INTEGER NOT NULL REFERENCES folder_run_sources(id) ON DELETE CASCADE,
+        item_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        UNIQUE (run_id, source_id)
+    )""",
+    """CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        action TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        base_id INTEGER,
+        run_id INTEGER,
+        attempt INTEGER,
+        payload TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX audit_log_run ON audit_log (run_id, id)",
+    """CREATE UNIQUE INDEX audit_log_one_created ON audit_log (run_id)
+    WHERE action = 'ingest.folder_run.created'""",
+    """CREATE UNIQUE INDEX audit_log_one_started_per_attempt ON audit_log (run_id, attempt)
+    WHERE action = 'ingest.folder_run.started'""",
+    """CREATE UNIQUE INDEX audit_log_one_terminal ON audit_log (run_id)
+    WHERE action IN ('ingest.folder_run.completed', 'ingest.folder_run.failed')""",
+    """CREATE UNIQUE INDEX audit_log_one_revert ON audit_log (run_id)
+    WHERE action = 'ingest.folder_run.reverted'""",
+    """CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+)
