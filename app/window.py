@@ -86,6 +86,7 @@ class MainWindow(QMainWindow):
         self._poll_count = 0
         self._closed = False
         self._parked: dict[int, list[int]] = {}
+        self.startup_result: StartupResult | None = None
         self._build(poll_ms)
         self._connect()
         self._update_actions()
@@ -196,6 +197,7 @@ class MainWindow(QMainWindow):
         if self._closed:
             result.quire.close()
             return
+        self.startup_result = result
         self.ctx.attach(result.quire)
         self.ctx.set_bases(result.bases)
         if result.bases and self.ctx.base is None:

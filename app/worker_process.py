@@ -41,6 +41,7 @@ class WorkerProcess(QObject):
         self._stopping = False
         self._restarts = 0
         self._closed = False
+        self.last_exit: tuple[int, str] | None = None  # (exit code, "normal" | "crashed") of the last run
         self._process: QProcess | None = None
 
     @property
@@ -91,7 +92,8 @@ class WorkerProcess(QObject):
                 env.insert(key, value)
         return env
 
-    def _finished(self, code: int, _status: QProcess.ExitStatus) -> None:
+    def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        self.last_exit = (code, "normal" if status == QProcess.ExitStatus.NormalExit else "crashed")
         if self._stopping:
             self._set_state("stopped")
             return
