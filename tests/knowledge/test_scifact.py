@@ -14,7 +14,20 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base
 
-SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
+
+def _scifact_dir() -> Path:
+    """shared/ lies beside the repository (developers and CI); QUIRE_SCIFACT_DIR overrides."""
+    import os
+
+    candidates = [
+        os.environ.get("QUIRE_SCIFACT_DIR", ""),
+        Path(__file__).resolve().parents[3] / "shared/data/scifact",
+        "/work/shared/data/scifact",
+    ]
+    return next((Path(c) for c in candidates if c and Path(c, "corpus.jsonl").exists()), Path(candidates[1]))
+
+
+SCIFACT = _scifact_dir()
 QUERIES = 40
 DISTRACTORS = 400
 
