@@ -41,6 +41,7 @@ class Item:
     error_message: str | None
     content_sha256: str | None
     size: int | None
+    mtime: float | None
     blob_sha256: str | None
     text_sha256: str | None
     note_text: str | None
@@ -74,6 +75,7 @@ class Item:
             error_message=m["error_message"],
             content_sha256=m["content_sha256"],
             size=m["size"],
+            mtime=m["mtime"],
             blob_sha256=m["blob_sha256"],
             text_sha256=m["text_sha256"],
             note_text=m["note_text"],

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,9 @@ from knowledge.operations import (
     schedule,
 )
 from knowledge.runtime import Quire
-from knowledge.sources import is_supported
+from knowledge.sources import PARSER_VERSIONS, is_supported
 from knowledge.store.schema import ACTIVE_STATUSES, items
-from knowledge.walk import Walk, walk
+from knowledge.walk import Entry, Walk, walk
 
 log = logging.getLogger(__name__)
 
@@ -201,19 +202,23 @@ def _fail_items(ctx: JobContext, item_ids: Sequence[int], code: str, message: st
 
 
 def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
+    """Expand a folder into child items, keeping what an earlier expansion already got right.
+
+    A first expansion creates every child. A re-expansion (reindex, or a retry after a crash) matches
+    the walk against the existing children by relative path: unchanged files (same size and mtime,
+    current parser/chunker/model stamps, completed) are kept untouched and never read; changed or
+    failed ones are reset (their vectors stashed for reuse) and rescheduled; new ones are created;
+    children whose source vanished or is now excluded are purged (material, owned files, rows).
+    """
     base_id, root_id = ctx.payload["base_id"], ctx.payload["item_id"]
-    with ctx.write() as conn:
+    with quire.db.read() as conn:
         root = tree.load_item(conn, root_id)
-        if root is None or root.status == "deleting":
-            return {"skipped": "missing or deleting"}
-        purged = _purge_expansion(quire, conn, base_id, root_id)
+    base = _base_or_none(quire, base_id)
+    if root is None or root.status == "deleting" or base is None:
+        return {"skipped": "missing or deleting"}
     folder = Path(root.source_path or "")
-    try:
-        found = walk(folder)
-    except OSError as exc:
-        found = None
-        log.info("cannot walk %s: %s", folder, exc)
-    if found is None or not folder.is_dir() or "." in (found.unreadable_dirs if found else []):
+    found = _walk_or_none(folder, quire.data_dir)
+    if found is None:
         with ctx.write() as conn:
             tree.set_status(conn, [root_id], "failed", error_code="unreadable", error_message="folder cannot be read")
         return {"failed": "unreadable"}
@@ -221,35 +226,26 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         root = tree.load_item(conn, root_id)
         if root is None or root.status == "deleting":  # delete won the race: no children under it
             return {"skipped": "deleting"}
-        created = _create_children(conn, root, found)
+        plan = _expand(quire, conn, base, root, found)
         conn.execute(update(items).where(items.c.id == root_id).values(status="processing", updated_at=time.time()))
-    base = _base_or_none(quire, base_id)
-    if base is None:
-        return {"skipped": "base deleted"}
     changes = Changes(base_id)
     try:
-        schedule(quire, base, created, changes)
+        schedule(quire, base, plan.to_schedule, changes)
     finally:
         with ctx.write() as conn:
             _reconcile_subtree(conn, root_id)
-    return {"children": len(created), "purged": purged, "jobs": len(changes.job_ids)}
+    return {**plan.counts(), "jobs": len(changes.job_ids)}
 
 
-def _purge_expansion(quire: Quire, conn: Connection, base_id: int, root_id: int) -> int:
-    """Remove an earlier (partial) expansion: material, owned files, rows; descendants deleting are left."""
-    old = [i for i in tree.subtree_items(conn, [root_id]) if i.id != root_id and i.status != "deleting"]
-    if not old:
-        return 0
-    shas = blobs.shas_of_items(conn, [i.id for i in old])
-    index.clear_items_material(conn, base_id, [i.id for i in old if not i.is_container], keep_vectors=True)
-    for item in sorted(old, key=lambda i: i.is_container):  # leaves first, then containers
-        if item.is_container:
-            remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
-            if remaining.scalar_one():
-                continue  # a deleting descendant is still below it: delete-subtree owns that
-        conn.execute(delete(items).where(items.c.id == item.id))
-    blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
-    return len(old)
+def _walk_or_none(folder: Path, data_dir: Path) -> Walk | None:
+    if not folder.is_dir():
+        return None
+    try:
+        found = walk(folder, hidden=[data_dir])  # never index Quire's own data directory
+    except OSError as exc:
+        log.info("cannot walk %s: %s", folder, exc)
+        return None
+    return None if "." in found.unreadable_dirs else found
 
 
 _KIND_FAILURES = {
@@ -260,13 +256,48 @@ _KIND_FAILURES = {
 }
 
 
-def _create_children(conn: Connection, root: tree.Item, found: Walk) -> list[tuple[int, str, tuple[str, str] | None]]:
-    """Create child rows for what the walk found; return the leaves and containers to schedule."""
-    parents: dict[str, int] = {"": root.id}
-    scheduled: list[tuple[int, str, tuple[str, str] | None]] = []
-    excluded_dirs: list[str] = []
-    from knowledge.operations import create_item
+@dataclass
+class _Expansion:
+    to_schedule: list[tuple[int, str, tuple[str, str] | None]] = field(default_factory=list)
+    created: int = 0
+    kept: int = 0
+    reset: int = 0
+    purged: int = 0
 
+    def counts(self) -> dict[str, int]:
+        return {"created": self.created, "kept": self.kept, "reset": self.reset, "purged": self.purged}
+
+
+def _failure_for(entry: Entry) -> tuple[str, str] | None:
+    failure = _KIND_FAILURES.get(entry.kind)
+    if failure is None and not is_supported(entry.path):
+        failure = ("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
+    return failure
+
+
+def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
+    """Completed, same size and mtime, and made by today's parser, chunker and model: nothing to redo."""
+    return (
+        old.status == "completed"
+        and entry.mtime is not None
+        and old.mtime == entry.mtime
+        and old.size == entry.size
+        and old.parser_version == PARSER_VERSIONS.get(old.parser or "")
+        and old.chunker_version == CHUNKER_VERSION
+        and old.model_fingerprint == base.model_fingerprint
+    )
+
+
+def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: Walk) -> _Expansion:
+    existing = {
+        i.relative_path: i
+        for i in tree.subtree_items(conn, [root.id])
+        if i.id != root.id and i.status != "deleting" and i.relative_path is not None
+    }
+    plan = _Expansion()
+    parents: dict[str, int] = {"": root.id}
+    seen: set[int] = set()
+    excluded_dirs: list[str] = []
     for entry in found.entries:
         if entry.excluded or any(entry.relative.startswith(d + "/") for d in excluded_dirs):
             if entry.kind == "dir":
@@ -274,41 +305,85 @@ def _create_children(conn: Connection, root: tree.Item, found: Walk) -> list[tup
             continue
         parent_rel = entry.relative.rsplit("/", 1)[0] if "/" in entry.relative else ""
         parent_id = parents.get(parent_rel, root.id)
+        old = existing.get(entry.relative)
         if entry.kind == "dir":
-            parents[entry.relative] = create_item(
-                conn,
-                root.base_id,
-                "directory",
-                entry.path.name,
-                "processing",
-                parent_id=parent_id,
-                root_id=root.id,
-                source_path=str(entry.path),
-                relative_path=entry.relative,
-                owner=root.owner,
-                run_id=root.run_id,
-            )
+            if old is not None and old.is_container:
+                seen.add(old.id)
+                parents[entry.relative] = old.id
+            else:
+                parents[entry.relative] = _create_child(conn, root, entry, "directory", parent_id, None)
+                plan.created += 1
             continue
-        failure = _KIND_FAILURES.get(entry.kind)
-        if failure is None and not is_supported(entry.path):
-            failure = ("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
-        item_id = create_item(
-            conn,
-            root.base_id,
-            "file",
-            entry.path.name,
-            "processing",
-            parent_id=parent_id,
-            root_id=root.id,
-            source_path=str(entry.path),
-            relative_path=entry.relative,
-            owner=root.owner,
-            run_id=root.run_id,
-            error=failure,
-        )
+        failure = _failure_for(entry)
+        if old is not None and not old.is_container:
+            seen.add(old.id)
+            if failure is None and _unchanged(old, entry, base):
+                plan.kept += 1
+                continue
+            _reset_leaf(conn, base.id, old.id, failure)
+            plan.reset += 1
+            item_id = old.id
+        else:
+            item_id = _create_child(conn, root, entry, "file", parent_id, failure)
+            plan.created += 1
         if failure is None:
-            scheduled.append((item_id, "file", None))
-    return scheduled
+            plan.to_schedule.append((item_id, "file", None))
+    plan.purged = _purge_children(quire, conn, base.id, [i for i in existing.values() if i.id not in seen])
+    return plan
+
+
+def _create_child(
+    conn: Connection, root: tree.Item, entry: Entry, kind: str, parent_id: int, failure: tuple[str, str] | None
+) -> int:
+    from knowledge.operations import create_item
+
+    return create_item(
+        conn,
+        root.base_id,
+        kind,
+        entry.path.name,
+        "processing",
+        parent_id=parent_id,
+        root_id=root.id,
+        source_path=str(entry.path),
+        relative_path=entry.relative,
+        owner=root.owner,
+        run_id=root.run_id,
+        error=failure,
+    )
+
+
+def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: tuple[str, str] | None) -> None:
+    index.clear_items_material(conn, base_id, [item_id], keep_vectors=True)
+    conn.execute(
+        update(items)
+        .where(items.c.id == item_id)
+        .values(
+            status="failed" if failure else "processing",
+            error_code=failure[0] if failure else None,
+            error_message=failure[1] if failure else None,
+            chunk_count=0,
+            job_id=None,
+            generation=items.c.generation + 1,
+            updated_at=time.time(),
+        )
+    )
+
+
+def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:
+    """Remove children whose source vanished: material, owned files, then rows (leaves first)."""
+    if not gone:
+        return 0
+    shas = blobs.shas_of_items(conn, [i.id for i in gone])
+    index.clear_items_material(conn, base_id, [i.id for i in gone if not i.is_container])
+    for item in sorted(gone, key=lambda i: i.is_container):
+        if item.is_container:
+            remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
+            if remaining.scalar_one():
+                continue  # something still below it (a deleting descendant, or a kept child that moved)
+        conn.execute(delete(items).where(items.c.id == item.id))
+    blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
+    return len(gone)
 
 
 def _reconcile_subtree(conn: Connection, root_id: int) -> None:

@@ -81,12 +81,13 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
     """The original if it is still readable, else the base's own copy (reindex never depends on it)."""
     assert item.source_path is not None
     try:
-        data = read_source(Path(item.source_path), max_bytes=MAX_SOURCE_BYTES)
-        try:
-            mtime: float | None = os.stat(item.source_path).st_mtime
-        except OSError:
-            mtime = None
-        return data, mtime
+        # stat before reading: if the file changes after this, its mtime moves on and the next
+        # re-expansion reads it again, never the other way round
+        mtime: float | None = os.stat(item.source_path).st_mtime
+    except OSError:
+        mtime = None
+    try:
+        return read_source(Path(item.source_path), max_bytes=MAX_SOURCE_BYTES), mtime
     except SourceRejected:
         if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).exists():
             return blobs.read(quire.blobs_dir, item.blob_sha256), None

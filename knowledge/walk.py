@@ -46,6 +46,7 @@ class Entry:
     kind: str  # file | dir | link_to_dir | dangling_link | special | unreadable_dir
     excluded: str | None = None  # why an ignore rule excludes it, if one does
     size: int | None = None
+    mtime: float | None = None  # regular files only: lets a re-expansion skip unchanged files unread
 
 
 @dataclass
@@ -178,7 +179,15 @@ def _visit(
         kind = "file"
     else:
         kind = "special"
-    yield Entry(path, rel, kind, rules.excluded(rel, False), st.st_size if kind == "file" else None)
+    regular = stat.S_ISREG(st.st_mode)
+    yield Entry(
+        path,
+        rel,
+        kind,
+        rules.excluded(rel, False),
+        st.st_size if kind == "file" else None,
+        st.st_mtime if regular else None,
+    )
 
 
 def _link_kind(path: Path, root: Path) -> str:

@@ -154,3 +154,34 @@ def test_line_locations_and_notes(quire: Quire, tmp_path: Path) -> None:
     assert hit.snippet[slice(*hit.highlights[0])] == "quasar"
     note = search(quire, "kb", "pulsar", mode="keyword")[0]
     assert note.item_id == ids.created[1]
+
+
+def test_reindexing_a_folder_redoes_only_what_changed(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
+    make_base(quire)
+    folder = write_files(
+        tmp_path / "lib", {f"f{n}.txt": f"File {n} describes mineral {n} in detail." for n in range(6)}
+    )
+    root = operations.add_items(quire, "kb", [PathInput(folder)]).created[0]
+    drain(quire)
+    before = {i.relative_path: (i.id, i.updated_at) for i in operations.list_items(quire, "kb", flat=True)}
+    embedded = len(counting.texts_seen)
+
+    operations.reindex_items(quire, "kb", [root])
+    drain(quire)
+    after = {i.relative_path: (i.id, i.updated_at) for i in operations.list_items(quire, "kb", flat=True)}
+    assert len(counting.texts_seen) == embedded  # unchanged folder: nothing read again, nothing embedded
+    assert {k: v for k, v in after.items() if k} == {k: v for k, v in before.items() if k}
+
+    (folder / "f1.txt").write_text("File 1 now describes a comet instead.")
+    (folder / "f2.txt").unlink()
+    (folder / "new.txt").write_text("A new file about nebulae.")
+    operations.reindex_items(quire, "kb", [root])
+    drain(quire)
+    items = by_name(quire)
+    assert set(counting.texts_seen[embedded:]) == {"File 1 now describes a comet instead.", "A new file about nebulae."}
+    assert "f2.txt" not in items and items["new.txt"].status == "completed"
+    assert items["f1.txt"].id == before["f1.txt"][0] and items["lib"].status == "completed"
+    assert search(quire, "kb", "comet", mode="keyword")[0].item_name == "f1.txt"
+    assert not search(quire, "kb", "mineral 2", mode="keyword") or all(
+        h.item_name != "f2.txt" for h in search(quire, "kb", "mineral 2", mode="keyword")
+    )
