@@ -1,15 +1,551 @@
-"""The folder-run panel (placeholder until knowledge.folder_runs lands)."""
+"""The folder-run panel: drop or choose a folder → preview → Start → history, details, audit, revert.
+
+* **Preview** (``knowledge.folder_runs.preview``): every file eligible or not, with the reason; how many
+  files and folders the walk reached against the cap. A folder over the cap is refused, never
+  truncated; the panel then lists the sub-folders that would each fit (``app_queries.fitting_subfolders``).
+* **Start** uses one idempotency key per approved preview, made when the preview arrives: a double
+  click, a second press or a retry after an error sends the same key, so the service replays the one
+  run instead of starting another. A new preview gets a new key.
+* **History** lists the runs over this folder or into this base (status, timestamps, progress and
+  disposition counts), polled once a second while the panel is shown — progress is a column the GUI
+  polls. Selecting a run shows each source's disposition and reason, and the run's audit entries.
+* **Revert** (completed runs only, after a confirmation) is ``folder_runs.revert_run``.
+
+The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
+
+Threading contract: main thread; previews, starts, reads and reverts run in ``Op``s.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+import getpass
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QHideEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.context import AppContext
+from app.item_view import local_paths
+from app.ops import Op, describe_error
+from knowledge import app_queries, audit, folder_runs
+from knowledge.app_queries import Split
+from knowledge.bases import Base
+from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary, StartResult
+from knowledge.runtime import Quire
+
+REFRESH_MS = 1000
+
+
+def gui_principal() -> Principal:
+    """The person at the keyboard: the GUI may start and revert runs (an agent may not)."""
+    try:
+        return Principal.person(getpass.getuser())
+    except Exception:
+        return Principal.person("unknown")
+
+
+def when(stamp: float | None) -> str:
+    return "" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def size_text(size: int | None) -> str:
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB"
+
+
+@dataclass(frozen=True)
+class PreviewOutcome:
+    """A preview, or — for a folder over the cap — the refusal and where it could be split."""
+
+    folder: Path
+    base_id: int
+    preview: Preview | None
+    refusal: str | None = None
+    split: Split | None = None
+
+
+def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Path) -> PreviewOutcome:
+    """Runs in an ``Op``: the service's preview, or its cap refusal with the sub-folders that fit."""
+    try:
+        return PreviewOutcome(folder, base_id, folder_runs.preview(quire, principal, base_id, folder))
+    except FolderTooLarge as exc:
+        return PreviewOutcome(folder, base_id, None, str(exc), app_queries.fitting_subfolders(quire, folder))
+
+
+@dataclass(frozen=True)
+class RunView:
+    detail: RunDetail
+    entries: list[audit.Entry]
+
+
+def read_run(quire: Quire, run_id: int) -> RunView:
+    """Runs in an ``Op``: a run's per-source dispositions and its audit entries."""
+    return RunView(folder_runs.show_run(quire, run_id), audit.list_entries(quire.db, run_id=run_id))
+
+
+def read_runs(quire: Quire, folder: Path | None, base_id: int | None) -> list[RunSummary]:
+    if folder is not None:
+        return folder_runs.list_runs(quire, folder=folder)
+    return folder_runs.list_runs(quire, base=base_id) if base_id is not None else []
+
+
+class DropZone(QFrame):
+    """Where a folder is dropped (or chosen with the button) to preview a run over it."""
+
+    dropped = Signal(list)  # list[Path]
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("dropZone")
+        self.setAcceptDrops(True)
+        self.setMinimumHeight(64)
+        self.label = QLabel("Drop a folder here to preview a run over it")
+        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.choose_button = QPushButton("Choose folder…")
+        layout = QHBoxLayout(self)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.choose_button)
+
+    def _set_active(self, active: bool) -> None:
+        self.setProperty("active", "true" if active else "false")
+        self.style().unpolish(self)
+        self.style().polish(self)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if local_paths(event.mimeData()):
+            self._set_active(True)
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if local_paths(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragLeaveEvent(self, event: Any) -> None:
+        self._set_active(False)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        self._set_active(False)
+        paths = local_paths(event.mimeData())
+        if not paths:
+            event.ignore()
+            return
+        event.setDropAction(Qt.DropAction.CopyAction)
+        event.accept()
+        self.dropped.emit(paths)
+
+
+def _table(headers: list[str], stretch: int) -> QTableWidget:
+    table = QTableWidget(0, len(headers))
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().hide()
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setAlternatingRowColors(True)
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    return table
+
+
+def _fill(table: QTableWidget, rows: list[list[str]], data: list[Any] | None = None) -> None:
+    table.setRowCount(len(rows))
+    for r, values in enumerate(rows):
+        for c, value in enumerate(values):
+            cell = QTableWidgetItem(value)
+            if data is not None and c == 0:
+                cell.setData(Qt.ItemDataRole.UserRole, data[r])
+            table.setItem(r, c, cell)
+
+
+PREVIEW_HEADERS = ["Path", "Size", "Eligible", "Reason"]
+RUN_HEADERS = ["Run", "Folder", "Base", "Status", "Created", "Started", "Finished", "Progress", "Dispositions"]
+SOURCE_HEADERS = ["#", "Path", "Size", "Disposition", "Reason"]
+AUDIT_HEADERS = ["Time", "Action", "Actor", "Attempt", "Details"]
 
 
 class FolderRunsPanel(QWidget):
+    """See the module docstring."""
+
+    previewed = Signal(object)  # PreviewOutcome
+    run_started = Signal(object)  # StartResult
+    runs_shown = Signal(list)  # list[RunSummary]
+    run_shown = Signal(object)  # RunView
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
+        self.principal = gui_principal()
+        self.folder: Path | None = None
+        self.outcome: PreviewOutcome | None = None
+        self.preview_key: str | None = None
+        self.started_key: str | None = None  # the preview whose run has started: Start stays off for it
+        self.runs: list[RunSummary] = []
+        self.run_view: RunView | None = None
+        self.selected_run: int | None = None
+        self._reading_runs = False
+        self._build()
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self.refresh)
+        ctx.bases_changed.connect(self._bases_changed)
+        ctx.base_changed.connect(self._base_selected)
+        ctx.ready_changed.connect(lambda _ready: self._update_buttons())
+        self._update_buttons()
+
+    # -- building -----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.drop_zone = DropZone()
+        self.drop_zone.dropped.connect(self._dropped)
+        self.drop_zone.choose_button.clicked.connect(self.choose_folder)
+        self.base_combo = QComboBox()
+        self.base_combo.currentIndexChanged.connect(lambda _i: self._target_changed())
+        self.summary = QLabel("No folder chosen yet.")
+        self.summary.setObjectName("previewSummary")
+        self.summary.setWordWrap(True)
+        self.preview_table = _table(PREVIEW_HEADERS, 3)
+        self.start_button = QPushButton("Start run")
+        self.start_button.clicked.connect(self.start_run)
+        self.scope = QComboBox()
+        self.scope.addItems(["Runs over this folder", "Runs into this base"])
+        self.scope.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.runs_table = _table(RUN_HEADERS, 1)
+        self.runs_table.itemSelectionChanged.connect(self._run_selected)
+        self.revert_button = QPushButton("Revert run…")
+        self.revert_button.clicked.connect(self.revert_selected)
+        self.sources_table = _table(SOURCE_HEADERS, 1)
+        self.audit_table = _table(AUDIT_HEADERS, 4)
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel("Folder runs are not available in this build yet."))
+        layout.addLayout(self._target_row())
+        layout.addWidget(self.drop_zone)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self._preview_box())
+        splitter.addWidget(self._history_box())
+        splitter.setSizes([260, 380])
+        layout.addWidget(splitter, 1)
+
+    def _target_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Into knowledge base:"))
+        row.addWidget(self.base_combo, 1)
+        return row
+
+    def _preview_box(self) -> QWidget:
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.start_button)
+        layout.addLayout(top)
+        layout.addWidget(self.preview_table, 1)
+        return box
+
+    def _history_box(self) -> QWidget:
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(self.scope)
+        top.addStretch(1)
+        top.addWidget(self.revert_button)
+        layout.addLayout(top)
+        detail_tabs = QTabWidget()
+        detail_tabs.addTab(self.sources_table, "Sources")
+        detail_tabs.addTab(self.audit_table, "Audit log")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.runs_table)
+        split.addWidget(detail_tabs)
+        layout.addWidget(split, 1)
+        return box
+
+    # -- target base --------------------------------------------------------------------------
+
+    def target_base(self) -> Base | None:
+        base_id = self.base_combo.currentData()
+        return None if base_id is None else self.ctx.base_by_id(int(base_id))
+
+    def _bases_changed(self, found: list[Base]) -> None:
+        current = self.base_combo.currentData()
+        self.base_combo.blockSignals(True)
+        self.base_combo.clear()
+        for base in found:
+            self.base_combo.addItem(base.name, base.id)
+        wanted = current if current is not None else (self.ctx.base.id if self.ctx.base else None)
+        index = self.base_combo.findData(wanted)
+        self.base_combo.setCurrentIndex(index if index >= 0 else (0 if found else -1))
+        self.base_combo.blockSignals(False)
+        if self.base_combo.currentData() != current:
+            self._target_changed()
+
+    def _base_selected(self, base: Base | None) -> None:
+        if base is not None and self.outcome is None:
+            index = self.base_combo.findData(base.id)
+            if index >= 0:
+                self.base_combo.setCurrentIndex(index)
+
+    def _target_changed(self) -> None:
+        if self.folder is not None:
+            self.preview(self.folder)
+        else:
+            self.refresh()
+
+    # -- preview ------------------------------------------------------------------------------
+
+    def choose_folder(self) -> None:
+        folder = self.ctx.prompter.choose_folder(self, "Choose a folder to run")
+        if folder is not None:
+            self.preview(folder)
+
+    def _dropped(self, paths: list[Path]) -> None:
+        folders = [p for p in paths if p.is_dir()]
+        if len(paths) != 1 or not folders:
+            self.ctx.warn("Drop one folder to preview a run over it (files are added from the Items tab).")
+            return
+        self.preview(folders[0])
+
+    def preview(self, folder: Path) -> None:
+        """Preview a run over ``folder`` into the target base; the old preview (and its key) are dropped."""
+        quire, base = self.ctx.quire, self.target_base()
+        self.folder, self.outcome, self.preview_key = folder, None, None
+        self.drop_zone.label.setText(str(folder))
+        self._show_preview_rows([])
+        self._update_buttons()
+        if quire is None or base is None:
+            self.summary.setText("Select or create a knowledge base first.")
+            return
+        self.summary.setText(f"Previewing {folder} …")
+        Op(preview_folder, quire, self.principal, base.id, folder).bound_to(self).on_success(
+            self._previewed
+        ).on_failure(self._preview_failed).run()
+        self.refresh()
+
+    def _previewed(self, outcome: PreviewOutcome) -> None:
+        if outcome.folder != self.folder:
+            return  # a newer preview was asked for meanwhile
+        self.outcome = outcome
+        self.preview_key = f"gui-{uuid.uuid4().hex}" if outcome.preview is not None else None
+        if outcome.preview is not None:
+            self._show_preview(outcome.preview)
+        else:
+            self._show_split(outcome)
+        self._update_buttons()
+        self.previewed.emit(outcome)
+
+    def _preview_failed(self, exc: BaseException) -> None:
+        self.summary.setText(f"Cannot preview this folder: {describe_error(exc)}")
+        self.ctx.fail(exc)
+        self._update_buttons()
+
+    def _show_preview(self, preview: Preview) -> None:
+        unreadable = len(preview.unreadable_folders)
+        self.summary.setText(
+            f"{preview.folder} → {preview.base_name}: walked {preview.walked} of at most {preview.cap} files and "
+            f"folders · {len(preview.eligible)} eligible · {len(preview.ineligible)} not eligible"
+            + (f" · {unreadable} folder(s) could not be read" if unreadable else "")
+        )
+        rows = [[e.relative, size_text(e.size), "yes", ""] for e in preview.eligible]
+        rows += [[e.relative, size_text(e.size), "no", e.reason or ""] for e in preview.ineligible]
+        rows += [[f, "", "no", "could not be read (not walked)"] for f in preview.unreadable_folders]
+        self._show_preview_rows(rows)
+
+    def _show_split(self, outcome: PreviewOutcome) -> None:
+        split = outcome.split
+        assert split is not None
+        fits = ", ".join(f"{f.relative} ({f.walked})" for f in split.fitting) or "none"
+        self.summary.setText(
+            f"{outcome.refusal}. Sub-folders that would each fit under the cap of {split.cap}: {fits}"
+            + ("" if split.complete else " (not every branch was searched)")
+        )
+        self._show_preview_rows([[f.relative, "", "fits", f"{f.walked} files and folders"] for f in split.fitting])
+
+    def _show_preview_rows(self, rows: list[list[str]]) -> None:
+        _fill(self.preview_table, rows)
+
+    # -- start --------------------------------------------------------------------------------
+
+    def start_run(self) -> None:
+        """Start a run over the previewed folder with this preview's key (a repeat replays the same run)."""
+        quire, outcome, key = self.ctx.quire, self.outcome, self.preview_key
+        if quire is None or outcome is None or outcome.preview is None or key is None:
+            return
+        self.start_button.setEnabled(False)
+        Op(folder_runs.start_run, quire, self.principal, outcome.base_id, outcome.folder, key=key).bound_to(
+            self
+        ).on_success(self._started).on_failure(self._start_failed).run()
+
+    def _started(self, result: StartResult) -> None:
+        self.started_key = result.key
+        verb = "started" if result.outcome == "created" else "was already started (same preview)"
+        self.ctx.info(f"Folder run {result.run_id} {verb}.")
+        self.selected_run = result.run_id
+        self._update_buttons()
+        self.refresh()
+        self.run_started.emit(result)
+
+    def _start_failed(self, exc: BaseException) -> None:
+        self.ctx.fail(exc)
+        self._update_buttons()
+
+    # -- history ------------------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._timer.start()
+        self.refresh()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._timer.stop()
+
+    def refresh(self) -> None:
+        """Re-read the run list (and the selected run) — one read in flight at a time."""
+        quire = self.ctx.quire
+        if quire is None or self._reading_runs:
+            return
+        by_folder = self.scope.currentIndex() == 0 and self.folder is not None
+        base = self.target_base()
+        self._reading_runs = True
+        Op(read_runs, quire, self.folder if by_folder else None, None if base is None else base.id).bound_to(
+            self
+        ).on_success(self._runs_read).on_failure(self._runs_failed).run()
+        if self.selected_run is not None:
+            Op(read_run, quire, self.selected_run).bound_to(self).on_success(self._run_read).on_failure(
+                lambda _exc: None
+            ).run()
+
+    def _runs_failed(self, exc: BaseException) -> None:
+        self._reading_runs = False
+
+    def _runs_read(self, runs: list[RunSummary]) -> None:
+        self._reading_runs = False
+        self.runs = list(reversed(runs))  # newest first
+        self.runs_table.blockSignals(True)
+        _fill(self.runs_table, [self._run_row(r) for r in self.runs], [r.run.id for r in self.runs])
+        for row, summary in enumerate(self.runs):
+            if summary.run.id == self.selected_run:
+                self.runs_table.selectRow(row)
+        self.runs_table.blockSignals(False)
+        self._update_buttons()
+        self.runs_shown.emit(self.runs)
+
+    @staticmethod
+    def _run_row(summary: RunSummary) -> list[str]:
+        run, c = summary.run, summary.counts
+        dispositions = f"{c['committed']} committed · {c['skipped']} skipped · {c['rejected']} rejected"
+        return [
+            str(run.id),
+            run.folder,
+            summary.base_name,
+            run.status + (f" ({run.error})" if run.error else ""),
+            when(run.created_at),
+            when(run.started_at),
+            when(run.reverted_at or run.finished_at),
+            f"{c['settled']}/{run.declared_size}",
+            dispositions,
+        ]
+
+    def _run_selected(self) -> None:
+        rows = self.runs_table.selectionModel().selectedRows()
+        if not rows:
+            return
+        self.selected_run = int(self.runs_table.item(rows[0].row(), 0).data(Qt.ItemDataRole.UserRole))
+        self.refresh()
+        self._update_buttons()
+
+    def select_run(self, run_id: int) -> None:
+        self.selected_run = run_id
+        self.refresh()
+
+    def _run_read(self, view: RunView) -> None:
+        if view.detail.summary.run.id != self.selected_run:
+            return
+        self.run_view = view
+        sources = [
+            [str(s.ordinal + 1), s.relative_path, size_text(s.size), s.disposition, s.reason or ""]
+            for s in view.detail.sources
+        ]
+        _fill(self.sources_table, sources)
+        entries = [
+            [when(e.at), e.action, e.actor, "" if e.attempt is None else str(e.attempt), _audit_details(e)]
+            for e in view.entries
+        ]
+        _fill(self.audit_table, entries)
+        self._update_buttons()
+        self.run_shown.emit(view)
+
+    def selected_summary(self) -> RunSummary | None:
+        return next((r for r in self.runs if r.run.id == self.selected_run), None)
+
+    # -- revert -------------------------------------------------------------------------------
+
+    def revert_selected(self) -> None:
+        quire, summary = self.ctx.quire, self.selected_summary()
+        if quire is None or summary is None:
+            return
+        question = (
+            f"Revert folder run {summary.run.id} ({summary.run.folder} → {summary.base_name})?\n\n"
+            f"The {summary.counts['committed']} item(s) it added are removed from the knowledge base; "
+            "your files are not touched."
+        )
+        if not self.ctx.prompter.confirm(self, "Revert folder run", question):
+            return
+        self.revert_button.setEnabled(False)
+        Op(folder_runs.revert_run, quire, self.principal, summary.run.id).bound_to(self).on_success(
+            self._reverted
+        ).on_failure(self._start_failed).run()
+
+    def _reverted(self, result: folder_runs.RevertResult) -> None:
+        self.ctx.info(f"Folder run {result.run_id} reverted; {result.deleting} item(s) are being removed.")
+        self.refresh()
+
+    # -- buttons ------------------------------------------------------------------------------
+
+    def _update_buttons(self) -> None:
+        ready = self.ctx.ready and self.target_base() is not None
+        self.drop_zone.choose_button.setEnabled(ready)
+        has_preview = self.outcome is not None and self.outcome.preview is not None
+        fresh = self.preview_key is not None and self.preview_key != self.started_key
+        self.start_button.setEnabled(ready and has_preview and fresh)
+        self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
+        summary = self.selected_summary()
+        self.revert_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "completed")
+
+
+def _audit_details(entry: audit.Entry) -> str:
+    payload = entry.payload
+    counts = payload.get("counts")
+    parts = []
+    if isinstance(counts, dict):
+        parts.append(", ".join(f"{k} {v}" for k, v in counts.items() if v and k not in ("pending",)))
+    for key in ("disposition", "error", "deleting", "walked"):
+        if key in payload:
+            parts.append(f"{key}: {payload[key]}")
+    return " · ".join(p for p in parts if p)

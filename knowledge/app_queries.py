@@ -12,10 +12,14 @@ can call them every half second from a background thread on a base of any size.
   commits them and writers are serialised, so a cursor with a small overlap misses nothing.
 * ``owned_copy_path`` is the base's own copy of an item's bytes (``knowledge.blobs``), for opening a
   source whose original has moved or gone.
+* ``fitting_subfolders`` answers a folder-run preview refused for the cap: which sub-folders would each
+  fit under it, walked with the very rules (and cap) a run over that sub-folder would use.
 """
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, func, select, tuple_
 
 from jobs.schema import LIVE_STATUSES, jobs
-from knowledge import blobs
+from knowledge import blobs, walk
 from knowledge.items import Item
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
@@ -181,3 +185,67 @@ def owned_copy_path(quire: Quire, item: Item) -> Path | None:
         return None
     path = blobs.blob_path(quire.blobs_dir, item.blob_sha256)
     return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class FittingFolder:
+    path: str  # absolute
+    relative: str  # below the folder that was too large
+    walked: int  # files and folders a run over it would walk
+
+
+@dataclass(frozen=True)
+class Split:
+    """Where a too-large folder could be split: sub-folders that fit, and how far the search went."""
+
+    folder: str
+    cap: int
+    fitting: list[FittingFolder]
+    complete: bool  # False when ``max_walks`` stopped the search before every branch was judged
+
+
+def fitting_subfolders(quire: Quire, folder: str | os.PathLike[str], *, max_walks: int = 64) -> Split:
+    """Sub-folders of ``folder`` that a run could each take, breadth first, descending into those too large.
+
+    Each candidate is walked as a run over it would walk it (``knowledge.walk`` with the cap setting and
+    the data directory hidden), stopping at ``cap + 1``: bounded by ``max_walks`` walks of ``cap + 1``.
+    """
+    from knowledge import folder_runs  # the folder-run rules: cap setting, "folder not found"
+
+    root = folder_runs.visible_folder(quire, folder)
+    with quire.db.read() as conn:
+        cap = folder_runs.descendant_cap(conn)
+    pending: deque[Path] = deque([root])
+    fitting: list[FittingFolder] = []
+    walks = 0
+    while pending and walks < max_walks:
+        for child in _subfolders(pending.popleft(), quire.data_dir):
+            if walks >= max_walks:
+                break
+            walks += 1
+            try:
+                found = walk.walk(child, cap=cap, hidden=[quire.data_dir])
+            except walk.CapExceeded:
+                pending.append(child)
+                continue
+            fitting.append(FittingFolder(str(child), child.relative_to(root).as_posix(), found.walked))
+    return Split(str(root), cap, fitting, complete=not pending)
+
+
+def _subfolders(directory: Path, data_dir: Path) -> list[Path]:
+    """Real (not linked), readable sub-folders a run could be started on, by name."""
+    hidden = Path(os.path.realpath(data_dir))
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.name in walk.SKIPPED_DIRS or not entry.is_dir(follow_symlinks=False):
+            continue
+        real = Path(os.path.realpath(path))
+        if real == hidden or hidden in real.parents or not walk.is_readable_dir(path):
+            continue
+        found.append(path)
+    return found
