@@ -137,22 +137,33 @@ class Worker:
         hb.start()
         self._threads.append(hb)
 
-    def run(self, *, until_idle: bool = False, timeout: float | None = None) -> int:
-        """Run in the foreground; return the number of jobs finished by this call."""
+    def run(self, *, until_idle: bool = False, timeout: float | None = None, shutdown_wait: float = 5.0) -> int:
+        """Run in the foreground until stopped, idle (``until_idle``) or out of time; return jobs finished.
+
+        The executors are daemon threads and this thread only supervises, so a stop request (a signal
+        handler calling ``stop()``) ends the call within ``shutdown_wait`` seconds even while a long job
+        runs. That job is not cancelled: its session ends, and the next start's recovery decides.
+        """
         self.register()
         deadline = None if timeout is None else time.monotonic() + timeout
         hb = threading.Thread(target=self._heartbeat_loop, name="quire-heartbeat", daemon=True)
         hb.start()
-        extra = [
-            threading.Thread(target=self._executor_loop, args=(until_idle,), name=f"quire-worker-{n}", daemon=True)
-            for n in range(1, self.threads)
+        executors = [
+            threading.Thread(
+                target=self._executor_loop, args=(until_idle, deadline), name=f"quire-worker-{n}", daemon=True
+            )
+            for n in range(self.threads)
         ]
-        for t in extra:
+        for t in executors:
             t.start()
         try:
-            self._executor_loop(until_idle, deadline)
-            for t in extra:
-                t.join()
+            while any(t.is_alive() for t in executors) and not self._stop.wait(0.05):
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+            self._stop.set()
+            self._wake.set()
+            for t in executors:
+                t.join(timeout=shutdown_wait)
         finally:
             self._stop.set()
             hb.join(timeout=5)

@@ -1,0 +1,73 @@
+"""Shutdown stops taking jobs and waits briefly; it never cancels a job — recovery decides next start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from jobs.registry import JobType
+from jobs.runtime import JobContext, Worker
+from knowledge.runtime import Quire
+from tests.conftest import python_proc, wait_until
+from tests.support import jobtypes
+
+
+def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
+    jobtypes.register(quire)
+    started, gate = threading.Event(), threading.Event()
+
+    def handler(ctx: JobContext) -> None:
+        started.set()
+        gate.wait(60)
+        with ctx.write():
+            pass
+
+    quire.registry.register(JobType("test.long", handler, "abandon", on_abandon=jobtypes.abandon_hook))
+    with quire.db.write() as conn:
+        job = quire.queue.enqueue(conn, "test.long", {}).job_id
+        later = quire.queue.enqueue(conn, "test.long", {}).job_id
+    worker = Worker(quire.queue, poll_interval=0.01)
+    runner = threading.Thread(target=worker.run, kwargs={"shutdown_wait": 0.2})
+    runner.start()
+    assert started.wait(30)
+    t0 = time.monotonic()
+    worker.stop(wait_seconds=0.2)
+    runner.join(10)
+    assert not runner.is_alive() and time.monotonic() - t0 < 5
+    assert quire.queue.get(job).status == "running"  # not cancelled by shutdown
+    assert quire.queue.get(later).status == "pending"  # and nothing new was taken
+
+    report = Quire.open(quire.data_dir).recover()  # the next start: the stopped session is gone
+    assert job in report.cancelled
+    gate.set()  # the orphaned handler wakes up: its fenced write stands down
+    wait_until(lambda: quire.queue.get(job).status == "cancelled")
+    assert quire.queue.get(job).attempt == 1
+
+
+def test_quire_worker_exits_on_sigterm(tmp_path: object) -> None:
+    from pathlib import Path
+
+    data_dir = Path(str(tmp_path)) / "data"
+    proc = python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "worker")
+    quire = Quire.open(data_dir)
+    try:
+        wait_until(lambda: None in _worker_sessions(quire), timeout=60)  # its session is live
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        quire.close()
+    assert all(ended is not None for ended in _worker_sessions(quire))
+
+
+def _worker_sessions(quire: Quire) -> list[float | None]:
+    from sqlalchemy import select
+
+    from jobs.schema import worker_sessions
+
+    with quire.db.read() as conn:
+        rows = conn.execute(select(worker_sessions.c.ended_at).where(worker_sessions.c.hosts_worker == 1)).all()
+    return [r[0] for r in rows]
