@@ -292,6 +292,9 @@ class ItemTreeModel(QAbstractItemModel):
         node = self._nodes.get(index.internalId()) if index.isValid() else None
         return None if node is None else node.item
 
+    def loaded_items(self) -> list[Item]:
+        return [n.item for n in self._nodes.values() if n.item is not None]
+
     def loaded_ids(self) -> list[int]:
         return [i for i in self._nodes if i != ROOT]
 

@@ -20,7 +20,17 @@ PR_SET_PDEATHSIG = 1
 
 
 def worker_argv(data_dir: str) -> list[str]:
+    """``quire worker`` for this data directory: the CLI module, or the frozen app's ``cli`` entry."""
+    if getattr(sys, "frozen", False):  # a PyInstaller build: packaging/quire_entry.py dispatches
+        return [sys.executable, "cli", "--data-dir", data_dir, "worker"]
     return [sys.executable, "-m", "knowledge.cli", "--data-dir", data_dir, "worker"]
+
+
+def launcher_argv(parent_pid: int, data_dir: str) -> list[str]:
+    """How the app starts this launcher (program first)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "worker-launch", str(parent_pid), data_dir]
+    return [sys.executable, "-m", "app.worker_launch", str(parent_pid), data_dir]
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 import knowledge
+from app.worker_launch import launcher_argv
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ class WorkerProcess(QObject):
         process.finished.connect(self._finished)
         self._process = process
         self._set_state("starting")
-        process.start(sys.executable, ["-m", "app.worker_launch", str(os.getpid()), str(self.data_dir)])
+        program, *arguments = launcher_argv(os.getpid(), str(self.data_dir))
+        process.start(program, arguments)
 
     def stop(self, grace_ms: int = 8000) -> None:
         """SIGTERM (stop taking jobs), wait ``grace_ms`` for the running job, then kill. Blocks: call on close."""

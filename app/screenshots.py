@@ -1,0 +1,239 @@
+"""Render the main views into PNGs: ``python -m app.screenshots docs/screenshots`` (``make screenshots``).
+
+It builds a small demo in a temporary data directory — a base with the sample notes of
+``resources/sample`` (plus one file Quire cannot read, to show a failed row with its reason) indexed
+by the real worker process, and a folder run over a copy of the same notes into a second base — then
+grabs the item tree, the search panel, the chunk viewer and the folder-run panel. Run it offscreen
+(``QT_QPA_PLATFORM=offscreen``); it takes a minute, mostly the worker loading the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QModelIndex
+from PySide6.QtWidgets import QApplication, QWidget
+
+log = logging.getLogger("quire.screenshots")
+TIMEOUT = 240.0
+
+
+class _Prompter:
+    """Answers yes and opens nothing: the demo drives the window itself."""
+
+    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
+        return True
+
+    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
+        return None
+
+    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
+        return None
+
+    def choose_files(self, parent: QWidget) -> list[Path]:
+        return []
+
+    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
+        return None
+
+    def open_path(self, path: Path) -> bool:
+        return True
+
+
+def spin_until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
+    """Run the event loop until ``predicate`` holds (the script's only way of waiting)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        QCoreApplication.processEvents()
+        time.sleep(0.02)
+
+
+def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
+    """A data directory with two bases, and two copies of the sample notes to add."""
+    from app.bases_panel import create_default_base
+    from app.resources import resources_dir
+    from knowledge.runtime import Quire
+
+    data_dir, notes, project = root / "data", root / "Notes", root / "Project notes"
+    shutil.copytree(resources_dir() / "sample", notes)
+    (notes / "whiteboard-photo.heic").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    shutil.copytree(resources_dir() / "sample", project)
+    (project / "scan-2024-03-12.heic").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    (project / "private").mkdir()
+    (project / "private" / "salary-review.md").write_text("# Salary review\n\nNot for the index.\n")
+    (project / ".quireignore").write_text("private/\n")
+    quire = Quire.open(data_dir)
+    try:
+        create_default_base(quire, "Household")
+        create_default_base(quire, "Work")
+    finally:
+        quire.close()
+    return data_dir, notes, project
+
+
+def expand_all(window: object) -> None:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    model, tree = window.model, window.tree
+
+    def expand(parent: QModelIndex) -> None:
+        for row in range(model.rowCount(parent)):
+            index = model.index(row, 0, parent)
+            item = model.item_at(index)
+            if item is not None and item.is_container:
+                tree.expand(index)
+                spin_until(lambda i=index: not model.can_fetch_page(i) and not model.fetching(i), "a folder's rows")
+                expand(index)
+
+    expand(QModelIndex())
+
+
+def settled(window: object) -> bool:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    model = window.model
+    rows = [model.item_at(model.index(r, 0)) for r in range(model.rowCount())]
+    return bool(rows) and all(i is not None and i.status in ("completed", "failed") for i in rows)
+
+
+def grab(widget: QWidget, path: Path) -> None:
+    from PySide6.QtWidgets import QMainWindow
+
+    if isinstance(widget, QMainWindow):
+        widget.statusBar().clearMessage()
+    QCoreApplication.processEvents()
+    if not widget.grab().save(str(path)):
+        raise OSError(f"could not write {path}")
+    print(f"wrote {path}")
+
+
+def render(out_dir: Path) -> list[Path]:
+    from app.main import make_application
+    from app.window import MainWindow
+
+    make_application()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="quire-demo-") as tmp:
+        data_dir, notes, project = prepare_demo(Path(tmp))
+        window = MainWindow(data_dir, prompter=_Prompter(), start_worker=True, poll_ms=200)
+        window.resize(1280, 780)
+        window.show()
+        done: list[object] = []
+        window.started.connect(done.append)
+        window.start()
+        spin_until(lambda: done, "start-up")
+        shots = _shoot(window, out_dir, notes, project)
+        window.shutdown()
+        window.close()
+    return shots
+
+
+def _shoot(window: object, out_dir: Path, notes: Path, project: Path) -> list[Path]:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    household = next(b for b in window.ctx.bases if b.name == "Household")
+    window.ctx.select_base(household)
+    window.add_paths([notes])
+    spin_until(lambda: settled(window), "the sample notes to be indexed")
+    expand_all(window)
+    window.message_bar.dismiss()
+    _select(window, "tomato-growing.md")
+    shots = [out_dir / "main-window.png"]
+    grab(window, shots[-1])
+
+    shots.append(_search(window, out_dir))
+    shots.append(_chunks(window, out_dir))
+    shots.append(_folder_run(window, out_dir, project))
+    return shots
+
+
+def _select(window: object, name: str) -> None:
+    from PySide6.QtCore import QItemSelectionModel
+
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    item = next(i for i in window.model.loaded_items() if i.name == name)
+    flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+    window.tree.selectionModel().select(window.model.index_for_id(item.id), flags)
+
+
+def _search(window: object, out_dir: Path) -> Path:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    panel = window.search_panel
+    window.tabs.setCurrentWidget(panel)
+    hits: list[object] = []
+    panel.searched.connect(hits.append)
+    panel.query.setText("why do tomatoes get black patches at the bottom")
+    panel.run_search()
+    spin_until(lambda: hits, "search results")
+    path = out_dir / "search.png"
+    grab(window, path)
+    return path
+
+
+def _chunks(window: object, out_dir: Path) -> Path:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    hit = window.search_panel.current_hit()
+    assert hit is not None and window.ctx.base is not None
+    viewer = window.open_chunk_viewer(window.ctx.base.id, hit.item_id, hit.item_name, hit.chunk_id)
+    spin_until(lambda: viewer.loaded, "the chunk viewer")
+    path = out_dir / "chunk-viewer.png"
+    grab(viewer, path)
+    viewer.close()
+    return path
+
+
+def _folder_run(window: object, out_dir: Path, project: Path) -> Path:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    work = next(b for b in window.ctx.bases if b.name == "Work")
+    window.ctx.select_base(work)
+    panel = window.folder_runs_panel
+    window.tabs.setCurrentWidget(panel)
+    panel.base_combo.setCurrentIndex(panel.base_combo.findData(work.id))
+    previews: list[object] = []
+    panel.previewed.connect(previews.append)
+    panel.preview(project)
+    spin_until(lambda: previews, "the folder-run preview")
+    panel.start_run()
+    spin_until(
+        lambda: panel.selected_summary() is not None and panel.selected_summary().run.status == "completed",  # type: ignore[union-attr]
+        "the folder run",
+    )
+    spin_until(
+        lambda: panel.run_view is not None and panel.run_view.detail.summary.run.status == "completed", "details"
+    )
+    path = out_dir / "folder-runs.png"
+    grab(window, path)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    out_dir = Path(argv[0] if argv else "docs/screenshots")
+    QApplication.instance() or QApplication([sys.argv[0]])
+    render(out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,29 @@
+"""The one executable of a frozen (PyInstaller) build: the window, the CLI, or the worker launcher.
+
+``Quire`` opens the window; ``Quire cli ARGS`` is ``quire ARGS``; ``Quire worker-launch PID DIR`` is what
+the window runs to start its worker process (``app.worker_launch``), which then execs ``Quire cli …
+worker``. A frozen build has no ``python -m``, so the app asks ``sys.frozen`` and uses these words.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if args[:1] == ["cli"]:
+        from knowledge.cli.main import main as cli_main
+
+        return cli_main(args[1:])
+    if args[:1] == ["worker-launch"]:
+        from app.worker_launch import main as launch
+
+        return launch(args[1:])
+    from app.main import main as gui_main
+
+    return gui_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
