@@ -743,6 +743,7 @@ class _Work:
 
 
 def _ident(path: Path) -> tuple[int, ...]:
+    """The file's identity for "is it still the bytes we read": device, inode, size, mtime, ctime."""
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -816,7 +817,7 @@ def _prepare(tools: _Tools, root: Path, source: _Source) -> _Work:
         parser_version=doc.parser_version,
         metadata=dict(doc.metadata),
         rows=rows,
-        mtime=os.stat(path).st_mtime if work.ident is not None else None,
+        mtime=after[3] / 1e9,
     )
     embed_batch(tools.quire, tools.base, [prepared], tools.encoder, BatchStats())
     blobs.write_file(tools.quire.blobs_dir, sha, raw)  # owned copies first, recorded in the transaction
@@ -831,7 +832,7 @@ def _placeholder_item(base: Base, path: Path, relative: str) -> tree.Item:
     return tree.Item(
         id=0, base_id=base.id, parent_id=None, root_id=None, type="file", name=path.name,
         source_path=str(path), relative_path=relative, status="processing", error_code=None, error_message=None,
-        content_sha256=None, size=None, blob_sha256=None, text_sha256=None, note_text=None, parser=None,
+        content_sha256=None, size=None, mtime=None, blob_sha256=None, text_sha256=None, note_text=None, parser=None,
         parser_version=None, chunker_version=None, model_fingerprint=None, chunk_count=0, metadata={},
         generation=0, job_id=None, run_id=None, owner=None, created_at=now, updated_at=now,
     )  # fmt: skip
