@@ -6,7 +6,7 @@ back on the main thread, where the shared ``AppContext`` is updated.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -124,14 +124,14 @@ class BasesPanel(QWidget):
             b.setEnabled(self.ctx.ready and base is not None)
         self.lock_button.setText("Unlock" if base is not None and base.locked else "Lock")
 
-    def _context_menu(self, pos: object) -> None:
+    def _context_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         menu.addAction("New…", self.create_base)
         if self.ctx.base is not None:
             menu.addAction("Rename…", self.rename_base)
             menu.addAction(self.lock_button.text(), self.toggle_lock)
             menu.addAction("Delete…", self.delete_base)
-        menu.popup(self.list.mapToGlobal(pos))  # type: ignore[arg-type]
+        menu.popup(self.list.mapToGlobal(pos))
 
     # -- actions ------------------------------------------------------------------------------
 

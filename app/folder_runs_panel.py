@@ -478,7 +478,10 @@ class FolderRunsPanel(QWidget):
         rows = self.runs_table.selectionModel().selectedRows()
         if not rows:
             return
-        self.selected_run = int(self.runs_table.item(rows[0].row(), 0).data(Qt.ItemDataRole.UserRole))
+        cell = self.runs_table.item(rows[0].row(), 0)
+        if cell is None:
+            return
+        self.selected_run = int(cell.data(Qt.ItemDataRole.UserRole))
         self.refresh()
         self._update_buttons()
 

@@ -43,19 +43,19 @@ class ProgressDelegate(QStyledItemDelegate):
             super().paint(painter, option, index)
             return
         bar = QStyleOptionProgressBar()
-        bar.rect = option.rect.adjusted(3, 3, -3, -3)  # type: ignore[attr-defined]
+        bar.rect = option.rect.adjusted(3, 3, -3, -3)
         bar.minimum, bar.maximum = 0, 100
         bar.progress = round(float(value) * 100)
         failed = index.data(StatusRole) == "failed"
         bar.text = "failed" if failed else f"{bar.progress}%"
         bar.textVisible = True
-        bar.state = option.state  # type: ignore[attr-defined]
-        bar.palette = QPalette(option.palette)  # type: ignore[attr-defined]
+        bar.state = option.state
+        bar.palette = QPalette(option.palette)
         if failed:
             bar.palette.setColor(QPalette.ColorRole.Highlight, QColor("#d9534f"))
         elif bar.progress >= 100:
             bar.palette.setColor(QPalette.ColorRole.Highlight, QColor("#4caf50"))
-        style = option.widget.style() if option.widget is not None else QApplication.style()  # type: ignore[attr-defined]
+        style = option.widget.style() if option.widget is not None else QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter)
 
 
@@ -81,7 +81,7 @@ class ItemTreeView(QTreeView):
         self.verticalScrollBar().rangeChanged.connect(lambda _a, _b: self._more_timer.start())
         self.expanded.connect(lambda _index: self._more_timer.start())
 
-    def setModel(self, model: QAbstractItemModel | None) -> None:  # type: ignore[override]
+    def setModel(self, model: QAbstractItemModel | None) -> None:
         super().setModel(model)
         if model is not None:
             model.rowsInserted.connect(lambda *_: self._more_timer.start())

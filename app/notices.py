@@ -33,7 +33,7 @@ class MessageBar(QFrame):
         self.hide()
 
     def text(self) -> str:
-        return self._label.text() if self.isVisibleTo(self.parentWidget()) else ""
+        return "" if self.isHidden() else self._label.text()
 
     def button(self, label: str) -> QPushButton | None:
         return self._buttons.get(label)

@@ -9,6 +9,7 @@ grabs the item tree, the search panel, the chunk viewer and the folder-run panel
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -86,13 +87,16 @@ def expand_all(window: object) -> None:
     assert isinstance(window, MainWindow)
     model, tree = window.model, window.tree
 
+    def loaded(index: QModelIndex) -> bool:
+        return not model.can_fetch_page(index) and not model.fetching(index)
+
     def expand(parent: QModelIndex) -> None:
         for row in range(model.rowCount(parent)):
             index = model.index(row, 0, parent)
             item = model.item_at(index)
             if item is not None and item.is_container:
                 tree.expand(index)
-                spin_until(lambda i=index: not model.can_fetch_page(i) and not model.fetching(i), "a folder's rows")
+                spin_until(functools.partial(loaded, index), "a folder's rows")
                 expand(index)
 
     expand(QModelIndex())
@@ -215,7 +219,7 @@ def _folder_run(window: object, out_dir: Path, project: Path) -> Path:
     spin_until(lambda: previews, "the folder-run preview")
     panel.start_run()
     spin_until(
-        lambda: panel.selected_summary() is not None and panel.selected_summary().run.status == "completed",  # type: ignore[union-attr]
+        lambda: (summary := panel.selected_summary()) is not None and summary.run.status == "completed",
         "the folder run",
     )
     spin_until(

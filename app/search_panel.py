@@ -127,25 +127,25 @@ class HtmlDelegate(QStyledItemDelegate):
 
     def _document(self, option: QStyleOptionViewItem, index: AnyIndex) -> QTextDocument:
         doc = QTextDocument()
-        doc.setDefaultFont(option.font)  # type: ignore[attr-defined]
+        doc.setDefaultFont(option.font)
         doc.setHtml(str(index.data(HTML_ROLE) or ""))
-        doc.setTextWidth(max(80, option.rect.width() - 8))  # type: ignore[attr-defined]
+        doc.setTextWidth(max(80, option.rect.width() - 8))
         return doc
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
         self.initStyleOption(option, index)
         doc = self._document(option, index)
-        option.text = ""  # type: ignore[attr-defined]
-        widget = option.widget  # type: ignore[attr-defined]
+        option.text = ""
+        widget = option.widget
         style = widget.style() if widget is not None else None
         if style is not None:
             style.drawControl(QStyle.ControlElement.CE_ItemViewItem, option, painter, widget)
         painter.save()
-        rect = option.rect  # type: ignore[attr-defined]
+        rect = option.rect
         painter.translate(rect.left() + 4, rect.top() + 2)
         context = QAbstractTextDocumentLayout.PaintContext()
-        if option.state & QStyle.StateFlag.State_Selected:  # type: ignore[attr-defined]
-            context.palette.setColor(QPalette.ColorRole.Text, option.palette.highlightedText().color())  # type: ignore[attr-defined]
+        if option.state & QStyle.StateFlag.State_Selected:
+            context.palette.setColor(QPalette.ColorRole.Text, option.palette.highlightedText().color())
         doc.documentLayout().draw(painter, context)
         painter.restore()
 

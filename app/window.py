@@ -36,6 +36,7 @@ from app import ops
 from app.bases_panel import BasesPanel
 from app.chunk_viewer import ChunkViewer
 from app.context import AppContext, why_base_refuses_changes
+from app.folder_runs_panel import FolderRunsPanel
 from app.item_model import ItemTreeModel
 from app.item_view import ItemTreeView
 from app.notices import MessageBar
@@ -126,9 +127,7 @@ class MainWindow(QMainWindow):
         self.poll_timer.timeout.connect(self.poll_now)
         self.resize(1200, 760)
 
-    def _make_folder_runs_panel(self) -> QWidget:
-        from app.folder_runs_panel import FolderRunsPanel
-
+    def _make_folder_runs_panel(self) -> FolderRunsPanel:
         return FolderRunsPanel(self.ctx)
 
     def _items_page(self) -> QWidget:
@@ -248,6 +247,7 @@ class MainWindow(QMainWindow):
         self.poll_now()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.hide()  # the worker may take a moment to stop: the window is gone at once
         self.shutdown()
         super().closeEvent(event)
 
