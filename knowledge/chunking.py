@@ -49,7 +49,7 @@ DEFAULT_OVERLAP = 32
 _BOUNDARY_ZONE = 0.2
 # How many extra tokens an overlapping window may reach back to start at a word, not a word piece.
 _MAX_WORD_SNAP = 8
-# Slice size for tokenizing long texts; slices are cut at whitespace (see _slice_bounds).
+# Slice size for tokenizing long texts; slices are cut where BERT splits (see _slice_bounds).
 _SLICE_CHARS = 64 * 1024
 
 # ASCII, ellipsis, ideographic full stop, fullwidth ! and ?.
@@ -62,8 +62,21 @@ _CLOSERS = frozenset({'"', "'", ")", "]", "\u201d", "\u2019", "\u00bb"})
 _SEPARATOR = re.compile(r"[ \t\n\r]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
-# Boundary ranks: higher is better; the latest position of the best rank wins.
-_MID_WORD, _WORD, _LINE, _SENTENCE, _PARAGRAPH = range(5)
+# CJK ideograph blocks that BERT's pre-tokenizer surrounds with spaces (tokenizers' is_chinese_char).
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+# Boundary ranks between two tokens; higher is better, the latest position of the best rank wins.
+# _PRETOKEN: no space, but BERT splits there anyway (next to punctuation, between CJK ideographs).
+_INSIDE_WORD, _PRETOKEN, _WORD, _LINE, _SENTENCE, _PARAGRAPH = range(6)
 
 
 @dataclass(frozen=True)
@@ -164,14 +177,14 @@ def _without_surrogates(text: str) -> str:
 
 
 def _slice_bounds(text: str, size: int) -> list[tuple[int, int]]:
-    """Cut ``text`` into pieces of about ``size`` chars, only just before a separator character.
+    """Cut ``text`` into pieces of about ``size`` chars, only where BERT's pre-tokenizer splits.
 
-    No token crosses a separator, so tokenizing the pieces gives the same tokens as the whole.
+    No token crosses such a cut, so tokenizing the pieces gives the same tokens as the whole.
     """
     bounds: list[tuple[int, int]] = []
     start, n = 0, len(text)
     while n - start > size:
-        cut = _separator_before(text, start, start + size)
+        cut = _cut_before(text, start, start + size)
         if cut is None:
             match = _SEPARATOR.search(text, start + size)
             cut = match.start() if match else n
@@ -182,10 +195,11 @@ def _slice_bounds(text: str, size: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _separator_before(text: str, lo: int, hi: int) -> int | None:
-    # Look back a little only: ordinary text has a separator within a few characters.
+def _cut_before(text: str, lo: int, hi: int) -> int | None:
+    # Before a separator, or next to a character that is always a pre-token of its own
+    # (punctuation, CJK). Look back a little only: ordinary text has one within a few characters.
     for k in range(hi, max(lo, hi - 1024), -1):
-        if text[k] in " \t\n\r":
+        if text[k] in " \t\n\r" or _stands_alone(text[k]) or _stands_alone(text[k - 1]):
             return k
     return None
 
@@ -228,6 +242,16 @@ def _has_separator(gap: str) -> bool:
     return " " in gap or "\n" in gap or any(ch in "\t\r" or unicodedata.category(ch) == "Zs" for ch in gap)
 
 
+def _stands_alone(ch: str) -> bool:
+    """Whether BERT's pre-tokenizer always makes ``ch`` a pre-token of its own."""
+    if ch.isascii():  # all printable ASCII that is neither alphanumeric nor space is punctuation
+        return ch.isprintable() and not ch.isalnum() and ch != " "
+    if unicodedata.category(ch).startswith("P"):
+        return True
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
 class _Cutter:
     """Cuts one document's token spans into windows."""
 
@@ -245,12 +269,17 @@ class _Cutter:
         while first < n:
             hard_end = first + self.max_tokens
             last = n if hard_end >= n else self._best_end(first, hard_end)
-            # Ending no earlier than first + overlap + 1 keeps the full overlap and makes progress.
-            last, count = self._fit(first, last, floor=min(last, first + self.overlap + 1))
-            windows.append((first, last, count))
+            last, count = self._fit(first, last)
+            # A window shrunk by _fit to inside its predecessor (only with an overlap of nearly the
+            # whole window and words longer than the rest) adds nothing: skip it.
+            if not windows or last > windows[-1][1]:
+                windows.append((first, last, count))
             if last == n:
                 break
-            first = self._next_start(first, last - self.overlap) if self.overlap else last
+            # The boundary zone starts after first + overlap, so the full overlap always leaves
+            # progress; only a window that _fit shrank into the overlap loses some of it.
+            start = max(first + 1, last - self.overlap)
+            first = self._next_start(first, start) if self.overlap else last
         return windows
 
     def _best_end(self, first: int, hi: int) -> int:
@@ -265,26 +294,54 @@ class _Cutter:
                 best, best_rank = end, rank
         return best
 
-    def _fit(self, first: int, last: int, floor: int) -> tuple[int, int]:
+    def _fit(self, first: int, last: int) -> tuple[int, int]:
         """Shrink [first, last) until the model, seeing only the chunk's text, gets <= max_tokens.
 
-        A chunk that starts or ends inside a pre-token (a word piece, or next to a symbol BERT does
-        not split at) can tokenize into a few more tokens on its own than in context. At separated
-        edges both counts are equal, so only those rare windows are re-tokenized.
+        A chunk that starts or ends inside a BERT pre-token (a word cut between word pieces, or
+        next to a symbol BERT does not split at) can tokenize into more tokens on its own than in
+        context. At pre-token edges both counts are equal, so only the other windows (rare outside
+        of long unusual words) are re-tokenized, conservatively: unsure means re-tokenize.
         """
-        if self._separated(first) and self._separated(last):
+        if self._pretoken_edge(first) and self._pretoken_edge(last):
             return last, last - first
         while True:
-            count = len(self.tokenizer.offsets(self.text[self.spans[first][0] : self.spans[last - 1][1]]))
-            if count <= self.max_tokens or last <= floor:
+            count = self._standalone_count(first, last)
+            if count <= self.max_tokens or last == first + 1:
                 return last, count
             last -= 1
 
-    def _separated(self, k: int) -> bool:
-        """Whether a separator lies between token k - 1 and token k (document edges count)."""
+    def _standalone_count(self, first: int, last: int) -> int:
+        """Tokens of the window's text tokenized on its own.
+
+        Only the words cut at the window's edges can tokenize differently, so only they are
+        re-tokenized: [first, head) and [tail, last), where head and tail are pre-token edges.
+        """
+        head = first
+        while not self._pretoken_edge(head) and head < last:
+            head += 1
+        if head == last:  # the whole window lies inside one word
+            return self._count(first, last)
+        tail = last
+        while not self._pretoken_edge(tail):
+            tail -= 1
+        return self._count(first, head) + (tail - head) + self._count(tail, last)
+
+    def _count(self, first: int, last: int) -> int:
+        if first == last:
+            return 0
+        return len(self.tokenizer.offsets(self.text[self.spans[first][0] : self.spans[last - 1][1]]))
+
+    def _pretoken_edge(self, k: int) -> bool:
+        """Whether BERT's pre-tokenizer splits between token k - 1 and token k (document edges do)."""
         if k <= 0 or k >= len(self.spans):
             return True
-        return _has_separator(self.text[self.spans[k - 1][1] : self.spans[k][0]])
+        prev_end, next_start = self.spans[k - 1][1], self.spans[k][0]
+        text = self.text
+        return (
+            _has_separator(text[prev_end:next_start])
+            or _stands_alone(text[prev_end - 1])
+            or _stands_alone(text[next_start])
+        )
 
     def _rank(self, end: int) -> int:
         """How good a break lies between token ``end - 1`` and token ``end`` (which both exist)."""
@@ -299,11 +356,9 @@ class _Cutter:
             return _SENTENCE
         if newlines:
             return _LINE
-        if spaced or not (
-            text[prev_end - 1 : prev_end].isalnum() and text[next_start : next_start + 1].isalnum()
-        ):
+        if spaced:
             return _WORD
-        return _MID_WORD
+        return _PRETOKEN if _stands_alone(text[prev_end - 1]) or _stands_alone(text[next_start]) else _INSIDE_WORD
 
     def _ends_sentence(self, end: int, spaced: bool) -> bool:
         text, spans = self.text, self.spans
@@ -316,6 +371,6 @@ class _Cutter:
         """Start of the next window: ``start``, moved back a few tokens if it would split a word."""
         floor = max(first + 1, start - _MAX_WORD_SNAP)
         candidate = start
-        while candidate > floor and self._rank(candidate) == _MID_WORD:
+        while candidate > floor and not self._pretoken_edge(candidate):
             candidate -= 1
-        return candidate if self._rank(candidate) != _MID_WORD else start
+        return candidate if self._pretoken_edge(candidate) else start

@@ -16,6 +16,7 @@ in small batches, and almost no compute goes to padding; results come back in in
 
 Threading contract:
 
+* Encoders of the same model and precision share one loaded model per process.
 * Every model call in the process (load and forward) runs under one process-wide lock. On a
   two-core machine two concurrent forwards only stall each other's OpenMP threads (FACTS.md #8),
   so serialising them costs nothing and makes one model instance safe to share between threads.
@@ -54,6 +55,9 @@ Vectors = npt.NDArray[np.float32]
 
 # One forward at a time per process; see the module docstring.
 _MODEL_LOCK = threading.Lock()
+# Loaded models by (path, precision), shared by all encoders of the process (guarded by _MODEL_LOCK):
+# a QueryEncoder next to a document Encoder costs no second copy of the weights.
+_MODELS: dict[tuple[str, str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -234,9 +238,7 @@ class Encoder:
 
             if torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)
-            embeddings = model.encode(
-                texts, batch_size=len(texts), convert_to_tensor=True, show_progress_bar=False
-            )
+            embeddings = model.encode(texts, batch_size=len(texts), convert_to_tensor=True, show_progress_bar=False)
             if truncated is not None:
                 self.calls += 1
                 self.encoded_texts += len(texts)
@@ -248,7 +250,10 @@ class Encoder:
     def _loaded_model(self) -> Any:
         # Called with _MODEL_LOCK held, so concurrent first calls load once.
         if self._model is None:
-            self._model = _load_model(self.spec, self.precision, self.threads)
+            key = (str(Path(self.spec.path).resolve()), self.precision)
+            if key not in _MODELS:
+                _MODELS[key] = _load_model(self.spec, self.precision, self.threads)
+            self._model = _MODELS[key]
         return self._model
 
 
