@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from knowledge.errors import DataDirInUse
 from knowledge.instance_lock import GuiInstanceLock
@@ -58,9 +60,26 @@ def run_gui(data_dir: Path) -> int:
         window = MainWindow(data_dir)
         window.show()
         window.start()
+        _close_on_signals(window)
         return int(app.exec())
     finally:
         lock.release()
+
+
+def _close_on_signals(window: QWidget) -> None:
+    """Ctrl-C or SIGTERM in a terminal closes the window properly (the worker is stopped, not orphaned).
+
+    Python runs signal handlers only between bytecodes, so a light timer lets it look while Qt waits.
+    """
+
+    def close(_signum: int, _frame: object) -> None:
+        QTimer.singleShot(0, window.close)
+
+    signal.signal(signal.SIGINT, close)
+    signal.signal(signal.SIGTERM, close)
+    ticker = QTimer(window)
+    ticker.timeout.connect(lambda: None)
+    ticker.start(250)
 
 
 def main() -> int:

@@ -187,8 +187,10 @@ def test_adding_a_note_and_deleting_it_after_confirmation(
     assert "'Shopping'" in prompter.asked[-1]
 
 
-def test_paths_reach_add_items_unchanged(qtbot: QtBot, open_window: WindowFactory, data_dir: Path) -> None:
-    """Adding through the window is the same operation the CLI calls (PathInput → add_items)."""
+def test_a_missing_path_is_added_as_failed_with_its_reason(
+    qtbot: QtBot, open_window: WindowFactory, data_dir: Path
+) -> None:
+    """Adding through the window is the operation the CLI calls: a path that is gone fails at once, no job."""
     create_base(data_dir, "same")
     window = open_window()
     missing = data_dir.parent / "nowhere.txt"
