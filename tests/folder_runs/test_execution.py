@@ -267,21 +267,23 @@ def test_two_attempts_at_once_only_the_owner_lands(
     make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 6), key="k")
     blocked, release = threading.Event(), threading.Event()
-    real_prepare = folder_runs._prepare
-    slow_thread_name = "slow-attempt"
+    real_settle = folder_runs._settle_source
+    slow = Worker(quire.queue, lease_seconds=5.0, poll_interval=0.01)
 
-    def prepare(tools: Any, root: Path, source: Any) -> Any:
-        if threading.current_thread().name == slow_thread_name and source.ordinal == 2:
+    def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str) -> str:
+        if ctx.attempt == 1 and source.ordinal == 2:
+            # From here on attempt 1 is slow: it stops renewing its lease and sits still, so its lease runs
+            # out and the queue hands the job to another worker while this handler is still executing.
+            slow.renew_leases = False
             blocked.set()
-            assert release.wait(120)  # the slow attempt sits here, its lease running out meanwhile
-        return real_prepare(tools, root, source)
+            assert release.wait(120)
+        return real_settle(ctx, run, tools, source, agent)
 
-    monkeypatch.setattr(folder_runs, "_prepare", prepare)
-    slow = Worker(quire.queue, lease_seconds=0.3, poll_interval=0.01, renew_leases=False)
-    slow_thread = threading.Thread(target=slow.run, kwargs={"until_idle": True, "timeout": 120}, name=slow_thread_name)
+    monkeypatch.setattr(folder_runs, "_settle_source", settle)
+    slow_thread = threading.Thread(target=slow.run, kwargs={"until_idle": True, "timeout": 120})
     slow_thread.start()
     assert blocked.wait(120)
-    wait_until(lambda: (quire.queue.get(started.job_id).lease_expires_at or 0) < time.time())
+    wait_until(lambda: (quire.queue.get(started.job_id).lease_expires_at or 0) < time.time(), timeout=30)
 
     other = Quire.open(quire.data_dir)  # a second session: another worker
     try:
