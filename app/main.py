@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
@@ -21,6 +23,9 @@ from knowledge.instance_lock import GuiInstanceLock
 from knowledge.paths import resolve_data_dir
 
 EXIT_IN_USE = 4
+# Benchmarks (tests/benchmarks/bench_app.py): with QUIRE_REPORT_SHOWN=FILE the app writes into FILE the
+# wall-clock time (time.time()) at which its window was shown and the event loop was running.
+REPORT_SHOWN_ENV = "QUIRE_REPORT_SHOWN"
 
 
 def acquire_instance_lock(data_dir: Path) -> tuple[GuiInstanceLock | None, str | None]:
@@ -59,11 +64,18 @@ def run_gui(data_dir: Path) -> int:
 
         window = MainWindow(data_dir)
         window.show()
+        _report_shown()
         window.start()
         _close_on_signals(window)
         return int(app.exec())
     finally:
         lock.release()
+
+
+def _report_shown() -> None:
+    path = os.environ.get(REPORT_SHOWN_ENV)
+    if path:  # the first event-loop turn, after the show events were processed
+        QTimer.singleShot(0, lambda: Path(path).write_text(f"{time.time():.6f}\n", encoding="utf-8"))
 
 
 def _close_on_signals(window: QWidget) -> None:
