@@ -26,6 +26,7 @@ from app.ops import Op, describe_error
 from knowledge import operations
 
 ChunkRole = Qt.ItemDataRole.UserRole + 1
+MAX_SHOWN = 2000
 
 
 def chunk_location(chunk: dict[str, Any]) -> str:
@@ -83,10 +84,16 @@ class ChunkViewer(QDialog):
         ).on_failure(self._failed).run()
 
     def _loaded(self, chunks: list[dict[str, Any]]) -> None:
+        total = len(chunks)
+        focus = next((n for n, c in enumerate(chunks) if c["chunk_id"] == self.focus_chunk_id), 0)
+        start = max(0, min(focus - MAX_SHOWN // 2, total - MAX_SHOWN))
+        chunks = chunks[start : start + MAX_SHOWN]  # a folder's chunks can be many: show a window of them
         self.chunks, self.loaded = chunks, True
         many_items = len({c["item_id"] for c in chunks}) > 1
         source = chunks[0]["source_path"] if chunks and not many_items else None
-        count = f"{len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
+        count = f"{total} chunk{'s' if total != 1 else ''}"
+        if total > len(chunks):
+            count += f" (showing {start + 1}-{start + len(chunks)})"
         self.header.setText(f"{count}" + (f" · {source}" if source else ""))
         focus_row = 0
         for row, chunk in enumerate(chunks):

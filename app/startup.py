@@ -12,6 +12,7 @@ None of these touch Qt; the window calls them through ``Op`` and applies the res
 from __future__ import annotations
 
 import getpass
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,7 @@ class PollResult:
     bases: list[Base]
     checked: list[int]
     existing: set[int]
+    seconds: float  # how long the reads took (the window spaces its polls by it)
 
 
 def poll(
@@ -97,6 +99,7 @@ def poll(
     summary_ids: Sequence[int],
     check_ids: Sequence[int] = (),
 ) -> PollResult:
+    started = time.perf_counter()
     changed = app_queries.items_changed_since(quire, base_id, since) if base_id is not None else None
     wanted = set(summary_ids)
     if changed is not None:
@@ -105,11 +108,12 @@ def poll(
     return PollResult(
         base_id=base_id,
         changed=changed,
-        summaries=app_queries.child_status_counts(quire, sorted(wanted)),
+        summaries=app_queries.child_status_counts(quire, base_id, sorted(wanted)) if base_id is not None else {},
         progress=app_queries.base_progress(quire, base_id) if base_id is not None else None,
         live_jobs=app_queries.live_jobs_total(quire),
         running=quire.queue.list(status="running", limit=20),
         bases=bases.list_bases(quire.db),
         checked=list(check_ids),
         existing=app_queries.existing_ids(quire, check_ids) if check_ids else set(),
+        seconds=time.perf_counter() - started,
     )

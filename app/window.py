@@ -54,6 +54,9 @@ from knowledge.operations import Changes, NoteInput, PathInput
 log = logging.getLogger(__name__)
 
 POLL_OVERLAP_SECONDS = 2.0
+POLL_BUDGET = 0.1  # the poll may use at most a tenth of one core: its interval grows with its cost
+MAX_POLL_MS = 5000
+IDLE_FACTOR = 4  # with no job live, polls are this much further apart
 EXISTENCE_CHECK_EVERY = 10  # polls between checks that loaded rows still exist
 TERMINAL = ("completed", "failed")
 
@@ -85,6 +88,7 @@ class MainWindow(QMainWindow):
         self._overlap = True
         self._polling = False
         self._poll_count = 0
+        self._poll_ms = poll_ms
         self._closed = False
         self._parked: dict[int, list[int]] = {}
         self.startup_result: StartupResult | None = None
@@ -444,7 +448,14 @@ class MainWindow(QMainWindow):
             self.model.apply_summaries(result.summaries)
             self.model.remove_ids(set(result.checked) - result.existing)
         self._show_progress(result)
+        self.poll_timer.setInterval(self._next_interval(result))
         self.polled.emit(result)
+
+    def _next_interval(self, result: PollResult) -> int:
+        """Poll often while work is live, less when idle, and never spend more than the budget on it."""
+        cost_ms = int(result.seconds * 1000 / POLL_BUDGET)
+        interval = max(self._poll_ms, cost_ms) * (1 if result.live_jobs else IDLE_FACTOR)
+        return min(interval, MAX_POLL_MS)
 
     def _show_progress(self, result: PollResult) -> None:
         self.jobs_label.setText(jobs_text(result))

@@ -83,15 +83,21 @@ def items_changed_since(quire: Quire, base_id: int, since: float, *, limit: int 
     return ChangedItems(found, cursor, len(found) < limit)
 
 
-def child_status_counts(quire: Quire, container_ids: Sequence[int]) -> dict[int, dict[str, int]]:
-    """For each container, how many of its direct (visible) children are in each status."""
+def child_status_counts(quire: Quire, base_id: int, container_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """For each container of the base, how many of its direct (visible) children are in each status."""
     counts: dict[int, dict[str, int]] = {int(i): {} for i in container_ids}
     ids = list(counts)
     with quire.db.read() as conn:
         for start in range(0, len(ids), CHUNK):
             rows = conn.execute(
                 select(items.c.parent_id, items.c.status, func.count())
-                .where(and_(items.c.parent_id.in_(ids[start : start + CHUNK]), items.c.status != "deleting"))
+                .where(
+                    and_(
+                        items.c.base_id == base_id,  # with parent_id: the items_base_parent index
+                        items.c.parent_id.in_(ids[start : start + CHUNK]),
+                        items.c.status != "deleting",
+                    )
+                )
                 .group_by(items.c.parent_id, items.c.status)
             ).all()
             for parent_id, status, count in rows:
