@@ -52,6 +52,7 @@ STATUS_COLORS = {
 ACTIVE_COLOR = "#1565c0"
 
 AnyIndex = QModelIndex | QPersistentModelIndex
+ROW_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDropEnabled
 
 
 @dataclass(eq=False)
@@ -165,10 +166,12 @@ class ItemTreeModel(QAbstractItemModel):
         return self.createIndex(self._row_of(node.parent), 0, node.parent.id)
 
     def hasChildren(self, parent: AnyIndex = QModelIndex()) -> bool:  # noqa: B008
-        node = self._node(parent)
-        if parent.isValid() and parent.column() != 0:
+        if not parent.isValid():
+            return True
+        node = self._nodes.get(parent.internalId())  # called for every row on each layout: keep it short
+        if node is None or node.item is None or node.item.type != "directory" or parent.column() != 0:
             return False
-        return bool(node.children) or (node.is_container and not node.loaded_all)
+        return bool(node.children) or not node.loaded_all
 
     def canFetchMore(self, parent: AnyIndex) -> bool:
         """Only a level's first page is fetched on the view's say-so.
@@ -217,9 +220,7 @@ class ItemTreeModel(QAbstractItemModel):
         return None
 
     def flags(self, index: AnyIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.ItemIsDropEnabled
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDropEnabled
+        return ROW_FLAGS if index.isValid() else Qt.ItemFlag.ItemIsDropEnabled
 
     def data(self, index: AnyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         node = self._nodes.get(index.internalId()) if index.isValid() else None
@@ -323,7 +324,10 @@ class ItemTreeModel(QAbstractItemModel):
         if page:
             node.cursor = sort_key(page[-1])
         fresh = [i for i in page if i.id not in self._nodes and i.status != "deleting"]
-        self._insert_sorted(node, fresh)
+        if fresh and (not node.children or sort_key(fresh[0]) > self._key(node.children[-1])):
+            self._append(node, fresh)  # the usual case: a page goes after everything loaded, in one block
+        else:
+            self._insert_sorted(node, fresh)
         self._summary_wanted.update(i.id for i in fresh if i.is_container)
         if not fresh and node.loaded_all and node is not self._root:
             parent_index = self.index_for_id(node.id)
@@ -334,11 +338,25 @@ class ItemTreeModel(QAbstractItemModel):
         if session == self._session and node is not None and node.epoch == epoch:
             node.fetching = False
 
+    @staticmethod
+    def _key(node: Node) -> SortKey:
+        return sort_key(node.item) if node.item is not None else (0, "", 0)
+
+    def _append(self, parent: Node, items: Sequence[Item]) -> None:
+        parent_index = QModelIndex() if parent is self._root else self.index_for_id(parent.id)
+        first = len(parent.children)
+        self.beginInsertRows(parent_index, first, first + len(items) - 1)
+        for row, item in enumerate(items, start=first):
+            node = Node(item.id, item, parent, row=row, loaded_all=not item.is_container)
+            parent.children.append(node)
+            self._nodes[item.id] = node
+        self.endInsertRows()
+
     def _insert_sorted(self, parent: Node, items: Iterable[Item]) -> None:
         parent_index = QModelIndex() if parent is self._root else self.index_for_id(parent.id)
         for item in items:
             key = sort_key(item)
-            row = bisect.bisect_left(parent.children, key, key=lambda n: sort_key(n.item) if n.item else (0, "", 0))
+            row = bisect.bisect_left(parent.children, key, key=self._key)
             self.beginInsertRows(parent_index, row, row)
             node = Node(item.id, item, parent, row=row, loaded_all=not item.is_container)
             parent.children.insert(row, node)
