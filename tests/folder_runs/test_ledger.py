@@ -64,3 +64,17 @@ def test_an_identity_disabled_mid_run_hands_the_job_back_and_the_same_attempt_re
     log = [(e.action, e.attempt) for e in entries(quire, started.run_id)]
     assert log.count((audit.RUN_STARTED, 1)) == 1 and (audit.RUN_COMPLETED, 1) in log
     assert rows(quire, "SELECT DISTINCT attempt FROM ingest_batches") == [(1,)]
+
+
+def test_a_job_that_is_not_bound_to_the_run_is_refused_before_it_writes(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 2), key="k")
+    with quire.db.write() as conn:
+        conn.execute(text("UPDATE jobs SET available_at = 9e12 WHERE id = :j"), {"j": started.job_id})  # hold it
+        payload = {"run_id": started.run_id, "base_id": 1, "approved_by": PERSON.label}
+        rogue = quire.queue.enqueue(conn, folder_runs.JOB_TYPE, payload, base_id=1).job_id
+    drain(quire)
+    assert quire.queue.get(rogue).result == {"run_id": started.run_id, "refused": "this job is not bound to the run"}
+    assert folder_runs.show_run(quire, started.run_id).summary.run.status == "pending"
+    assert [e.action for e in entries(quire, started.run_id)] == [audit.RUN_CREATED]
+    assert rows(quire, "SELECT count(*) FROM items") == [(0,)]
