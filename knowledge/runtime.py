@@ -8,6 +8,7 @@ the GUI both start here, so both call the very same operations.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ class Quire:
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
+    _encoders_lock: threading.Lock = field(default_factory=threading.Lock)
     # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
     encoder_factory: Callable[[str, str, bool], Encoder] | None = None
 
@@ -84,6 +86,10 @@ class Quire:
 
     def _encoder(self, model_id: str, precision: str, *, query: bool) -> Encoder:
         key = f"{model_id}:{precision}:{'q' if query else 'd'}"
+        with self._encoders_lock:  # two first searches on two threads must not build two encoders
+            return self._encoder_locked(key, model_id, precision, query=query)
+
+    def _encoder_locked(self, key: str, model_id: str, precision: str, *, query: bool) -> Encoder:
         if key not in self._encoders:
             if self.encoder_factory is not None:
                 self._encoders[key] = self.encoder_factory(model_id, precision, query)
