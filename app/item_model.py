@@ -123,6 +123,9 @@ class ItemTreeModel(QAbstractItemModel):
         self._nodes: dict[int, Node] = {ROOT: self._root}
         self._summary_wanted: set[int] = set()
         self._partial: list[Node] = []
+        # Ids seen ``deleting``: that state is terminal, so a poll read before the delete (arriving
+        # after it) must not bring the row back, even for one poll interval.
+        self._gone: set[int] = set()
 
     # -- source -------------------------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class ItemTreeModel(QAbstractItemModel):
         self._nodes = {ROOT: self._root}
         self._summary_wanted.clear()
         self._partial = []
+        self._gone = set()
         self.endResetModel()
 
     # -- Qt model API -------------------------------------------------------------------------
@@ -381,8 +385,10 @@ class ItemTreeModel(QAbstractItemModel):
         """Rows that changed (from the poll or an operation), oldest change first."""
         changed_status = False
         for item in items:
-            if item.base_id != self._base_id:
+            if item.base_id != self._base_id or item.id in self._gone:
                 continue
+            if item.status == "deleting":
+                self._gone.add(item.id)
             node = self._nodes.get(item.id)
             if node is None:
                 self._maybe_insert(item)
