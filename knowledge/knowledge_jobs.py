@@ -413,14 +413,26 @@ def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     with ctx.write() as conn:
         if _deleting_or_missing(conn, root_ids):  # second check, under the write lock
             return {"skipped": "deleting"}
-        roots = [tree.load_item(conn, r) for r in root_ids]
-        accepted = _reset_roots(conn, base_id, [r for r in roots if r is not None])
+        roots = _reindex_roots(conn, [r for r in (tree.load_item(conn, i) for i in root_ids) if r is not None])
+        accepted = _reset_roots(conn, base_id, roots)
     base = _base_or_none(quire, base_id)
     if base is None:
         return {"skipped": "base deleted"}
     changes = Changes(base_id)
     schedule(quire, base, accepted, changes)
     return {"roots": len(accepted), "jobs": len(changes.job_ids)}
+
+
+def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.Item]:
+    """A folder run's container holds exactly the run's approved sources: reindex those, never re-walk
+    the folder (which would add files nobody approved). Other containers are re-expanded."""
+    expanded: list[tree.Item] = []
+    for root in roots:
+        if root.is_container and root.run_id is not None:
+            expanded.extend(i for i in tree.subtree_items(conn, [root.id]) if not i.is_container)
+        else:
+            expanded.append(root)
+    return expanded
 
 
 def _reset_roots(
@@ -497,21 +509,41 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
 
 def park_interrupted(conn: Connection, item_ids: Sequence[int], job_id: int | None) -> int:
     """Active items of an interrupted job become ``failed`` (indexing_interrupted); reindex retries them."""
-    ids = list(item_ids)
+    return park_interrupted_many(conn, [(item_ids, job_id)])
+
+
+def park_interrupted_many(conn: Connection, jobs_items: Sequence[tuple[Sequence[int], int | None]]) -> int:
+    """:func:`park_interrupted` for many interrupted jobs at once: one status write, one reconciliation.
+
+    Each entry is (the job's item ids, the job id or None). An item is parked when it is active and no
+    other job took it over meanwhile (its ``job_id`` is unset or this job's; folders always).
+    """
+    claims: dict[int, set[int | None]] = {}
+    for item_ids, job_id in jobs_items:
+        for item_id in item_ids:
+            claims.setdefault(int(item_id), set()).add(job_id)
+    ids = sorted(claims)
     parked: list[int] = []
     for start in range(0, len(ids), 500):
-        query = select(items.c.id).where(
-            and_(items.c.id.in_(ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
-        )
-        if job_id is not None:
-            query = query.where(or_(items.c.job_id.is_(None), items.c.job_id == job_id, items.c.type == "directory"))
-        parked.extend(r.id for r in conn.execute(query).all())
+        rows = conn.execute(
+            select(items.c.id, items.c.job_id, items.c.type).where(
+                and_(items.c.id.in_(ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
+            )
+        ).all()
+        for row in rows:
+            jobs_of_item = claims[row.id]
+            if None in jobs_of_item or row.job_id is None or row.job_id in jobs_of_item or row.type == "directory":
+                parked.append(row.id)
     tree.set_status(conn, parked, "failed", error_code=INTERRUPTED, error_message=INTERRUPTED_MESSAGE)
     return len(parked)
 
 
 def on_abandon_index(conn: Connection, record: JobRecord) -> None:
     park_interrupted(conn, record.payload.get("item_ids", []), record.id)
+
+
+def on_abandon_index_batch(conn: Connection, records: Sequence[JobRecord]) -> None:
+    park_interrupted_many(conn, [(r.payload.get("item_ids", []), r.id) for r in records])
 
 
 def on_abandon_prepare(conn: Connection, record: JobRecord) -> None:
@@ -613,7 +645,15 @@ def register(quire: Quire) -> None:
         return lambda ctx: fn(quire, ctx)
 
     quire.registry.register(JobType(PREPARE_ROOT, bind(prepare_root), "abandon", on_abandon=on_abandon_prepare))
-    quire.registry.register(JobType(INDEX_DOCUMENTS, bind(index_documents), "abandon", on_abandon=on_abandon_index))
+    quire.registry.register(
+        JobType(
+            INDEX_DOCUMENTS,
+            bind(index_documents),
+            "abandon",
+            on_abandon=on_abandon_index,
+            on_abandon_batch=on_abandon_index_batch,
+        )
+    )
     quire.registry.register(JobType(REINDEX_SUBTREE, bind(reindex_subtree), "abandon", on_abandon=on_abandon_reindex))
     quire.registry.register(JobType(DELETE_SUBTREE, bind(delete_subtree), "retry", max_attempts=1000))
     quire.registry.add_repair_scan(repair_deleting_roots)

@@ -79,7 +79,7 @@ class _Rules:
             lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return self
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        spec = pathspec.PathSpec.from_lines("gitignore", lines)
         return _Rules((*self.specs, (directory_rel, spec)))
 
 

@@ -93,3 +93,20 @@ def test_a_run_that_has_not_completed_is_not_revertible(quire: Quire, tmp_path: 
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 1), key="k")
     with pytest.raises(Conflict, match="pending"):
         folder_runs.revert_run(quire, PERSON, started.run_id)
+
+
+def test_reindexing_a_run_container_reindexes_its_sources_and_adds_nothing(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    folder = make_docs(tmp_path / "f", 3, prefix="doc")
+    started = folder_runs.start_run(quire, PERSON, "kb", folder, key="k")
+    drain(quire)
+    container = rows(quire, "SELECT id FROM items WHERE run_id = :r AND type = 'directory'", r=started.run_id)[0][0]
+    before = sorted(r[0] for r in rows(quire, "SELECT id FROM items WHERE run_id = :r", r=started.run_id))
+    (folder / "unapproved.txt").write_text("a file nobody approved for this run")
+
+    operations.reindex_items(quire, "kb", [container])
+    drain(quire)
+
+    after = rows(quire, "SELECT id, status FROM items WHERE run_id = :r ORDER BY id", r=started.run_id)
+    assert [r[0] for r in after] == before and {r[1] for r in after} == {"completed"}
+    assert hits(quire, "nobody approved", "keyword") == set()
