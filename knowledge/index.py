@@ -1,8 +1,15 @@
-"""Per-base search material: a vec0 table (cosine) and an FTS5 table, both keyed by ``chunks.id``.
+"""Per-base search material, all keyed by ``chunks.id``: a vec0 table of float vectors (cosine), a vec0
+table of their binary quantization (``bit[dimension]``, one sign bit per dimension, searched by Hamming
+distance) and an FTS5 table.
 
-Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors and
-keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
-pages are ordinary pages of the same database; FACTS.md "vec0 writes").
+The binary table is derived from the float vectors (``vec_quantize_binary``), never from the model: it
+lets search over a large base pick candidates by Hamming distance and rescore only those with the
+exact float cosine (FACTS.md #7; :mod:`knowledge.search`). A base made before it existed gets it from
+migration ``0004_binary_vectors``; where it is missing, search simply scans the float vectors.
+
+Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors (both
+tables) and keyword entries commit together: a reader never sees half-written search material (vec0
+and FTS5 pages are ordinary pages of the same database; FACTS.md "vec0 writes").
 
 sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
 """
@@ -29,26 +36,37 @@ def fts_table(base_id: int) -> str:
     return f"fts_base_{int(base_id)}"
 
 
+def bits_table(base_id: int) -> str:
+    """The binary-quantized twin of :func:`vec_table` (same rowids)."""
+    return f"vecbits_base_{int(base_id)}"
+
+
 def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
     conn.exec_driver_sql(
         f"CREATE VIRTUAL TABLE {vec_table(base_id)} USING vec0("
         f"embedding float[{int(dimension)}] distance_metric=cosine)"
     )
     conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {fts_table(base_id)} USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+    conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {bits_table(base_id)} USING vec0(embedding bit[{int(dimension)}])")
 
 
 def drop_base_index(conn: Connection, base_id: int) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {bits_table(base_id)}")
 
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
-    wanted = (vec_table(base_id), fts_table(base_id))
+    wanted = (vec_table(base_id), fts_table(base_id), bits_table(base_id))
     rows = conn.execute(
-        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b)"),
-        {"a": wanted[0], "b": wanted[1]},
+        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b, :c)"),
+        {"a": wanted[0], "b": wanted[1], "c": wanted[2]},
     ).all()
     return [name for name in wanted if name in {r[0] for r in rows}]
+
+
+def has_bits_table(conn: Connection, base_id: int) -> bool:
+    return bits_table(base_id) in _existing_tables(conn, base_id)
 
 
 def base_index_exists(conn: Connection, base_id: int) -> bool:
@@ -83,10 +101,16 @@ def write_item_material(
     """Replace an item's chunks, vectors and keyword entries; return the new chunk ids."""
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
-    clear_items_material(conn, base_id, [item_id])
+    tables = _existing_tables(conn, base_id)
+    _clear(conn, base_id, [item_id], tables, keep_vectors=False)
     ids: list[int] = []
     vec_sql = text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)")
     fts_sql = text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)")
+    bits_sql = (
+        text(f"INSERT INTO {bits_table(base_id)} (rowid, embedding) VALUES (:id, vec_quantize_binary(:e))")
+        if bits_table(base_id) in tables
+        else None
+    )
     for row, vector in zip(rows, vectors, strict=True):
         chunk_id = conn.execute(
             insert(chunks).values(
@@ -105,8 +129,11 @@ def write_item_material(
         ).inserted_primary_key
         assert chunk_id is not None
         cid = int(chunk_id[0])
-        conn.execute(vec_sql, {"id": cid, "e": vector_blob(vector)})
+        blob = vector_blob(vector)
+        conn.execute(vec_sql, {"id": cid, "e": blob})
         conn.execute(fts_sql, {"id": cid, "t": row.text})
+        if bits_sql is not None:
+            conn.execute(bits_sql, {"id": cid, "e": blob})
         ids.append(cid)
     return ids
 
@@ -117,14 +144,20 @@ def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]
     ``keep_vectors`` (reindex, re-expansion) first stashes the vectors in ``vector_cache`` by text hash,
     so the rebuild embeds only chunks whose text changed. Deletes never keep anything.
     """
-    item_list = list(item_ids)
+    # a failed base may have lost one of its tables: clear what is there
+    return _clear(conn, base_id, list(item_ids), _existing_tables(conn, base_id), keep_vectors=keep_vectors)
+
+
+def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequence[str], *, keep_vectors: bool) -> int:
     removed = 0
     for start in range(0, len(item_list), 500):
         part = item_list[start : start + 500]
         if keep_vectors:
             _stash_vectors(conn, base_id, part)
         chunk_ids = [r[0] for r in conn.execute(select(chunks.c.id).where(chunks.c.item_id.in_(part))).all()]
-        for table in _existing_tables(conn, base_id):  # a failed base may have lost one of them
+        if not chunk_ids:
+            continue
+        for table in tables:
             for cstart in range(0, len(chunk_ids), 500):
                 conn.execute(
                     text(f"DELETE FROM {table} WHERE rowid IN :ids").bindparams(bindparam("ids", expanding=True)),

@@ -2,7 +2,9 @@
 
 Add a migration by appending a ``Migration`` to ``MIGRATIONS``; never edit or reorder an applied one.
 Concurrent processes are safe: the applied set is re-read inside ``BEGIN IMMEDIATE``.
-Derived indexes (vectors, FTS) are not migrated: they are stamped and rebuilt (see schema.py).
+Derived indexes (vectors, FTS) are not migrated: they are stamped and rebuilt (see schema.py). The one
+exception is 0004: the binary-quantized vectors are derived from the float vectors already in the
+database (no model involved), so the migration derives them in place.
 """
 
 from __future__ import annotations
@@ -49,10 +51,35 @@ def _folder_runs(conn: Connection) -> None:
         conn.exec_driver_sql(ddl)
 
 
+def _binary_vectors(conn: Connection) -> None:
+    """Every base with a float vector table gets its ``bit[dimension]`` twin, filled from the floats.
+
+    Frozen DDL (the names and the column are spelled out here, not taken from ``knowledge.index``).
+    """
+    existing = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'")).all()}
+    for base_id, dimension in conn.execute(text("SELECT id, dimension FROM bases ORDER BY id")).all():
+        floats, bits = f"vec_base_{int(base_id)}", f"vecbits_base_{int(base_id)}"
+        if floats not in existing or bits in existing:
+            continue  # a failed base without vectors stays as it is (cleanup drops what remains)
+        conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {bits} USING vec0(embedding bit[{int(dimension)}])")
+        conn.exec_driver_sql(
+            f"INSERT INTO {bits} (rowid, embedding) SELECT rowid, vec_quantize_binary(embedding) FROM {floats}"
+        )
+
+
+def _items_parent_index(conn: Connection) -> None:
+    """Children by parent: reconciling a folder, walking a subtree, and SQLite's own ON DELETE CASCADE
+    lookups from ``items.parent_id`` all search by ``parent_id`` alone, which ``items_base_parent``
+    (base_id first) cannot serve: without this index each of them scans the whole table."""
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_parent ON items (parent_id)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
     Migration("0003_folder_runs", _folder_runs),
+    Migration("0004_binary_vectors", _binary_vectors),
+    Migration("0005_items_parent_index", _items_parent_index),
 ]
 
 
