@@ -81,12 +81,13 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
         ).all()
         if not rows:
             return None
+        abandoned: list[JobRecord] = []
         for row in rows:
             record = JobRecord.from_row(row)
             if not _left_behind(record, live, worker_hosts, now):
                 continue
             if record.recovery == "abandon":
-                _abandon(queue, conn, record, now, report)
+                abandoned.append(record)
             elif record.status == "running":
                 conn.execute(
                     update(jobs)
@@ -95,6 +96,8 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
                 )
                 queue.transport.wake(conn.connection.driver_connection, record.id)
                 report.redelivered.append(record.id)
+        _cancel(conn, abandoned, now, report)
+        _run_abandon_hooks(queue, conn, abandoned, report)
         return int(rows[-1].id)
 
 
@@ -107,10 +110,13 @@ def _left_behind(record: JobRecord, live: set[str], worker_hosts: set[str], now:
     return record.enqueued_by is not None and record.enqueued_by in worker_hosts and record.enqueued_by not in live
 
 
-def _abandon(queue: JobQueue, conn: Connection, record: JobRecord, now: float, report: RecoveryReport) -> None:
+def _cancel(conn: Connection, records: list[JobRecord], now: float, report: RecoveryReport) -> None:
+    """Cancel abandoned jobs (one statement for the page: they all get the same values)."""
+    if not records:
+        return
     conn.execute(
         update(jobs)
-        .where(jobs.c.id == record.id)
+        .where(jobs.c.id.in_([r.id for r in records]))
         .values(
             status="cancelled",
             last_error="interrupted: the process running it stopped; not resumed (recovery: abandon)",
@@ -120,13 +126,33 @@ def _abandon(queue: JobQueue, conn: Connection, record: JobRecord, now: float, r
             updated_at=now,
         )
     )
-    report.cancelled.append(record.id)
-    hook = queue.registry.types[record.type].on_abandon if record.type in queue.registry.types else None
-    if hook is None:
-        return
-    try:
-        with conn.begin_nested():
-            hook(conn, record)
-    except Exception:
-        report.hook_errors += 1
-        log.exception("abandon hook for job %s (%s) failed", record.id, record.type)
+    report.cancelled.extend(r.id for r in records)
+
+
+def _run_abandon_hooks(queue: JobQueue, conn: Connection, records: list[JobRecord], report: RecoveryReport) -> None:
+    """Each cancelled job's ``on_abandon`` hook, in this transaction; a type's batch hook where it has one."""
+    by_type: dict[str, list[JobRecord]] = {}
+    for record in records:
+        by_type.setdefault(record.type, []).append(record)
+    for type_name, group in by_type.items():
+        spec = queue.registry.types.get(type_name)
+        if spec is None:
+            continue
+        if spec.on_abandon_batch is not None:
+            try:
+                with conn.begin_nested():
+                    spec.on_abandon_batch(conn, group)
+                continue
+            except Exception:
+                log.exception(
+                    "batch abandon hook for %d %s jobs failed; running them one by one", len(group), type_name
+                )
+        if spec.on_abandon is None:
+            continue
+        for record in group:
+            try:
+                with conn.begin_nested():
+                    spec.on_abandon(conn, record)
+            except Exception:
+                report.hook_errors += 1
+                log.exception("abandon hook for job %s (%s) failed", record.id, record.type)

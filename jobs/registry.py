@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 Recovery = Literal["abandon", "retry"]
 Handler = Callable[["JobContext"], Any]
 AbandonHook = Callable[[Connection, "JobRecord"], None]
+AbandonBatchHook = Callable[[Connection, "Sequence[JobRecord]"], None]
 RepairScan = Callable[["JobQueue", int], int]
 
 
@@ -27,6 +28,10 @@ class JobType:
     recovery: Recovery
     # Runs inside recovery's write transaction when an interrupted `abandon` job is cancelled.
     on_abandon: AbandonHook | None = None
+    # Optional: the same for many jobs of this type at once (one recovery page), so that thousands of
+    # interrupted jobs cost a few statements, not a few per job. Must do exactly what ``on_abandon``
+    # does for each record; if it raises, recovery falls back to ``on_abandon`` job by job.
+    on_abandon_batch: AbandonBatchHook | None = None
     max_attempts: int = 5
 
 

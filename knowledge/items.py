@@ -247,11 +247,11 @@ def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[int]:
 
 def reconcile_above(conn: Connection, item_ids: Iterable[int]) -> None:
     """Recompute the containers above these items, deepest first, stopping where nothing changes."""
+    ids = list(dict.fromkeys(item_ids))
     frontier: set[int] = set()
-    for item_id in item_ids:
-        row = conn.execute(select(items.c.parent_id).where(items.c.id == item_id)).first()
-        if row is not None and row.parent_id is not None:
-            frontier.add(row.parent_id)
+    for start in range(0, len(ids), 500):  # one lookup per 500 items (recovery parks thousands at once)
+        rows = conn.execute(select(items.c.parent_id).distinct().where(items.c.id.in_(ids[start : start + 500]))).all()
+        frontier.update(r.parent_id for r in rows if r.parent_id is not None)
     while frontier:
         next_frontier: set[int] = set()
         for container_id in frontier:

@@ -1,0 +1,136 @@
+"""Startup recovery parks many interrupted index jobs at once, exactly as it would one by one.
+
+The interrupted state is written directly (jobs ``running`` under a session that does not exist, as a
+SIGKILLed worker leaves them); tests/knowledge/test_crash.py does the same with real killed processes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from sqlalchemy import Connection, insert, text, update
+
+from jobs.queue import JobRecord
+from jobs.registry import JobType
+from jobs.schema import jobs, worker_sessions
+from knowledge import knowledge_jobs
+from knowledge.knowledge_jobs import INTERRUPTED
+from knowledge.operations import INDEX_DOCUMENTS, create_item
+from knowledge.runtime import Quire
+from knowledge.store.schema import items
+from tests.knowledge.helpers import make_base, statuses
+
+
+def interrupted_folder(quire: Quire, jobs_of: int = 4, per_job: int = 5) -> list[JobRecord]:
+    """A folder with two sub-folders whose leaves are spread over index jobs left running by a dead worker."""
+    base = make_base(quire)
+    job_ids: list[int] = []
+    with quire.db.write() as conn:
+        root = create_item(conn, base.id, "directory", "root", "processing", source_path="/r")
+        subs = [
+            create_item(
+                conn, base.id, "directory", f"s{n}", "processing", parent_id=root, root_id=root, relative_path=f"s{n}"
+            )
+            for n in range(2)
+        ]
+        done = create_item(
+            conn, base.id, "file", "done.txt", "completed", parent_id=subs[0], root_id=root, relative_path="s0/done.txt"
+        )
+        for j in range(jobs_of):
+            ids = [
+                create_item(
+                    conn,
+                    base.id,
+                    "file",
+                    f"f{j}-{k}.txt",
+                    "processing",
+                    parent_id=subs[j % 2],
+                    root_id=root,
+                    relative_path=f"s{j % 2}/f{j}-{k}.txt",
+                )
+                for k in range(per_job)
+            ]
+            job = quire.queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": base.id, "item_ids": [*ids, done]})
+            conn.execute(update(items).where(items.c.id.in_(ids)).values(job_id=job.job_id))
+            job_ids.append(job.job_id)
+        # one leaf was taken over by a later job meanwhile: an interrupted job must leave it alone
+        conn.execute(update(items).where(items.c.name == "f0-0.txt").values(job_id=999_999))
+        leave_running_under_a_dead_session(conn)
+    return [quire.queue.get(i) for i in job_ids]
+
+
+def leave_running_under_a_dead_session(conn: Connection) -> None:
+    now = time.time()
+    conn.execute(
+        insert(worker_sessions).values(
+            id="dead-session",
+            host="nowhere",
+            pid=1,
+            process_started_at=0.0,
+            hosts_worker=1,
+            started_at=now,
+            heartbeat_at=now - 3600,
+            ended_at=now - 60,
+        )
+    )
+    conn.execute(update(jobs).values(status="running", lease_owner="dead-session", attempt=1))
+
+
+def test_batch_parking_equals_parking_one_job_at_a_time(quire: Quire, data_dir: Path, tmp_path: Path) -> None:
+    records = interrupted_folder(quire)
+    copy = tmp_path / "copy"
+    quire.close()
+    shutil.copytree(data_dir, copy)
+    one_by_one = Quire.open(copy)
+    batched = Quire.open(data_dir)
+    try:
+        with one_by_one.db.write() as conn:
+            for record in records:
+                knowledge_jobs.on_abandon_index(conn, record)
+        with batched.db.write() as conn:
+            knowledge_jobs.on_abandon_index_batch(conn, records)
+        expected = statuses(one_by_one, 1)
+        assert statuses(batched, 1) == expected
+        assert expected["s0/f0-0.txt"] == "processing"  # taken over by another job: not parked
+        assert expected["s0/done.txt"] == "completed"
+        assert expected["s1/f1-0.txt"] == "failed"
+        assert expected["root"] == "processing"  # a child is still active
+        assert expected["s1"] == "failed"
+    finally:
+        one_by_one.close()
+        batched.close()
+
+
+def test_recovery_parks_every_interrupted_item_with_the_batch_hook(quire: Quire) -> None:
+    records = interrupted_folder(quire, jobs_of=6)
+    report = quire.recover()
+    assert sorted(report.cancelled) == sorted(r.id for r in records) and report.hook_errors == 0
+    with quire.db.read() as conn:
+        parked = conn.execute(text("SELECT count(*) FROM items WHERE error_code = :c"), {"c": INTERRUPTED}).scalar()
+        left = conn.execute(text("SELECT name FROM items WHERE status = 'processing' AND type = 'file'")).all()
+    # every leaf: the one "taken over" by a job that does not exist is parked by the orphan repair scan
+    assert parked == 6 * 5 and left == []
+
+
+def test_a_failing_batch_hook_falls_back_to_the_per_job_hook(quire: Quire) -> None:
+    seen: list[str] = []
+
+    def batch(conn: Connection, records: object) -> None:
+        seen.append("batch")
+        raise RuntimeError("broken batch hook")
+
+    def one(conn: Connection, record: JobRecord) -> None:
+        seen.append(f"one:{record.id}")
+        if record.payload.get("bad"):
+            raise RuntimeError("broken hook")
+
+    quire.registry.register(JobType("test.batchy", lambda ctx: None, "abandon", on_abandon=one, on_abandon_batch=batch))
+    with quire.db.write() as conn:
+        ids = [quire.queue.enqueue(conn, "test.batchy", {"bad": n == 1}).job_id for n in range(3)]
+        leave_running_under_a_dead_session(conn)
+    report = quire.recover()
+    assert seen == ["batch"] + [f"one:{i}" for i in ids]
+    assert sorted(report.cancelled) == ids and report.hook_errors == 1
+    assert {quire.queue.get(i).status for i in ids} == {"cancelled"}
