@@ -1051,23 +1051,28 @@ def _fail(quire: Quire, ctx: JobContext, run: RunRecord, exc: BaseException) -> 
     reason = _fault_reason(exc)
     with ctx.write() as conn:
         _fence(conn, run.id, ctx.attempt)
-        counts = _counts(conn, run.id, run.declared_size)
-        now = time.time()
-        conn.execute(
-            update(folder_runs)
-            .where(folder_runs.c.id == run.id)
-            .values(status="failed", error=reason, finished_at=now, updated_at=now)
-        )
-        _reconcile_containers(conn, run.id)
-        audit.append(
-            conn,
-            audit.RUN_FAILED,
-            audit.SYSTEM_ACTOR,
-            base_id=run.base_id,
-            run_id=run.id,
-            attempt=ctx.attempt,
-            payload={"size": run.declared_size, "counts": counts, "error": reason},
-        )
+        return _settle_failed(conn, run, ctx.attempt, reason)
+
+
+def _settle_failed(conn: Connection, run: RunRecord, attempt: int | None, reason: str) -> dict[str, int]:
+    """The failed transition and its one terminal entry, counts read from the ledger under the lock."""
+    counts = _counts(conn, run.id, run.declared_size)
+    now = time.time()
+    conn.execute(
+        update(folder_runs)
+        .where(folder_runs.c.id == run.id)
+        .values(status="failed", error=reason, finished_at=now, updated_at=now)
+    )
+    _reconcile_containers(conn, run.id)
+    audit.append(
+        conn,
+        audit.RUN_FAILED,
+        audit.SYSTEM_ACTOR,
+        base_id=run.base_id,
+        run_id=run.id,
+        attempt=attempt,
+        payload={"size": run.declared_size, "counts": counts, "error": reason},
+    )
     return counts
 
 
@@ -1267,24 +1272,7 @@ def repair_stranded_runs(queue: JobQueue, limit: int) -> int:
         for row in rows:
             run = _load_run(conn, row.id)
             assert run is not None
-            reason = "its job ended without settling the run"
-            counts = _counts(conn, run.id, run.declared_size)
-            now = time.time()
-            conn.execute(
-                update(folder_runs)
-                .where(folder_runs.c.id == run.id)
-                .values(status="failed", error=reason, finished_at=now, updated_at=now)
-            )
-            _reconcile_containers(conn, run.id)
-            audit.append(
-                conn,
-                audit.RUN_FAILED,
-                audit.SYSTEM_ACTOR,
-                base_id=run.base_id,
-                run_id=run.id,
-                attempt=row.attempt,
-                payload={"size": run.declared_size, "counts": counts, "error": reason},
-            )
+            _settle_failed(conn, run, row.attempt, "its job ended without settling the run")
             settled += 1
     return settled
 
