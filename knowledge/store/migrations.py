@@ -74,12 +74,19 @@ def _items_parent_index(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_parent ON items (parent_id)")
 
 
+def _items_updated_index(conn: Connection) -> None:
+    """The app polls "items of this base changed since T" every second or so; without this index that
+    poll scans the whole base (measured ~26 ms at 100k items)."""
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_updated ON items (base_id, updated_at)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
     Migration("0003_folder_runs", _folder_runs),
     Migration("0004_binary_vectors", _binary_vectors),
     Migration("0005_items_parent_index", _items_parent_index),
+    Migration("0006_items_updated_index", _items_updated_index),
 ]
 
 
