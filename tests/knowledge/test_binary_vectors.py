@@ -77,7 +77,8 @@ def test_the_migration_derives_binary_vectors_for_an_existing_base(quire: Quire,
     with quire.db.write() as conn:  # the database as it was before 0004
         conn.exec_driver_sql(f"DROP TABLE {bits_table(base.id)}")
         conn.execute(text("DELETE FROM schema_migrations WHERE name >= '0004'"))
-    assert migrate(quire.db) == ["0004_binary_vectors", "0005_items_parent_index"]
+    applied = migrate(quire.db)
+    assert applied[0] == "0004_binary_vectors" and all(name > "0004" for name in applied)
     assert count(quire, bits_table(base.id)) == 30
     with quire.db.read() as conn:
         mismatched = conn.execute(
