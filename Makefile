@@ -27,8 +27,10 @@ lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests
 	$(VENV)/bin/mypy knowledge jobs
 
+# BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick" or BENCH_ARGS="--only ingest,quality"
 bench: install
-	HF_HUB_OFFLINE=1 $(PY) -m tests.benchmarks.run_all
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	HF_HUB_OFFLINE=1 $(PY) -m tests.benchmarks.run_all $(BENCH_ARGS)
 
 screenshots: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshots docs/screenshots

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import Connection, delete, insert, or_, select
+from sqlalchemy import Connection, and_, delete, insert, or_, select
 
 from knowledge.store.schema import blobs, items
 
@@ -91,6 +91,13 @@ def sweep_orphan_files(conn: Connection, root: Path, limit: int = 1000) -> int:
     for sub in sorted(root.iterdir()):
         if not sub.is_dir():
             continue
+        # the rows of this prefix in one range read (hex digits sort before "g"), not one query per file
+        known = {
+            r[0]
+            for r in conn.execute(
+                select(blobs.c.sha256).where(and_(blobs.c.sha256 >= sub.name, blobs.c.sha256 < sub.name + "g"))
+            ).all()
+        }
         for f in sub.iterdir():
             if removed >= limit:
                 return removed
@@ -98,8 +105,7 @@ def sweep_orphan_files(conn: Connection, root: Path, limit: int = 1000) -> int:
                 if time.time() - f.stat().st_mtime > 3600:
                     f.unlink(missing_ok=True)
                 continue
-            sha = sub.name + f.name
-            if conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == sha)).first() is None:
+            if sub.name + f.name not in known:
                 f.unlink(missing_ok=True)
                 removed += 1
     return removed

@@ -98,43 +98,49 @@ def vector_blob(vector: np.ndarray) -> bytes:
 def write_item_material(
     conn: Connection, base_id: int, item_id: int, rows: Sequence[ChunkRow], vectors: np.ndarray
 ) -> list[int]:
-    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids."""
+    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids.
+
+    Each table gets one multi-row statement (``executemany``), not one statement per chunk. The chunk
+    ids are the ones SQLite would assign (max + 1, …): the caller's write transaction holds the lock.
+    """
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
     tables = _existing_tables(conn, base_id)
     _clear(conn, base_id, [item_id], tables, keep_vectors=False)
-    ids: list[int] = []
-    vec_sql = text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)")
-    fts_sql = text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)")
-    bits_sql = (
-        text(f"INSERT INTO {bits_table(base_id)} (rowid, embedding) VALUES (:id, vec_quantize_binary(:e))")
-        if bits_table(base_id) in tables
-        else None
+    if not rows:
+        return []
+    first = int(conn.execute(text("SELECT coalesce(max(id), 0) + 1 FROM chunks")).scalar_one())
+    ids = list(range(first, first + len(rows)))
+    conn.execute(
+        insert(chunks),
+        [
+            {
+                "id": cid,
+                "base_id": base_id,
+                "item_id": item_id,
+                "ordinal": row.ordinal,
+                "text": row.text,
+                "start": row.start,
+                "end": row.end,
+                "page": row.page,
+                "line_start": row.line_start,
+                "line_end": row.line_end,
+                "token_count": row.token_count,
+                "text_sha256": row.text_sha256,
+            }
+            for cid, row in zip(ids, rows, strict=True)
+        ],
     )
-    for row, vector in zip(rows, vectors, strict=True):
-        chunk_id = conn.execute(
-            insert(chunks).values(
-                base_id=base_id,
-                item_id=item_id,
-                ordinal=row.ordinal,
-                text=row.text,
-                start=row.start,
-                end=row.end,
-                page=row.page,
-                line_start=row.line_start,
-                line_end=row.line_end,
-                token_count=row.token_count,
-                text_sha256=row.text_sha256,
-            )
-        ).inserted_primary_key
-        assert chunk_id is not None
-        cid = int(chunk_id[0])
-        blob = vector_blob(vector)
-        conn.execute(vec_sql, {"id": cid, "e": blob})
-        conn.execute(fts_sql, {"id": cid, "t": row.text})
-        if bits_sql is not None:
-            conn.execute(bits_sql, {"id": cid, "e": blob})
-        ids.append(cid)
+    blobs = [{"id": cid, "e": vector_blob(vector)} for cid, vector in zip(ids, vectors, strict=True)]
+    conn.execute(text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"), blobs)
+    conn.execute(
+        text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
+        [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
+    )
+    if bits_table(base_id) in tables:
+        conn.execute(
+            text(f"INSERT INTO {bits_table(base_id)} (rowid, embedding) VALUES (:id, vec_quantize_binary(:e))"), blobs
+        )
     return ids
 
 

@@ -230,7 +230,7 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         conn.execute(update(items).where(items.c.id == root_id).values(status="processing", updated_at=time.time()))
     changes = Changes(base_id)
     try:
-        schedule(quire, base, plan.to_schedule, changes)
+        schedule(quire, base, plan.to_schedule, changes, sizes=plan.sizes)
     finally:
         with ctx.write() as conn:
             _reconcile_subtree(conn, root_id)
@@ -259,6 +259,7 @@ _KIND_FAILURES = {
 @dataclass
 class _Expansion:
     to_schedule: list[tuple[int, str, tuple[str, str] | None]] = field(default_factory=list)
+    sizes: dict[int, int] = field(default_factory=dict)  # bytes of the scheduled files, as walked
     created: int = 0
     kept: int = 0
     reset: int = 0
@@ -328,6 +329,8 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
             plan.created += 1
         if failure is None:
             plan.to_schedule.append((item_id, "file", None))
+            if entry.size is not None:
+                plan.sizes[item_id] = entry.size
     plan.purged = _purge_children(quire, conn, base.id, [i for i in existing.values() if i.id not in seen])
     return plan
 
@@ -419,7 +422,8 @@ def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     if base is None:
         return {"skipped": "base deleted"}
     changes = Changes(base_id)
-    schedule(quire, base, accepted, changes)
+    sizes = {r.id: r.size for r in roots if r.size is not None}
+    schedule(quire, base, accepted, changes, sizes=sizes)
     return {"roots": len(accepted), "jobs": len(changes.job_ids)}
 
 

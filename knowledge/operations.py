@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,13 @@ INDEX_DOCUMENTS = "knowledge.index-documents"
 REINDEX_SUBTREE = "knowledge.reindex-subtree"
 DELETE_SUBTREE = "knowledge.delete-subtree"
 
-INDEX_BATCH = 32  # leaves per index-documents job: enough chunks to batch the encoder well
+# Leaves per index-documents job: at most INDEX_BATCH, and about INDEX_BATCH_BYTES of source bytes (an
+# unknown size counts as UNKNOWN_SIZE). Big jobs keep the encoder in long, length-sorted runs of full
+# batches (measured: ~10 % more chunks/s at ~240 chunks per call than at ~60) and cost fewer
+# transactions; the byte budget keeps a job of large files from holding too much text in memory.
+INDEX_BATCH = 128
+INDEX_BATCH_BYTES = 512 * 1024
+UNKNOWN_SIZE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,7 @@ class _Planned:
     note_text: str | None
     status: str
     invalid_reason: tuple[str, str] | None  # (code, message) → failed, no job
+    size: int | None = None
 
 
 def _plan(inp: ItemInput) -> _Planned:
@@ -103,7 +110,7 @@ def _plan(inp: ItemInput) -> _Planned:
         if not inp.text.strip():
             raise InvalidInput("a note needs some text")
         title = (inp.title or inp.text.strip().splitlines()[0])[:120]
-        return _Planned("note", title, None, inp.text, "processing", None)
+        return _Planned("note", title, None, inp.text, "processing", None, len(inp.text.encode("utf-8")))
     path = Path(os.path.abspath(inp.path))
     name = path.name or str(path)
     try:
@@ -125,7 +132,7 @@ def _plan(inp: ItemInput) -> _Planned:
         return _Planned(
             "file", name, str(path), None, "processing", ("unsupported_type", f"unsupported file type {suffix}")
         )
-    return _Planned("file", name, str(path), None, "processing", None)
+    return _Planned("file", name, str(path), None, "processing", None, st.st_size)
 
 
 def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *, owner: str | None = None) -> Changes:
@@ -156,7 +163,8 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
             changes.created.append(item_id)
             changes.statuses[item_id] = plan.status
     accepted = list(zip(changes.created, plans, strict=True))
-    schedule(quire, base, [(i, p.type, p.invalid_reason) for i, p in accepted], changes)
+    sizes = {i: p.size for i, p in accepted if p.size is not None}
+    schedule(quire, base, [(i, p.type, p.invalid_reason) for i, p in accepted], changes, sizes=sizes)
     return changes
 
 
@@ -204,14 +212,20 @@ def create_item(
 
 
 def schedule(
-    quire: Quire, base: Base, accepted: Sequence[tuple[int, str, tuple[str, str] | None]], changes: Changes
+    quire: Quire,
+    base: Base,
+    accepted: Sequence[tuple[int, str, tuple[str, str] | None]],
+    changes: Changes,
+    *,
+    sizes: Mapping[int, int] | None = None,
 ) -> None:
     """Schedule accepted items in order; on an enqueue failure, compensate and re-raise.
 
-    Containers get ``prepare-root``, leaves ``index-documents`` (grouped), invalid items are marked
-    ``failed`` with no job, items that became ``deleting`` meanwhile are skipped.
+    Containers get ``prepare-root``, leaves ``index-documents`` (grouped by count and ``sizes``, in
+    bytes, where known), invalid items are marked ``failed`` with no job, items that became
+    ``deleting`` meanwhile are skipped.
     """
-    groups = _group_for_scheduling(accepted)
+    groups = _group_for_scheduling(accepted, sizes or {})
     for position, group in enumerate(groups):
         try:
             _schedule_group(quire, base, group, changes)
@@ -222,22 +236,27 @@ def schedule(
 
 
 def _group_for_scheduling(
-    accepted: Sequence[tuple[int, str, tuple[str, str] | None]],
+    accepted: Sequence[tuple[int, str, tuple[str, str] | None]], sizes: Mapping[int, int]
 ) -> list[list[tuple[int, str, tuple[str, str] | None]]]:
     groups: list[list[tuple[int, str, tuple[str, str] | None]]] = []
     leaves: list[tuple[int, str, tuple[str, str] | None]] = []
+    leaf_bytes = 0
     for entry in accepted:
-        _item_id, kind, invalid = entry
+        item_id, kind, invalid = entry
         if kind == "directory" or invalid is not None:
             if leaves:
                 groups.append(leaves)
                 leaves = []
             groups.append([entry])
             continue
-        leaves.append(entry)
-        if len(leaves) >= INDEX_BATCH:
+        cost = sizes.get(item_id, UNKNOWN_SIZE)
+        if leaves and (len(leaves) >= INDEX_BATCH or leaf_bytes + cost > INDEX_BATCH_BYTES):
             groups.append(leaves)
             leaves = []
+        if not leaves:
+            leaf_bytes = 0
+        leaves.append(entry)
+        leaf_bytes += cost
     if leaves:
         groups.append(leaves)
     return groups

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 MODES = ("hybrid", "vector", "keyword")
+# Hybrid: weighted reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
+# ranking. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py).
 RRF_K = 60
+HYBRID_DEPTH = 100
+VECTOR_WEIGHT = 0.5
 # Vector search: exact scan up to this many chunks, binary-quantized candidates + float rescoring above.
 EXACT_SCAN_MAX = 20_000
 OVERSAMPLE = 10
@@ -220,13 +224,20 @@ def keyword_candidates(
         limit *= 4
 
 
-def fuse(rankings: Sequence[Sequence[tuple[Any, float]]], depth: int) -> list[tuple[Any, float]]:
-    """Reciprocal-rank fusion: score = sum of 1 / (60 + rank) over the rankings a chunk appears in."""
+def fuse(
+    rankings: Sequence[Sequence[tuple[Any, float]]],
+    depth: int,
+    *,
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[Any, float]]:
+    """Weighted reciprocal-rank fusion: score = sum of weight / (k + rank) over the rankings a chunk is in."""
     scores: dict[int, float] = {}
     rows: dict[int, Any] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
         for rank, (row, _score) in enumerate(ranking, start=1):
-            scores[row.id] = scores.get(row.id, 0.0) + 1.0 / (RRF_K + rank)
+            scores[row.id] = scores.get(row.id, 0.0) + weight / (k + rank)
             rows[row.id] = row
     ordered = sorted(scores, key=lambda cid: (-scores[cid], cid))[:depth]
     return [(rows[cid], scores[cid]) for cid in ordered]
@@ -256,7 +267,7 @@ def search(
     vector = None
     if mode in ("hybrid", "vector"):
         vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
-    depth = limit if mode != "hybrid" else max(limit, 50) * 2
+    depth = limit if mode != "hybrid" else max(limit, HYBRID_DEPTH)
     with quire.db.read() as conn:
         allowed = None
         if subtree is not None:
@@ -278,6 +289,7 @@ def _rank(
     return fuse(
         [vector_candidates(conn, base, vector, depth, allowed), keyword_candidates(conn, base, query, depth, allowed)],
         depth,
+        weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT),
     )
 
 

@@ -14,31 +14,42 @@ reindex calls it on the base's own copy), so the checks that must hold everywher
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from knowledge.sources.census import assert_declared, blank_metadata
-from knowledge.sources.ebook import parse_epub
 from knowledge.sources.formats import Format, format_for, suffix_of
-from knowledge.sources.html_page import parse_html
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
-from knowledge.sources.pdf import parse_pdf
 from knowledge.sources.plain import parse_code, parse_text
 from knowledge.sources.textutil import clean_text, clean_value, document, line_segments
-from knowledge.sources.word import parse_docx
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _MIB = 1024 * 1024
 
 Parser = Callable[[bytes, Format], ParsedDocument]
+
+
+def _on_first_use(module: str, name: str) -> Parser:
+    """A parser whose module (and its library: BeautifulSoup, pypdf, python-docx, ebooklib, ~0.5 s of
+    imports together) is imported when the first such file is parsed, not by every process that
+    imports this package (the CLI, the app)."""
+
+    def parse(data: bytes, fmt: Format) -> ParsedDocument:
+        real: Parser = getattr(importlib.import_module(module), name)
+        return real(data, fmt)
+
+    return parse
+
+
 _PARSERS: dict[str, tuple[Parser, str]] = {
     "text": (parse_text, "text file"),
     "markdown": (parse_markdown, "Markdown file"),
     "code": (parse_code, "source file"),
-    "html": (parse_html, "HTML page"),
-    "pdf": (parse_pdf, "PDF"),
-    "docx": (parse_docx, "DOCX"),
-    "epub": (parse_epub, "EPUB"),
+    "html": (_on_first_use("knowledge.sources.html_page", "parse_html"), "HTML page"),
+    "pdf": (_on_first_use("knowledge.sources.pdf", "parse_pdf"), "PDF"),
+    "docx": (_on_first_use("knowledge.sources.word", "parse_docx"), "DOCX"),
+    "epub": (_on_first_use("knowledge.sources.ebook", "parse_epub"), "EPUB"),
 }
 
 

@@ -1,0 +1,66 @@
+"""Run the benchmarks and write docs/BENCHMARKS.md: ``python -m tests.benchmarks.run_all``.
+
+    python -m tests.benchmarks.run_all                    # everything (~45 min on an idle 2-core machine)
+    python -m tests.benchmarks.run_all --only ingest,quality
+    python -m tests.benchmarks.run_all --quick            # 1,000 documents, fewer queries: for development
+    python -m tests.benchmarks.run_all --summary-only     # rewrite docs/BENCHMARKS.md from results/*.json
+
+Results go to ``tests/benchmarks/results/<name>.json`` (``<name>-quick.json`` with ``--quick``);
+scratch data (corpora, data directories) to ``QUIRE_BENCH_DIR`` (default ``/tmp/quire-bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+import traceback
+
+from tests.benchmarks.common import log
+
+BENCHMARKS = ("ingest", "quality", "latency", "app")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.run_all")
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="1,000 documents and fewer queries (development)")
+    parser.add_argument("--summary-only", action="store_true", help="only rewrite docs/BENCHMARKS.md")
+    parser.add_argument("--no-summary", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    chosen = list(BENCHMARKS) if not args.only else [b.strip() for b in args.only.split(",") if b.strip()]
+    unknown = [b for b in chosen if b not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS}")
+    failed: list[str] = []
+    if not args.summary_only:
+        for name in chosen:
+            t0 = time.perf_counter()
+            log(f"== {name}{' (quick)' if args.quick else ''}")
+            try:
+                module = importlib.import_module(f"tests.benchmarks.bench_{name}")
+                result = module.run(args.quick)
+                for t in result.targets:
+                    log(f"   {'MET ' if t['met'] else 'MISS'} {t['name']}: {t['measured']} (target {t['target']})")
+            except Exception:
+                traceback.print_exc()
+                failed.append(name)
+            log(f"== {name} took {time.perf_counter() - t0:.0f} s")
+    if not args.no_summary:
+        from tests.benchmarks import summarize
+
+        path = summarize.write(quick=args.quick)
+        log(f"wrote {path}")
+    if failed:
+        log(f"failed: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
