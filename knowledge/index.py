@@ -1,15 +1,15 @@
-"""Per-base search material, all keyed by ``chunks.id``: a vec0 table of float vectors (cosine), a vec0
-table of their binary quantization (``bit[dimension]``, one sign bit per dimension, searched by Hamming
-distance) and an FTS5 table.
+"""Per-base search material, all keyed by ``chunks.id``: a vec0 table of float vectors (cosine), an FTS5
+table, and — in ``chunks.vector_f16`` — a float16 copy of each vector that search reads into memory
+(:mod:`knowledge.vector_index`; column added by migration ``0007_search_vectors``).
 
-The binary table is derived from the float vectors (``vec_quantize_binary``), never from the model: it
-lets search over a large base pick candidates by Hamming distance and rescore only those with the
-exact float cosine (FACTS.md #7; :mod:`knowledge.search`). A base made before it existed gets it from
-migration ``0004_binary_vectors``; where it is missing, search simply scans the float vectors.
+Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors and
+keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
+pages are ordinary pages of the same database; FACTS.md "vec0 writes").
 
-Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors (both
-tables) and keyword entries commit together: a reader never sees half-written search material (vec0
-and FTS5 pages are ordinary pages of the same database; FACTS.md "vec0 writes").
+Two stamps let a search process keep its in-memory copy fresh cheaply, both written in the same
+transactions as the material: every write or clear of a base's chunks bumps the base's
+``vectors.version.<base id>`` setting, and chunk ids are never reused (``chunks.next_id``), so "what
+was added since" is exactly "ids above the last one seen".
 
 sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
 """
@@ -20,12 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, delete, insert, select, text
+from sqlalchemy import Connection, bindparam, delete, select, text
 
 from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+NEXT_CHUNK_ID = "chunks.next_id"
 
 
 def vec_table(base_id: int) -> str:
@@ -36,9 +37,8 @@ def fts_table(base_id: int) -> str:
     return f"fts_base_{int(base_id)}"
 
 
-def bits_table(base_id: int) -> str:
-    """The binary-quantized twin of :func:`vec_table` (same rowids)."""
-    return f"vecbits_base_{int(base_id)}"
+def version_key(base_id: int) -> str:
+    return f"vectors.version.{int(base_id)}"
 
 
 def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
@@ -47,26 +47,22 @@ def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
         f"embedding float[{int(dimension)}] distance_metric=cosine)"
     )
     conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {fts_table(base_id)} USING fts5(text, tokenize='{FTS_TOKENIZER}')")
-    conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {bits_table(base_id)} USING vec0(embedding bit[{int(dimension)}])")
 
 
 def drop_base_index(conn: Connection, base_id: int) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
-    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {bits_table(base_id)}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007
+    conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": version_key(base_id)})
 
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
-    wanted = (vec_table(base_id), fts_table(base_id), bits_table(base_id))
+    wanted = (vec_table(base_id), fts_table(base_id))
     rows = conn.execute(
-        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b, :c)"),
-        {"a": wanted[0], "b": wanted[1], "c": wanted[2]},
+        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b)"),
+        {"a": wanted[0], "b": wanted[1]},
     ).all()
     return [name for name in wanted if name in {r[0] for r in rows}]
-
-
-def has_bits_table(conn: Connection, base_id: int) -> bool:
-    return bits_table(base_id) in _existing_tables(conn, base_id)
 
 
 def base_index_exists(conn: Connection, base_id: int) -> bool:
@@ -76,6 +72,34 @@ def base_index_exists(conn: Connection, base_id: int) -> bool:
         {"a": vec_table(base_id), "b": fts_table(base_id)},
     ).all()
     return {r[0] for r in found} == names
+
+
+def vectors_version(conn: Connection, base_id: int) -> int:
+    """How many times the base's chunks were written or cleared (0 if never)."""
+    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": version_key(base_id)}).first()
+    return int(row[0]) if row is not None else 0
+
+
+def _bump_version(conn: Connection, base_id: int) -> None:
+    conn.execute(
+        text(
+            "INSERT INTO settings (key, value) VALUES (:k, '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        ),
+        {"k": version_key(base_id)},
+    )
+
+
+def _allocate_chunk_ids(conn: Connection, count: int) -> int:
+    """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
+    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": NEXT_CHUNK_ID}).first()
+    highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
+    first = max(int(row[0]) if row is not None else 0, highest + 1)
+    conn.execute(
+        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+        {"k": NEXT_CHUNK_ID, "v": str(first + count)},
+    )
+    return first
 
 
 @dataclass(frozen=True)
@@ -91,17 +115,12 @@ class ChunkRow:
     text_sha256: str
 
 
-def vector_blob(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
 def write_item_material(
     conn: Connection, base_id: int, item_id: int, rows: Sequence[ChunkRow], vectors: np.ndarray
 ) -> list[int]:
     """Replace an item's chunks, vectors and keyword entries; return the new chunk ids.
 
-    Each table gets one multi-row statement (``executemany``), not one statement per chunk. The chunk
-    ids are the ones SQLite would assign (max + 1, …): the caller's write transaction holds the lock.
+    Each table gets one multi-row statement (``executemany``), not one statement per chunk.
     """
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
@@ -109,10 +128,16 @@ def write_item_material(
     _clear(conn, base_id, [item_id], tables, keep_vectors=False)
     if not rows:
         return []
-    first = int(conn.execute(text("SELECT coalesce(max(id), 0) + 1 FROM chunks")).scalar_one())
+    first = _allocate_chunk_ids(conn, len(rows))
     ids = list(range(first, first + len(rows)))
+    floats = np.asarray(vectors, dtype=np.float32)
+    halves = floats.astype(np.float16)
     conn.execute(
-        insert(chunks),
+        text(
+            'INSERT INTO chunks (id, base_id, item_id, ordinal, text, start, "end", page, line_start, line_end, '
+            "token_count, text_sha256, vector_f16) VALUES (:id, :base_id, :item_id, :ordinal, :text, :start, :end, "
+            ":page, :line_start, :line_end, :token_count, :text_sha256, :vector_f16)"
+        ),
         [
             {
                 "id": cid,
@@ -127,20 +152,20 @@ def write_item_material(
                 "line_end": row.line_end,
                 "token_count": row.token_count,
                 "text_sha256": row.text_sha256,
+                "vector_f16": halves[n].tobytes(),
             }
-            for cid, row in zip(ids, rows, strict=True)
+            for n, (cid, row) in enumerate(zip(ids, rows, strict=True))
         ],
     )
-    blobs = [{"id": cid, "e": vector_blob(vector)} for cid, vector in zip(ids, vectors, strict=True)]
-    conn.execute(text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"), blobs)
+    conn.execute(
+        text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
+        [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
+    )
     conn.execute(
         text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
     )
-    if bits_table(base_id) in tables:
-        conn.execute(
-            text(f"INSERT INTO {bits_table(base_id)} (rowid, embedding) VALUES (:id, vec_quantize_binary(:e))"), blobs
-        )
+    _bump_version(conn, base_id)
     return ids
 
 
@@ -171,6 +196,8 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
                 )
         conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
         removed += len(chunk_ids)
+    if removed:
+        _bump_version(conn, base_id)
     return removed
 
 

@@ -23,6 +23,8 @@ from jobs.transport import Transport
 from knowledge.store import apsw_dbapi
 from knowledge.store.database import Database, open_raw_connection
 from knowledge.store.migrations import migrate
+from knowledge.term_stats import TermStats
+from knowledge.vector_index import VectorIndex
 
 if TYPE_CHECKING:
     from knowledge.embedding import Encoder
@@ -42,6 +44,10 @@ class Quire:
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
+    # What search holds in memory of each base's vectors (filled on a base's first vector search).
+    vectors: VectorIndex = field(default_factory=VectorIndex)
+    # Keyword search's term counts per base (used on large bases only).
+    terms: TermStats = field(default_factory=TermStats)
     _encoders_lock: threading.Lock = field(default_factory=threading.Lock)
     # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
     encoder_factory: Callable[[str, str, bool], Encoder] | None = None

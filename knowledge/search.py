@@ -1,15 +1,18 @@
-"""Search over a base: vector (sqlite-vec, cosine), keyword (FTS5, BM25) and hybrid (reciprocal-rank fusion).
+"""Search over a base: vector (cosine), keyword (FTS5, BM25) and hybrid (weighted reciprocal-rank fusion).
 
 Visibility: hits are joined to their items and ``deleting`` items are dropped inside the same read
-snapshot, so nothing whose delete has committed is ever returned. Both indexes are over-fetched and
+snapshot, so nothing whose delete has committed is ever returned. Both rankings are over-fetched and
 the fetch grows until enough visible hits are found (or the index is exhausted).
 
-Vector search is exact (a brute-force cosine scan of the float vectors) on bases of up to
-``EXACT_SCAN_MAX`` chunks, where the scan costs a few milliseconds. Above that it is two-stage: the
-binary-quantized vectors (one sign bit per dimension, :func:`knowledge.index.bits_table`) are scanned by
-Hamming distance for ``OVERSAMPLE`` times the candidates needed, and only those candidates are rescored
-with the exact float cosine (FACTS.md #7: recall@10 0.996 against the exact scan, at a fraction of its
-cost). Scores are always the exact cosine similarity.
+Vector search runs over the process's in-memory copy of the base's vectors
+(:class:`knowledge.vector_index.VectorIndex`, kept on the ``Quire``): exact up to 20,000 chunks,
+binary-quantized candidates rescored with the float16 copies above. Scores are cosine similarities.
+Keyword search leaves very common terms out of the query on bases above 20,000 chunks
+(:mod:`knowledge.term_stats`).
+
+On a large base hybrid runs its keyword part in a second thread, with its own read snapshot, while the
+query is encoded and the vectors are searched; each part filters deleted material in its own snapshot,
+and both snapshots begin after the call, so a delete committed before the search is never shown.
 
 Queries are encoded by the process's query encoder (one intra-op thread, FACTS.md #8).
 """
@@ -17,7 +20,8 @@ Queries are encoded by the process's query encoder (one intra-op thread, FACTS.m
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,21 +31,24 @@ from sqlalchemy import Connection, bindparam, text
 from knowledge import items as tree
 from knowledge.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.errors import InvalidInput
-from knowledge.index import bits_table, fts_table, has_bits_table, vec_table
+from knowledge.index import fts_table
+from knowledge.term_stats import TermStats, quoted
+from knowledge.vector_index import VectorIndex
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 MODES = ("hybrid", "vector", "keyword")
-# Hybrid: weighted reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
-# ranking. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py).
-RRF_K = 60
-HYBRID_DEPTH = 100
+# Hybrid: reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
+# ranking, equal weights. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py,
+# results/hybrid_tuning.json): nDCG@10 is flat for k from 2 to 10 (0.720-0.725) and falls towards the
+# classic k = 60 (0.714-0.716), so k = 5 — a small k lets each ranking's first places decide, which suits
+# two short, strong rankings; depth 50 scores the same as 100 or 200 (within 0.001) at half the work.
+RRF_K = 5
+HYBRID_DEPTH = 50
 VECTOR_WEIGHT = 0.5
-# Vector search: exact scan up to this many chunks, binary-quantized candidates + float rescoring above.
-EXACT_SCAN_MAX = 20_000
-OVERSAMPLE = 10
-MAX_K = 4096  # sqlite-vec's largest k for one KNN query
+MAX_K = 4096  # the most vector candidates one search looks at
+PARALLEL_KEYWORD_ABOVE = 20_000  # chunks: hybrid runs its keyword part in a thread on bases this large
 SNIPPET_CHARS = 240
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that match nearly every chunk: dropping them keeps BM25 OR-queries fast and sharp.
@@ -122,12 +129,17 @@ def query_terms(query: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(query)) if w not in STOPWORDS]
 
 
-def fts_query(query: str) -> str | None:
-    """An FTS5 OR-query of the quoted terms (quoting makes any user text safe to MATCH)."""
+def fts_query(query: str, keep: Callable[[list[str]], list[str]] | None = None) -> str | None:
+    """An FTS5 OR-query of the quoted terms (quoting makes any user text safe to MATCH).
+
+    ``keep`` may narrow the terms (on a large base: without the common ones, :mod:`knowledge.term_stats`).
+    """
     terms = list(dict.fromkeys(query_terms(query)))
+    if keep is not None and terms:
+        terms = keep(terms)
     if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " OR ".join(quoted(t) for t in terms)
 
 
 # -- candidates --------------------------------------------------------------------------------
@@ -146,66 +158,37 @@ def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: set[int] | Non
     return {r.id: r for r in rows if allowed is None or r.item_id in allowed}
 
 
-def _total_chunks(conn: Connection, base_id: int, cap: int) -> int:
-    """The base's chunk count, counted no further than ``cap`` (a bounded index scan on a large base)."""
-    return int(
-        conn.execute(
-            text("SELECT count(*) FROM (SELECT 1 FROM chunks WHERE base_id = :b LIMIT :cap)"),
-            {"b": base_id, "cap": cap},
-        ).scalar_one()
-    )
-
-
 def vector_candidates(
-    conn: Connection, base: Base, vector: np.ndarray, depth: int, allowed: set[int] | None
+    conn: Connection,
+    base: Base,
+    vector: np.ndarray,
+    depth: int,
+    allowed: set[int] | None,
+    *,
+    index: VectorIndex,
 ) -> list[tuple[Any, float]]:
-    total = _total_chunks(conn, base.id, max(EXACT_SCAN_MAX, MAX_K) + 1)
-    quantized = total > EXACT_SCAN_MAX and has_bits_table(conn, base.id)
+    """The ``depth`` nearest visible chunks (over-fetched until enough are visible)."""
     k = min(max(depth * 2, 20), MAX_K)
-    blob = np.asarray(vector, dtype=np.float32).tobytes()
     while True:
-        rows = _knn_quantized(conn, base.id, blob, k) if quantized else _knn_exact(conn, base.id, blob, k)
+        rows = index.nearest(conn, base, vector, k)
         visible = _visible(conn, [r[0] for r in rows], allowed)
         hits = [(visible[r[0]], 1.0 - float(r[1])) for r in rows if r[0] in visible]
-        if len(hits) >= depth or k >= total or k >= MAX_K:
+        if len(hits) >= depth or len(rows) < k or k >= MAX_K:
             return hits[:depth]
         k = min(k * 4, MAX_K)
 
 
-def _knn_exact(conn: Connection, base_id: int, blob: bytes, k: int) -> list[tuple[int, float]]:
-    """The k nearest chunks by cosine distance: a full scan of the float vectors."""
-    rows = conn.execute(
-        text(f"SELECT rowid, distance FROM {vec_table(base_id)} WHERE embedding MATCH :q AND k = :k"),
-        {"q": blob, "k": k},
-    ).all()
-    return [(int(r[0]), float(r[1])) for r in rows]
-
-
-def _knn_quantized(conn: Connection, base_id: int, blob: bytes, k: int) -> list[tuple[int, float]]:
-    """The k nearest by cosine distance among the ``OVERSAMPLE * k`` nearest by Hamming distance."""
-    candidates = [
-        int(r[0])
-        for r in conn.execute(
-            text(f"SELECT rowid FROM {bits_table(base_id)} WHERE embedding MATCH vec_quantize_binary(:q) AND k = :n"),
-            {"q": blob, "n": min(k * OVERSAMPLE, MAX_K)},
-        ).all()
-    ]
-    if not candidates:
-        return []
-    rows = conn.execute(
-        text(
-            f"SELECT rowid, vec_distance_cosine(embedding, :q) AS d FROM {vec_table(base_id)} WHERE rowid IN :ids"
-        ).bindparams(bindparam("ids", expanding=True)),
-        {"q": blob, "ids": candidates},
-    ).all()
-    ranked = sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda r: (r[1], r[0]))
-    return ranked[:k]
-
-
 def keyword_candidates(
-    conn: Connection, base: Base, query: str, depth: int, allowed: set[int] | None
+    conn: Connection,
+    base: Base,
+    query: str,
+    depth: int,
+    allowed: set[int] | None,
+    *,
+    stats: TermStats | None = None,
 ) -> list[tuple[Any, float]]:
-    match = fts_query(query)
+    """The ``depth`` best visible chunks by BM25 (``stats``: leave common terms out on a large base)."""
+    match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
     if match is None:
         return []
     limit = max(depth * 2, 20)
@@ -264,33 +247,69 @@ def search(
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
-    vector = None
-    if mode in ("hybrid", "vector"):
-        vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
     depth = limit if mode != "hybrid" else max(limit, HYBRID_DEPTH)
+
+    def keyword() -> list[tuple[Any, float]]:
+        return _in_snapshot(
+            quire, base, subtree, lambda c, a: keyword_candidates(c, base, query, depth, a, stats=quire.terms)
+        )
+
+    if mode == "keyword":
+        ranked = keyword()
+    else:
+        # hybrid on a large base: the keyword part runs in its own thread and read snapshot while the query
+        # is encoded (SQLite and torch both release the GIL); on a small base it is cheaper than the thread
+        parallel = mode == "hybrid" and quire.vectors.held_count(base.id) > PARALLEL_KEYWORD_ABOVE
+        background = _Background(keyword) if parallel else None
+        vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
+        by_vector = _in_snapshot(
+            quire, base, subtree, lambda c, a: vector_candidates(c, base, vector, depth, a, index=quire.vectors)
+        )
+        if mode == "vector":
+            ranked = by_vector
+        else:
+            by_keyword = keyword() if background is None else background.result()
+            ranked = fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+    terms = query_terms(query)
+    return [_hit(row, score, mode, terms) for row, score in ranked[:limit]]
+
+
+def _in_snapshot(
+    quire: Quire,
+    base: Base,
+    subtree: int | None,
+    fn: Callable[[Connection, set[int] | None], list[tuple[Any, float]]],
+) -> list[tuple[Any, float]]:
+    """``fn(conn, allowed)`` in one read snapshot; ``allowed`` is the subtree's item ids (None: all)."""
     with quire.db.read() as conn:
         allowed = None
         if subtree is not None:
             tree.load_in_base(conn, base.id, subtree)
             allowed = set(tree.subtree_ids(conn, [subtree]))
-        ranked = _rank(conn, base, query, vector, mode, depth, allowed)
-    terms = query_terms(query)
-    return [_hit(row, score, mode, terms) for row, score in ranked[:limit]]
+        return fn(conn, allowed)
 
 
-def _rank(
-    conn: Connection, base: Base, query: str, vector: np.ndarray | None, mode: str, depth: int, allowed: set[int] | None
-) -> list[tuple[Any, float]]:
-    if mode == "keyword":
-        return keyword_candidates(conn, base, query, depth, allowed)
-    assert vector is not None
-    if mode == "vector":
-        return vector_candidates(conn, base, vector, depth, allowed)
-    return fuse(
-        [vector_candidates(conn, base, vector, depth, allowed), keyword_candidates(conn, base, query, depth, allowed)],
-        depth,
-        weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT),
-    )
+class _Background:
+    """A function run in a thread; ``result()`` waits for it and re-raises what it raised."""
+
+    def __init__(self, fn: Callable[[], list[tuple[Any, float]]]) -> None:
+        self._fn = fn
+        self._value: list[tuple[Any, float]] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="quire-search-keyword", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller
+            self._error = exc
+
+    def result(self) -> list[tuple[Any, float]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:
@@ -312,21 +331,35 @@ def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:
     )
 
 
-def _matches(word: str, terms: Sequence[str]) -> bool:
-    w = word.lower()
-    for t in terms:
-        if w == t:
+class _Matcher:
+    """Whether a word matches a query term: equal, or (both at least 4 letters) sharing a prefix of all but
+    the last two letters of the shorter one, at least 4 (so "proteins" marks "protein"). Terms are
+    indexed by their first 4 letters, so a word costs one lookup, not one comparison per term."""
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.exact = set(terms)
+        self.by_prefix: dict[str, list[str]] = {}
+        for t in self.exact:
+            if len(t) >= 4:
+                self.by_prefix.setdefault(t[:4], []).append(t)
+
+    def __call__(self, word: str) -> bool:
+        w = word.lower()
+        if w in self.exact:
             return True
-        shorter = min(len(w), len(t))
-        need = max(4, shorter - 2)
-        if shorter >= 4 and w[:need] == t[:need]:
-            return True
-    return False
+        if len(w) < 4:
+            return False
+        for t in self.by_prefix.get(w[:4], ()):
+            need = max(4, min(len(w), len(t)) - 2)
+            if w[:need] == t[:need]:
+                return True
+        return False
 
 
 def make_snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
     """A window of ``body`` around the first matching word, with the spans of matching words."""
-    words = [(m.start(), m.end()) for m in _WORD.finditer(body) if _matches(m.group(0), terms)]
+    matches = _Matcher(terms)
+    words = [(m.start(), m.end()) for m in _WORD.finditer(body) if matches(m.group(0))]
     start = 0
     if words:
         start = max(0, words[0][0] - width // 4)

@@ -2,9 +2,9 @@
 
 Add a migration by appending a ``Migration`` to ``MIGRATIONS``; never edit or reorder an applied one.
 Concurrent processes are safe: the applied set is re-read inside ``BEGIN IMMEDIATE``.
-Derived indexes (vectors, FTS) are not migrated: they are stamped and rebuilt (see schema.py). The one
-exception is 0004: the binary-quantized vectors are derived from the float vectors already in the
-database (no model involved), so the migration derives them in place.
+Derived indexes (vectors, FTS) are not migrated: they are stamped and rebuilt (see schema.py). The
+exceptions are 0004 and 0007, whose data is derived from the float vectors already in the database (no
+model involved), so the migration derives it in place.
 """
 
 from __future__ import annotations
@@ -80,6 +80,34 @@ def _items_updated_index(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_updated ON items (base_id, updated_at)")
 
 
+def _search_vectors(conn: Connection) -> None:
+    """A float16 copy of every chunk's vector in ``chunks.vector_f16``, read by the in-memory search
+    index (``knowledge.vector_index``); the ``bit[…]`` vec0 tables of 0004 are dropped — measured,
+    sqlite-vec's own KNN over them grows with k and its point reads are slow, so search no longer
+    uses them. Frozen DDL; the copies are derived from the float vectors (no model involved)."""
+    import numpy as np
+
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(chunks)")).all()}
+    if "vector_f16" not in columns:
+        conn.exec_driver_sql("ALTER TABLE chunks ADD COLUMN vector_f16 BLOB")
+    existing = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'")).all()}
+    for (base_id,) in conn.execute(text("SELECT id FROM bases ORDER BY id")).all():
+        floats = f"vec_base_{int(base_id)}"
+        if floats in existing:
+            rows = conn.execute(text(f"SELECT rowid, embedding FROM {floats}")).all()
+            if not rows:
+                continue
+            conn.execute(
+                text("UPDATE chunks SET vector_f16 = :v WHERE id = :id"),
+                [
+                    {"id": rowid, "v": np.frombuffer(blob, dtype=np.float32).astype(np.float16).tobytes()}
+                    for rowid, blob in rows
+                ],
+            )
+    for (base_id,) in conn.execute(text("SELECT id FROM bases ORDER BY id")).all():
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -87,6 +115,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0004_binary_vectors", _binary_vectors),
     Migration("0005_items_parent_index", _items_parent_index),
     Migration("0006_items_updated_index", _items_updated_index),
+    Migration("0007_search_vectors", _search_vectors),
 ]
 
 

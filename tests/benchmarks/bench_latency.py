@@ -174,6 +174,12 @@ def _run(result: Result, quick: bool) -> None:
     result.data["latency"] = measured
     result.data["limit"] = LIMIT
     result.data["synthetic_base"] = synth
+    recall_file = bench_ingest.area(quick) / "queries.recall.jsonl"
+    corpus.write_queries(data, recall_file, limit=200)
+    result.data["quantized_recall_at_10_vs_exact"] = python_module(
+        "tests.benchmarks.quantized_recall", str(synth_dir), "synth", str(recall_file)
+    )
+    log(f"quantized vs exact: {result.data['quantized_recall_at_10_vs_exact']}")
     big = "100k" if not quick else "25k"
     for mode in MODES:
         result.targets.append(

@@ -4,7 +4,8 @@ weight of the vector ranking, scored by nDCG@10 on the SciFact TRAINING queries 
 ``python -m tests.benchmarks.tune_hybrid [--quick]`` (after ``bench_ingest`` built the bases): for every
 training query it fetches each ranking once, as deep as the grid needs (``vector_candidates`` /
 ``keyword_candidates`` of the bf16 base, in this process), then fuses them every way in the grid with
-the same ``search.fuse`` that hybrid search uses. Writes ``results/hybrid_tuning.json``.
+the same ``search.fuse`` that hybrid search uses, and scores each fused list of chunks as the quality
+benchmark does (collapsed to documents, nDCG@10). Writes ``results/hybrid_tuning.json``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from knowledge.runtime import Quire
 from tests.benchmarks import bench_ingest, corpus, metrics
 from tests.benchmarks.common import RESULTS, loadavg, log
 
-KS = (5, 10, 20, 30, 60, 100)
+KS = (2, 5, 10, 20, 30, 60, 100)
 DEPTHS = (20, 50, 100, 200)
 VECTOR_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -35,7 +36,7 @@ def fetch(quire: Quire, data: corpus.SciFact, depth: int) -> dict[str, tuple[lis
         vector = encoder.encode_query(text)
         with quire.db.read() as conn:
             found[qid] = (
-                search.vector_candidates(conn, base, vector, depth, None),
+                search.vector_candidates(conn, base, vector, depth, None, index=quire.vectors),
                 search.keyword_candidates(conn, base, text, depth, None),
             )
     return found
@@ -58,13 +59,13 @@ def main() -> int:
     finally:
         quire.close()
     single = {
-        "vector": metrics.evaluate({q: doc_ranking(v[:10]) for q, (v, _k) in lists.items()}, data.qrels)["ndcg@10"],
-        "keyword": metrics.evaluate({q: doc_ranking(k[:10]) for q, (_v, k) in lists.items()}, data.qrels)["ndcg@10"],
+        "vector": metrics.evaluate({q: doc_ranking(v[:100]) for q, (v, _k) in lists.items()}, data.qrels)["ndcg@10"],
+        "keyword": metrics.evaluate({q: doc_ranking(k[:100]) for q, (_v, k) in lists.items()}, data.qrels)["ndcg@10"],
     }
     grid = []
     for k, depth, weight in itertools.product(KS, DEPTHS, VECTOR_WEIGHTS):
         rankings = {
-            q: doc_ranking(search.fuse([v[:depth], kw[:depth]], depth, k=k, weights=(weight, 1 - weight))[:10])
+            q: doc_ranking(search.fuse([v[:depth], kw[:depth]], depth, k=k, weights=(weight, 1 - weight)))
             for q, (v, kw) in lists.items()
         }
         grid.append(

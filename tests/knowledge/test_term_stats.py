@@ -1,0 +1,55 @@
+"""Keyword search on a large base leaves out terms most chunks contain, and only then."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from knowledge import index, search, term_stats
+from knowledge.bases import get_base
+from knowledge.index import ChunkRow
+from knowledge.operations import create_item
+from knowledge.runtime import Quire
+from tests.knowledge.helpers import make_base
+
+
+def fill(quire: Quire, texts: list[str]) -> None:
+    rng = np.random.default_rng(0)
+    with quire.db.write() as conn:
+        for n, body in enumerate(texts):
+            item = create_item(conn, 1, "note", f"n{n}", "completed", note_text=body)
+            vector = rng.normal(size=(1, 384)).astype(np.float32)
+            index.write_item_material(conn, 1, item, [ChunkRow(0, body, 0, len(body), None, 1, 1, 3, f"h{n}")], vector)
+
+
+def keyword(quire: Quire, query: str) -> list[str]:
+    base = get_base(quire.db, "kb")
+    with quire.db.read() as conn:
+        assert search.fts_query(query) is not None
+        return [row.text for row, _s in search.keyword_candidates(conn, base, query, 10, None, stats=quire.terms)]
+
+
+def test_common_terms_are_left_out_on_a_large_base_only(quire: Quire, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_base(quire)
+    fill(quire, [f"protein sample {n}" for n in range(40)] + ["protein kinase cascade", "kinase inhibitor"])
+    with quire.db.read() as conn:
+        base = get_base(quire.db, "kb")
+        assert quire.terms.rare_terms(conn, base, ["protein", "kinase"]) == ["protein", "kinase"]  # small base
+    monkeypatch.setattr(term_stats, "EXACT_UP_TO", 0)
+    quire.terms = term_stats.TermStats()
+    with quire.db.read() as conn:
+        assert quire.terms.rare_terms(conn, base, ["protein", "kinase"]) == ["kinase"]  # 41 of 42 chunks
+        assert quire.terms.rare_terms(conn, base, ["protein", "sample"]) == ["sample"]  # the rarest stays
+    assert set(keyword(quire, "protein kinase")) == {"protein kinase cascade", "kinase inhibitor"}
+
+
+def test_counts_follow_the_base_as_it_changes(quire: Quire, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_base(quire)
+    monkeypatch.setattr(term_stats, "EXACT_UP_TO", 0)
+    fill(quire, ["alpha beta", "alpha gamma", "delta"])
+    base = get_base(quire.db, "kb")
+    with quire.db.read() as conn:
+        assert quire.terms.rare_terms(conn, base, ["alpha", "delta"]) == ["delta"]  # alpha: 2 of 3
+    fill(quire, [f"delta {n}" for n in range(10)])  # a write bumps the base's version
+    with quire.db.read() as conn:
+        assert quire.terms.rare_terms(conn, base, ["alpha", "delta"]) == ["alpha"]  # now delta is common
