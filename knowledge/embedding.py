@@ -262,10 +262,51 @@ class QueryEncoder(Encoder):
 
     Meant for the GUI/CLI search process, not the ingest worker. Use the precision of the base
     being searched (compare :attr:`fingerprint` with the one stamped on its vectors).
+
+    A query goes straight through the transformer and mean pooling when the model is exactly
+    transformer → mean pooling (→ normalize), as all-MiniLM-L6-v2 is: ``SentenceTransformer.encode``
+    spends 2-3 ms of bookkeeping on every call, a fifth of a one-thread query (measured: 10.7-11.7 ms →
+    7.3-9.6 ms p50 on SciFact claims, bf16). Same numbers up to float rounding (cosine > 0.99999; the
+    pooling sums in float32). Any other model takes ``Encoder.encode_query``.
     """
 
     def __init__(self, spec: ModelSpec, *, precision: str = "auto") -> None:
         super().__init__(spec, precision=precision, threads=1)
+
+    def encode_query(self, text: str) -> Vectors:
+        """float32 vector (dimension,), L2-normalised."""
+        with _MODEL_LOCK:
+            model = self._loaded_model()
+            transformer = _mean_pooled_transformer(model)
+            if transformer is not None:
+                import torch
+
+                if torch.get_num_threads() != self.threads:
+                    torch.set_num_threads(self.threads)
+                module = model[0]
+                body = text.lower() if getattr(module, "do_lower_case", False) else text
+                tokens = model.tokenizer(body, return_tensors="pt", truncation=True, max_length=model.max_seq_length)
+                with torch.inference_mode():
+                    hidden = transformer(**tokens).last_hidden_state[0]
+                pooled: Vectors = hidden.float().mean(dim=0).numpy()
+        if transformer is None:
+            return super().encode_query(text)
+        vector: Vectors = _normalise(pooled[None, :])[0]
+        return vector
+
+
+def _mean_pooled_transformer(model: Any) -> Any:
+    """The Hugging Face model inside ``model`` if its pipeline is transformer → mean pooling (→ normalize)."""
+    try:
+        modules = list(model)
+        auto_model = modules[0].auto_model
+        pooling = getattr(modules[1], "pooling_mode", None)
+        rest = [type(m).__name__ for m in modules[2:]]
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if pooling != "mean" or rest not in ([], ["Normalize"]):
+        return None
+    return auto_model
 
 
 def _load_model(spec: ModelSpec, precision: str, threads: int) -> Any:

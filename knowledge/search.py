@@ -158,6 +158,12 @@ def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: set[int] | Non
     return {r.id: r for r in rows if allowed is None or r.item_id in allowed}
 
 
+def _over_fetch(depth: int) -> int:
+    """How many candidates to fetch for ``depth`` visible ones: a margin for hidden (deleting) chunks;
+    if too many were hidden, the caller fetches again, four times as many."""
+    return max(depth + depth // 4, 20)
+
+
 def vector_candidates(
     conn: Connection,
     base: Base,
@@ -168,7 +174,7 @@ def vector_candidates(
     index: VectorIndex,
 ) -> list[tuple[Any, float]]:
     """The ``depth`` nearest visible chunks (over-fetched until enough are visible)."""
-    k = min(max(depth * 2, 20), MAX_K)
+    k = min(_over_fetch(depth), MAX_K)
     while True:
         rows = index.nearest(conn, base, vector, k)
         visible = _visible(conn, [r[0] for r in rows], allowed)
@@ -191,7 +197,7 @@ def keyword_candidates(
     match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
     if match is None:
         return []
-    limit = max(depth * 2, 20)
+    limit = _over_fetch(depth)
     while True:
         rows = conn.execute(
             text(
@@ -262,14 +268,19 @@ def search(
         parallel = mode == "hybrid" and quire.vectors.held_count(base.id) > PARALLEL_KEYWORD_ABOVE
         background = _Background(keyword) if parallel else None
         vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
-        by_vector = _in_snapshot(
-            quire, base, subtree, lambda c, a: vector_candidates(c, base, vector, depth, a, index=quire.vectors)
-        )
-        if mode == "vector":
-            ranked = by_vector
-        else:
-            by_keyword = keyword() if background is None else background.result()
-            ranked = fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+
+        def both(conn: Connection, allowed: set[int] | None) -> list[tuple[Any, float]]:
+            by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)
+            if mode == "vector":
+                return by_vector
+            by_keyword = (
+                keyword_candidates(conn, base, query, depth, allowed, stats=quire.terms)
+                if background is None
+                else background.result()
+            )
+            return fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+
+        ranked = _in_snapshot(quire, base, subtree, both)
     terms = query_terms(query)
     return [_hit(row, score, mode, terms) for row, score in ranked[:limit]]
 

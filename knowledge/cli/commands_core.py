@@ -17,6 +17,7 @@ from knowledge.cli.main import Output, UsageError
 from knowledge.runtime import Quire
 
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+WORKER_NICENESS = 10
 
 
 @contextlib.contextmanager
@@ -39,6 +40,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, help="exit after this many seconds")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=WORKER_NICENESS,
+        help=f"lower the worker's CPU priority by this much (default {WORKER_NICENESS}; 0 keeps it)",
+    )
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("doctor", parents=[common], help="versions, paths and an integrity check")
@@ -69,6 +76,9 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:
     if args.threads < 1:
         raise UsageError("--threads must be at least 1")
+    if not 0 <= args.nice <= 19:
+        raise UsageError("--nice must be between 0 and 19")
+    lower_priority(args.nice)
     with opened(args, hosts_worker=True) as quire:
         report = quire.recover()
         worker = quire.make_worker(threads=args.threads, lease_seconds=args.lease_seconds)
@@ -76,6 +86,18 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
         done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
     out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
     return 0
+
+
+def lower_priority(niceness: int) -> None:
+    """Background work yields the CPU to what a person is waiting for.
+
+    The worker parses and embeds flat out on every core; searching (the app, ``quire search``) and the
+    window's own thread would otherwise wait for the encoder's threads in the scheduler's queue
+    (FACTS.md #8). A nicer worker loses nothing when nothing else runs. POSIX only.
+    """
+    if niceness > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):  # not allowed here: run at the normal priority
+            os.nice(niceness)
 
 
 def _stop_on_signals(stop: Any) -> None:

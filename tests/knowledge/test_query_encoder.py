@@ -1,0 +1,29 @@
+"""The query encoder's direct path (transformer + mean pooling) gives the vectors SentenceTransformer.encode gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from knowledge import embedding
+from knowledge.embedding import Encoder, QueryEncoder, default_model_spec
+
+QUERIES = [
+    "0-dimensional biomaterials lack inductive properties.",
+    "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
+    "Ánother query, with UPPER case, punctuation — and a very long tail " + "word " * 300,
+]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_direct_query_vectors_match_sentence_transformers(precision: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = default_model_spec()
+    direct = QueryEncoder(spec, precision=precision)
+    vectors = np.stack([direct.encode_query(q) for q in QUERIES])
+    reference = np.stack([Encoder.encode_query(direct, q) for q in QUERIES])  # SentenceTransformer.encode
+    assert vectors.dtype == np.float32 and vectors.shape == (len(QUERIES), spec.dimension)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert (np.sum(vectors * reference, axis=1) > 0.9999).all()
+    monkeypatch.setattr(embedding, "_mean_pooled_transformer", lambda model: None)  # any other pipeline
+    assert np.allclose(direct.encode_query(QUERIES[0]), reference[0], atol=1e-6)
