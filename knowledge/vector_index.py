@@ -13,8 +13,10 @@ sign bits packed in uint64 words (48 bytes for 384 dimensions) and their float16
 Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
 copies, ≤ 30 MB, · query) — exact up to float16 rounding (|Δcos| < 1e-3, below the bf16 model's own
 precision). Above
-that, the ``OVERSAMPLE * k`` nearest by Hamming distance of the sign bits are rescored the same way
-(FACTS.md #7: recall@10 0.996 with x10 on real MiniLM vectors).
+that, the ``OVERSAMPLE * k`` nearest by Hamming distance of the sign bits are rescored the same way.
+Measured top-10 overlap with the exact scan, 200 SciFact training queries (short claims against
+abstract chunks): x10 0.956, x20 0.982, x40 0.992 on SciFact's own vectors; x40 0.983 on a synthetic
+100,000-chunk base of perturbed copies. Rescoring 40·k float16 rows costs about a millisecond.
 
 Freshness: every write or clear of a base's chunks bumps its version (:func:`knowledge.index.vectors_version`)
 in the same transaction, and chunk ids are never reused. A search reads the version inside its own
@@ -41,7 +43,7 @@ from knowledge.bases import Base
 from knowledge.index import vec_table, vectors_version
 
 EXACT_SCAN_MAX = 20_000
-OVERSAMPLE = 10
+OVERSAMPLE = 40
 COMPACT_SEGMENTS = 16  # merge the appended segments once there are this many
 DEAD_SHARE = 0.25  # reload a base whose held chunks are more than this share deleted
 

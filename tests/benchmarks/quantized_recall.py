@@ -1,7 +1,7 @@
 """Recall@10 of the quantized vector search against the exact scan, on a real base with real queries.
 
 ``python -m tests.benchmarks.quantized_recall DATA_DIR BASE QUERIES_FILE`` encodes each query once, asks
-``VectorIndex.nearest`` for the 10 nearest chunks twice — exact scan, then sign-bit candidates (x10)
+``VectorIndex.nearest`` for the 10 nearest chunks twice — exact scan, then sign-bit candidates (``OVERSAMPLE`` x k)
 rescored — and reports the mean overlap. Prints one JSON line.
 """
 
