@@ -78,3 +78,25 @@ class QtPrompter:
 
     def open_path(self, path: Path) -> bool:
         return bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
+
+
+class YesPrompter:
+    """Answers yes and opens nothing: for scripts that drive the window themselves (screenshots, probes)."""
+
+    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
+        return True
+
+    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
+        return None
+
+    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
+        return None
+
+    def choose_files(self, parent: QWidget) -> list[Path]:
+        return []
+
+    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
+        return None
+
+    def open_path(self, path: Path) -> bool:
+        return True

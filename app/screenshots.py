@@ -26,28 +26,6 @@ log = logging.getLogger("quire.screenshots")
 TIMEOUT = 240.0
 
 
-class _Prompter:
-    """Answers yes and opens nothing: the demo drives the window itself."""
-
-    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
-        return True
-
-    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
-        return None
-
-    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
-        return None
-
-    def choose_files(self, parent: QWidget) -> list[Path]:
-        return []
-
-    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
-        return None
-
-    def open_path(self, path: Path) -> bool:
-        return True
-
-
 def spin_until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
     """Run the event loop until ``predicate`` holds (the script's only way of waiting)."""
     deadline = time.monotonic() + timeout
@@ -124,13 +102,14 @@ def grab(widget: QWidget, path: Path) -> None:
 
 def render(out_dir: Path) -> list[Path]:
     from app.main import make_application
+    from app.prompts import YesPrompter
     from app.window import MainWindow
 
     make_application()
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="quire-demo-") as tmp:
         data_dir, notes, project = prepare_demo(Path(tmp))
-        window = MainWindow(data_dir, prompter=_Prompter(), start_worker=True, poll_ms=200)
+        window = MainWindow(data_dir, prompter=YesPrompter(), start_worker=True, poll_ms=200)
         window.resize(1280, 780)
         window.show()
         done: list[object] = []

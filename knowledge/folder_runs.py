@@ -1014,22 +1014,7 @@ def _complete(quire: Quire, ctx: JobContext, run: RunRecord) -> dict[str, int]:
         counts = _counts(conn, run.id, run.declared_size)
         if counts["pending"] != 0:
             raise RunFault("invariant violation: the run reached its end with unsettled sources")
-        now = time.time()
-        conn.execute(
-            update(folder_runs)
-            .where(folder_runs.c.id == run.id)
-            .values(status="completed", finished_at=now, updated_at=now)
-        )
-        _reconcile_containers(conn, run.id)
-        audit.append(
-            conn,
-            audit.RUN_COMPLETED,
-            audit.SYSTEM_ACTOR,
-            base_id=run.base_id,
-            run_id=run.id,
-            attempt=ctx.attempt,
-            payload={"size": run.declared_size, "counts": counts},
-        )
+        _terminal(conn, run, ctx.attempt, counts)
     return counts
 
 
@@ -1057,23 +1042,26 @@ def _fail(quire: Quire, ctx: JobContext, run: RunRecord, exc: BaseException) -> 
 def _settle_failed(conn: Connection, run: RunRecord, attempt: int | None, reason: str) -> dict[str, int]:
     """The failed transition and its one terminal entry, counts read from the ledger under the lock."""
     counts = _counts(conn, run.id, run.declared_size)
+    _terminal(conn, run, attempt, counts, error=reason)
+    return counts
+
+
+def _terminal(
+    conn: Connection, run: RunRecord, attempt: int | None, counts: dict[str, int], *, error: str | None = None
+) -> None:
+    """The one terminal transition (completed, or failed with ``error``) and its one audit entry."""
     now = time.time()
+    status, action = ("completed", audit.RUN_COMPLETED) if error is None else ("failed", audit.RUN_FAILED)
     conn.execute(
         update(folder_runs)
         .where(folder_runs.c.id == run.id)
-        .values(status="failed", error=reason, finished_at=now, updated_at=now)
+        .values(status=status, error=error, finished_at=now, updated_at=now)
     )
     _reconcile_containers(conn, run.id)
-    audit.append(
-        conn,
-        audit.RUN_FAILED,
-        audit.SYSTEM_ACTOR,
-        base_id=run.base_id,
-        run_id=run.id,
-        attempt=attempt,
-        payload={"size": run.declared_size, "counts": counts, "error": reason},
-    )
-    return counts
+    payload: dict[str, Any] = {"size": run.declared_size, "counts": counts}
+    if error is not None:
+        payload["error"] = error
+    audit.append(conn, action, audit.SYSTEM_ACTOR, base_id=run.base_id, run_id=run.id, attempt=attempt, payload=payload)
 
 
 # -- revert ------------------------------------------------------------------------------------

@@ -25,38 +25,17 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication
 
 from app import ops
 from app.main import make_application
+from app.prompts import YesPrompter
 from app.startup import PollResult
 from app.window import MainWindow
 
 INTERVAL_S = 0.010
 TIMEOUT_S = 1800
 TAIL_MS = 1500
-
-
-class YesPrompter:
-    """Answers yes; never opens a dialog."""
-
-    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
-        return True
-
-    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
-        return None
-
-    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
-        return None
-
-    def choose_files(self, parent: QWidget) -> list[Path]:
-        return []
-
-    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
-        return None
-
-    def open_path(self, path: Path) -> bool:
-        return True
 
 
 class Heartbeat:

@@ -25,12 +25,12 @@ from typing import Any
 from tests.benchmarks import bench_ingest, corpus
 from tests.benchmarks.common import (
     REPO,
-    LoadSampler,
     Result,
     child_env,
     log,
     python_module,
     quire,
+    run_benchmark,
     target,
 )
 
@@ -105,15 +105,7 @@ def tiny_files(folder: Path, count: int) -> Path:
 
 
 def run(quick: bool) -> Result:
-    result = Result("app", quick)
-    with LoadSampler() as sampler:
-        try:
-            _run(result, quick)
-        except Exception as exc:
-            result.write(sampler, error=f"{type(exc).__name__}: {exc}")
-            raise
-    result.write(sampler)
-    return result
+    return run_benchmark("app", quick, lambda result: _run(result, quick))
 
 
 def _run(result: Result, quick: bool) -> None:

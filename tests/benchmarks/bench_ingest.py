@@ -28,7 +28,6 @@ from typing import Any
 
 from tests.benchmarks import corpus
 from tests.benchmarks.common import (
-    LoadSampler,
     Result,
     db_rows,
     log,
@@ -36,6 +35,7 @@ from tests.benchmarks.common import (
     quire,
     quire_argv,
     quire_json,
+    run_benchmark,
     run_sampled,
     target,
     work_dir,
@@ -277,19 +277,10 @@ def fresh(path: Path) -> Path:
 
 
 def run(quick: bool) -> Result:
-    result = Result("ingest", quick)
     root = area(quick)
     data = corpus.load(quick)
-    docs = root / "docs"
     state_path(quick).unlink(missing_ok=True)
-    with LoadSampler() as sampler:
-        try:
-            _run(result, root, data, docs, quick)
-        except Exception as exc:
-            result.write(sampler, error=f"{type(exc).__name__}: {exc}")
-            raise
-    result.write(sampler)
-    return result
+    return run_benchmark("ingest", quick, lambda result: _run(result, root, data, root / "docs", quick))
 
 
 def _run(result: Result, root: Path, data: corpus.SciFact, docs: Path, quick: bool) -> None:

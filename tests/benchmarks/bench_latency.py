@@ -25,7 +25,6 @@ from typing import Any
 from tests.benchmarks import bench_ingest, corpus
 from tests.benchmarks.common import (
     REPO,
-    LoadSampler,
     Result,
     child_env,
     db_rows,
@@ -34,6 +33,7 @@ from tests.benchmarks.common import (
     python_module,
     quire,
     quire_argv,
+    run_benchmark,
     target,
 )
 
@@ -133,15 +133,7 @@ class BusyIngest:
 
 
 def run(quick: bool) -> Result:
-    result = Result("latency", quick)
-    with LoadSampler() as sampler:
-        try:
-            _run(result, quick)
-        except Exception as exc:
-            result.write(sampler, error=f"{type(exc).__name__}: {exc}")
-            raise
-    result.write(sampler)
-    return result
+    return run_benchmark("latency", quick, lambda result: _run(result, quick))
 
 
 def _run(result: Result, quick: bool) -> None:

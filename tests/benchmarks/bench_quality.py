@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from tests.benchmarks import bench_ingest, corpus, metrics
-from tests.benchmarks.common import LoadSampler, Result, log, quire, target
+from tests.benchmarks.common import Result, log, quire, run_benchmark, target
 
 MODES = ("vector", "keyword", "hybrid")
 
@@ -43,15 +43,7 @@ def rankings(
 
 
 def run(quick: bool) -> Result:
-    result = Result("quality", quick)
-    with LoadSampler() as sampler:
-        try:
-            _run(result, quick)
-        except Exception as exc:
-            result.write(sampler, error=f"{type(exc).__name__}: {exc}")
-            raise
-    result.write(sampler)
-    return result
+    return run_benchmark("quality", quick, lambda result: _run(result, quick))
 
 
 def _run(result: Result, quick: bool) -> None:

@@ -215,6 +215,19 @@ class Result:
         return path
 
 
+def run_benchmark(name: str, quick: bool, body: Callable[[Result], None]) -> Result:
+    """Run ``body`` while sampling the load; the result file is written even when the body fails."""
+    result = Result(name, quick)
+    with LoadSampler() as sampler:
+        try:
+            body(result)
+        except Exception as exc:
+            result.write(sampler, error=f"{type(exc).__name__}: {exc}")
+            raise
+    result.write(sampler)
+    return result
+
+
 def log(message: str) -> None:
     stamp = time.strftime("%H:%M:%S")
     print(f"[{stamp} load {os.getloadavg()[0]:.1f}] {message}", flush=True)
