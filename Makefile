@@ -25,7 +25,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests
-	$(VENV)/bin/mypy knowledge jobs
+	$(VENV)/bin/mypy knowledge jobs app/cli
 
 # BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick" or BENCH_ARGS="--only ingest,quality"
 bench: install

@@ -21,8 +21,7 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.ops import Op
 from app.resources import icon
-from knowledge import bases
-from knowledge.bases import Base
+from knowledge.library import Base, bases
 from knowledge.runtime import Quire
 
 BaseIdRole = Qt.ItemDataRole.UserRole + 1
@@ -30,8 +29,7 @@ BaseIdRole = Qt.ItemDataRole.UserRole + 1
 
 def create_default_base(quire: Quire, name: str) -> Base:
     """A base on the packaged default model, at the precision this CPU does best (like ``quire base create``)."""
-    from knowledge.embedding import DEFAULT_MODEL_ID
-    from knowledge.models import default_precision, model_spec
+    from knowledge.ingest import DEFAULT_MODEL_ID, default_precision, model_spec
 
     spec = model_spec(DEFAULT_MODEL_ID)
     return bases.create_base(

@@ -2,7 +2,7 @@
 
 Opened from the item tree ("View chunks") or from a search hit ("Show in document", focused on that
 chunk). Non-modal. Threading contract: main thread; the chunks are read by an ``Op``
-(``operations.list_item_chunks``, which applies the service's guards) and shown when they arrive.
+(``lifecycle.list_item_chunks``, which applies the service's guards) and shown when they arrive.
 """
 
 from __future__ import annotations
@@ -23,23 +23,16 @@ from PySide6.QtWidgets import (
 
 from app.context import AppContext
 from app.ops import Op, describe_error
-from knowledge import operations
+from knowledge import lifecycle
+from knowledge.library import Location
 
 ChunkRole = Qt.ItemDataRole.UserRole + 1
 MAX_SHOWN = 2000
 
 
-def chunk_location(chunk: dict[str, Any]) -> str:
-    if chunk.get("page") is not None:
-        return f"page {chunk['page']}"
-    if chunk.get("line_start") is not None:
-        return f"lines {chunk['line_start']}-{chunk['line_end']}"
-    return f"characters {chunk['start']}-{chunk['end']}"
-
-
 def chunk_label(chunk: dict[str, Any], with_item: bool) -> str:
     prefix = f"{chunk['item_name']} · " if with_item else ""
-    return f"{prefix}#{chunk['ordinal'] + 1} · {chunk_location(chunk)} · {chunk['token_count']} tokens"
+    return f"{prefix}#{chunk['ordinal'] + 1} · {Location.of(chunk).describe()} · {chunk['token_count']} tokens"
 
 
 class ChunkViewer(QDialog):
@@ -79,7 +72,7 @@ class ChunkViewer(QDialog):
         quire = self.ctx.quire
         if quire is None:
             return
-        Op(operations.list_item_chunks, quire, self.base_id, self.item_id).bound_to(self).on_success(
+        Op(lifecycle.list_item_chunks, quire, self.base_id, self.item_id).bound_to(self).on_success(
             self._loaded
         ).on_failure(self._failed).run()
 

@@ -13,8 +13,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.ops import describe_error
 from app.prompts import Prompter
-from knowledge.bases import Base
-from knowledge.operations import Changes
+from knowledge.library import Base, bases
+from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
 
 
@@ -86,9 +86,5 @@ def why_base_refuses_changes(base: Base | None) -> str | None:
     """Why nothing can be added to this base right now (the service would refuse it the same way)."""
     if base is None:
         return "Select or create a knowledge base first."
-    if base.status == "failed":
-        reason = f": {base.status_reason}" if base.status_reason else ""
-        return f"Knowledge base {base.name!r} is failed{reason}; only delete is possible."
-    if base.locked:
-        return f"Knowledge base {base.name!r} is locked (read-only); unlock it to add to it."
-    return None
+    refusal = bases.failed_refusal(base) or bases.locked_refusal(base, "add to it")
+    return None if refusal is None else f"{refusal[0].upper()}{refusal[1:]}."

@@ -13,183 +13,53 @@
 
 The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
 
-Threading contract: main thread; previews, starts, reads and reverts run in ``Op``s.
-"""
+Threading contract: main thread; previews, starts, reads and reverts run in ``Op``s."""
 
 from __future__ import annotations
 
-import getpass
-import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QHideEvent, QShowEvent
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
-    QFrame,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from app.context import AppContext
-from app.item_view import local_paths
 from app.ops import Op, describe_error
-from knowledge import app_queries, audit, folder_runs
-from knowledge.app_queries import Split
-from knowledge.bases import Base
-from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary, StartResult
-from knowledge.runtime import Quire
+from app.run_reads import (
+    PreviewOutcome,
+    RunView,
+    audit_details,
+    gui_principal,
+    preview_folder,
+    read_run,
+    read_runs,
+    size_text,
+    when,
+)
+from app.run_widgets import (
+    AUDIT_HEADERS,
+    PREVIEW_HEADERS,
+    RUN_HEADERS,
+    SOURCE_HEADERS,
+    DropZone,
+    fill_table,
+    read_only_table,
+)
+from knowledge import folder_runs
+from knowledge.folder_runs import Preview, RunSummary, StartResult
+from knowledge.library import Base
 
 REFRESH_MS = 1000
-
-
-def gui_principal() -> Principal:
-    """The person at the keyboard: the GUI may start and revert runs (an agent may not)."""
-    try:
-        return Principal.person(getpass.getuser())
-    except Exception:
-        return Principal.person("unknown")
-
-
-def when(stamp: float | None) -> str:
-    return "" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
-
-
-def size_text(size: int | None) -> str:
-    if size is None:
-        return ""
-    if size < 1024:
-        return f"{size} B"
-    return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB"
-
-
-@dataclass(frozen=True)
-class PreviewOutcome:
-    """A preview, or — for a folder over the cap — the refusal and where it could be split."""
-
-    folder: Path
-    base_id: int
-    preview: Preview | None
-    refusal: str | None = None
-    split: Split | None = None
-
-
-def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Path) -> PreviewOutcome:
-    """Runs in an ``Op``: the service's preview, or its cap refusal with the sub-folders that fit."""
-    try:
-        return PreviewOutcome(folder, base_id, folder_runs.preview(quire, principal, base_id, folder))
-    except FolderTooLarge as exc:
-        return PreviewOutcome(folder, base_id, None, str(exc), app_queries.fitting_subfolders(quire, folder))
-
-
-@dataclass(frozen=True)
-class RunView:
-    detail: RunDetail
-    entries: list[audit.Entry]
-
-
-def read_run(quire: Quire, run_id: int) -> RunView:
-    """Runs in an ``Op``: a run's per-source dispositions and its audit entries."""
-    return RunView(folder_runs.show_run(quire, run_id), audit.list_entries(quire.db, run_id=run_id))
-
-
-def read_runs(quire: Quire, folder: Path | None, base_id: int | None) -> list[RunSummary]:
-    if folder is not None:
-        return folder_runs.list_runs(quire, folder=folder)
-    return folder_runs.list_runs(quire, base=base_id) if base_id is not None else []
-
-
-class DropZone(QFrame):
-    """Where a folder is dropped (or chosen with the button) to preview a run over it."""
-
-    dropped = Signal(list)  # list[Path]
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("dropZone")
-        self.setAcceptDrops(True)
-        self.setMinimumHeight(64)
-        self.label = QLabel("Drop a folder here to preview a run over it")
-        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.choose_button = QPushButton("Choose folder…")
-        layout = QHBoxLayout(self)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(self.choose_button)
-
-    def _set_active(self, active: bool) -> None:
-        self.setProperty("active", "true" if active else "false")
-        self.style().unpolish(self)
-        self.style().polish(self)
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if local_paths(event.mimeData()):
-            self._set_active(True)
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
-        if local_paths(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    def dragLeaveEvent(self, event: Any) -> None:
-        self._set_active(False)
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        self._set_active(False)
-        paths = local_paths(event.mimeData())
-        if not paths:
-            event.ignore()
-            return
-        event.setDropAction(Qt.DropAction.CopyAction)
-        event.accept()
-        self.dropped.emit(paths)
-
-
-def _table(headers: list[str], stretch: int) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.verticalHeader().hide()
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    table.verticalHeader().setDefaultSectionSize(24)
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    return table
-
-
-def _fill(table: QTableWidget, rows: list[list[str]], data: list[Any] | None = None) -> None:
-    table.setRowCount(len(rows))
-    for r, values in enumerate(rows):
-        for c, value in enumerate(values):
-            cell = QTableWidgetItem(value)
-            if data is not None and c == 0:
-                cell.setData(Qt.ItemDataRole.UserRole, data[r])
-            table.setItem(r, c, cell)
-
-
-PREVIEW_HEADERS = ["Path", "Size", "Eligible", "Reason"]
-RUN_HEADERS = ["Run", "Folder", "Base", "Status", "Created", "Started", "Finished", "Progress", "Dispositions"]
-SOURCE_HEADERS = ["#", "Path", "Size", "Disposition", "Reason"]
-AUDIT_HEADERS = ["Time", "Action", "Actor", "Attempt", "Details"]
 
 
 class FolderRunsPanel(QWidget):
@@ -232,18 +102,18 @@ class FolderRunsPanel(QWidget):
         self.summary = QLabel("No folder chosen yet.")
         self.summary.setObjectName("previewSummary")
         self.summary.setWordWrap(True)
-        self.preview_table = _table(PREVIEW_HEADERS, 3)
+        self.preview_table = read_only_table(PREVIEW_HEADERS, 3)
         self.start_button = QPushButton("Start run")
         self.start_button.clicked.connect(self.start_run)
         self.scope = QComboBox()
         self.scope.addItems(["Runs over this folder", "Runs into this base"])
         self.scope.currentIndexChanged.connect(lambda _i: self.refresh())
-        self.runs_table = _table(RUN_HEADERS, 1)
+        self.runs_table = read_only_table(RUN_HEADERS, 1)
         self.runs_table.itemSelectionChanged.connect(self._run_selected)
         self.revert_button = QPushButton("Revert run…")
         self.revert_button.clicked.connect(self.revert_selected)
-        self.sources_table = _table(SOURCE_HEADERS, 1)
-        self.audit_table = _table(AUDIT_HEADERS, 4)
+        self.sources_table = read_only_table(SOURCE_HEADERS, 1)
+        self.audit_table = read_only_table(AUDIT_HEADERS, 4)
         layout = QVBoxLayout(self)
         layout.addLayout(self._target_row())
         layout.addWidget(self.drop_zone)
@@ -389,7 +259,7 @@ class FolderRunsPanel(QWidget):
         self._show_preview_rows([[f.relative, "", "fits", f"{f.walked} files and folders"] for f in split.fitting])
 
     def _show_preview_rows(self, rows: list[list[str]]) -> None:
-        _fill(self.preview_table, rows)
+        fill_table(self.preview_table, rows)
 
     # -- start --------------------------------------------------------------------------------
 
@@ -450,7 +320,7 @@ class FolderRunsPanel(QWidget):
         self._reading_runs = False
         self.runs = list(reversed(runs))  # newest first
         self.runs_table.blockSignals(True)
-        _fill(self.runs_table, [self._run_row(r) for r in self.runs], [r.run.id for r in self.runs])
+        fill_table(self.runs_table, [self._run_row(r) for r in self.runs], [r.run.id for r in self.runs])
         for row, summary in enumerate(self.runs):
             if summary.run.id == self.selected_run:
                 self.runs_table.selectRow(row)
@@ -497,12 +367,12 @@ class FolderRunsPanel(QWidget):
             [str(s.ordinal + 1), s.relative_path, size_text(s.size), s.disposition, s.reason or ""]
             for s in view.detail.sources
         ]
-        _fill(self.sources_table, sources)
+        fill_table(self.sources_table, sources)
         entries = [
-            [when(e.at), e.action, e.actor, "" if e.attempt is None else str(e.attempt), _audit_details(e)]
+            [when(e.at), e.action, e.actor, "" if e.attempt is None else str(e.attempt), audit_details(e)]
             for e in view.entries
         ]
-        _fill(self.audit_table, entries)
+        fill_table(self.audit_table, entries)
         self._update_buttons()
         self.run_shown.emit(view)
 
@@ -542,15 +412,3 @@ class FolderRunsPanel(QWidget):
         self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
         summary = self.selected_summary()
         self.revert_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "completed")
-
-
-def _audit_details(entry: audit.Entry) -> str:
-    payload = entry.payload
-    counts = payload.get("counts")
-    parts = []
-    if isinstance(counts, dict):
-        parts.append(", ".join(f"{k} {v}" for k, v in counts.items() if v and k not in ("pending",)))
-    for key in ("disposition", "error", "deleting", "walked"):
-        if key in payload:
-            parts.append(f"{key}: {payload[key]}")
-    return " · ".join(p for p in parts if p)

@@ -26,14 +26,14 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 
+from app.item_text import ACTIVE_COLOR, STATUS_COLORS, details_text, progress_of, summary_text
 from app.ops import Op, report_failure
 from app.resources import icon, icon_name_for
 from knowledge import app_queries
 from knowledge.app_queries import SortKey, sort_key
-from knowledge.items import Item
-from knowledge.operations import Changes
+from knowledge.library import Item
+from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
-from knowledge.store.schema import ACTIVE_STATUSES
 
 COLUMNS = ("Name", "Status", "Progress", "Details")
 NAME, STATUS, PROGRESS, DETAILS = range(len(COLUMNS))
@@ -42,14 +42,6 @@ ProgressRole = Qt.ItemDataRole.UserRole + 2  # float 0..1, or None (not known ye
 StatusRole = Qt.ItemDataRole.UserRole + 3  # the raw status string
 PAGE = 200
 ROOT = 0
-
-STAGE_PROGRESS = {"idle": 0.02, "processing": 0.05, "preparing": 0.02, "reading": 0.35, "embedding": 0.7}
-STATUS_COLORS = {
-    "completed": "#2e7d32",
-    "failed": "#c62828",
-    "deleting": "#757575",
-}
-ACTIVE_COLOR = "#1565c0"
 
 AnyIndex = QModelIndex | QPersistentModelIndex
 ROW_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDropEnabled
@@ -72,41 +64,6 @@ class Node:
     @property
     def is_container(self) -> bool:
         return self.item is None or self.item.is_container
-
-
-def details_text(item: Item, summary: dict[str, int]) -> str:
-    """The fourth column: a failed row's reason, a container's summary, a completed leaf's chunks."""
-    if item.status == "failed" and not item.is_container:
-        return item.error_message or item.error_code or "failed"
-    if item.is_container:
-        return summary_text(summary) or ("reading the folder…" if item.status == "preparing" else "empty")
-    if item.status == "completed":
-        return f"{item.chunk_count} chunk{'s' if item.chunk_count != 1 else ''}"
-    return {"processing": "waiting for the worker", "idle": "waiting"}.get(item.status, f"{item.status}…")
-
-
-def summary_text(summary: dict[str, int]) -> str:
-    total = sum(summary.values())
-    if not total:
-        return ""
-    active = sum(n for s, n in summary.items() if s in ACTIVE_STATUSES)
-    parts = [f"{total} item{'s' if total != 1 else ''}", f"{summary.get('completed', 0)} done"]
-    if summary.get("failed"):
-        parts.append(f"{summary['failed']} failed")
-    if active:
-        parts.append(f"{active} in progress")
-    return " · ".join(parts)
-
-
-def progress_of(item: Item, summary: dict[str, int]) -> float | None:
-    if item.status in ("completed", "failed"):
-        return 1.0
-    if item.is_container:
-        total = sum(summary.values())
-        if not total:
-            return None
-        return (summary.get("completed", 0) + summary.get("failed", 0)) / total
-    return STAGE_PROGRESS.get(item.status)
 
 
 class ItemTreeModel(QAbstractItemModel):

@@ -2,7 +2,7 @@
 
 Usage::
 
-    Op(operations.add_items, quire, base_id, inputs).on_success(self._added).on_failure(self._failed).run()
+    Op(lifecycle.add_items, quire, base_id, inputs).on_success(self._added).on_failure(self._failed).run()
 
 Threading contract
 ------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtGui import QIcon
 
-from knowledge.items import Item
+from knowledge.library import Item
 from knowledge.sources.formats import format_for
 
 _PARSER_ICONS = {

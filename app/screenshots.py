@@ -40,7 +40,7 @@ def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
     """A data directory with two bases, and two copies of the sample notes to add."""
     from app.bases_panel import create_default_base
     from app.resources import resources_dir
-    from knowledge.runtime import Quire
+    from knowledge.job_types import open_quire
 
     data_dir, notes, project = root / "data", root / "Notes", root / "Project notes"
     shutil.copytree(resources_dir() / "sample", notes)
@@ -50,7 +50,7 @@ def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
     (project / "private").mkdir()
     (project / "private" / "salary-review.md").write_text("# Salary review\n\nNot for the index.\n")
     (project / ".quireignore").write_text("private/\n")
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         create_default_base(quire, "Household")
         create_default_base(quire, "Work")

@@ -38,9 +38,9 @@ from PySide6.QtWidgets import (
 
 from app.context import AppContext
 from app.ops import Op
-from knowledge import app_queries, operations
-from knowledge.bases import Base
-from knowledge.operations import Changes
+from knowledge import app_queries, lifecycle
+from knowledge.library import Base
+from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
 from knowledge.search import MODES, Hit, search
 
@@ -118,7 +118,7 @@ class SearchResultsModel(QAbstractTableModel):
         if column == SOURCE:
             return Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
         if column == LOCATION:
-            return hit.location() or f"chunk {hit.ordinal + 1}"
+            return hit.location.describe() or f"chunk {hit.ordinal + 1}"
         return f"{hit.score:.4f}"
 
 
@@ -158,7 +158,7 @@ class HtmlDelegate(QStyledItemDelegate):
 def owned_copy_for(quire: Quire, base_id: int, item_id: int) -> Path | None:
     """The base's own copy of an item's bytes, under the item's name in a temp folder (so it opens in the
     right program); ``None`` for a note or when the base keeps no copy. Runs in an ``Op``."""
-    item = operations.get_item(quire, base_id, item_id)
+    item = lifecycle.get_item(quire, base_id, item_id)
     blob = app_queries.owned_copy_path(quire, item)
     if blob is None:
         return None

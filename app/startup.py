@@ -19,12 +19,12 @@ from pathlib import Path
 
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
-from knowledge import app_queries, bases, operations
+from knowledge import app_queries, lifecycle
 from knowledge.app_queries import BaseProgress, ChangedItems
-from knowledge.bases import Base
 from knowledge.errors import KnowledgeError
-from knowledge.knowledge_jobs import interrupted_items
-from knowledge.operations import Changes
+from knowledge.job_types import open_quire
+from knowledge.library import Base, bases
+from knowledge.lifecycle import Changes, interrupted_items
 from knowledge.runtime import Quire
 
 
@@ -50,7 +50,7 @@ class StartupResult:
 
 def open_and_recover(data_dir: Path) -> StartupResult:
     """The app hosts the worker, so its session says so: an app crash's pending jobs are abandoned."""
-    quire = Quire.open(data_dir, hosts_worker=True)
+    quire = open_quire(data_dir, hosts_worker=True)
     report = quire.recover()
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 
@@ -72,7 +72,7 @@ def reindex_parked(quire: Quire, parked: dict[int, list[int]]) -> ReindexOutcome
     outcome = ReindexOutcome()
     for base_id, item_ids in parked.items():
         try:
-            outcome.changes.append(operations.reindex_items(quire, base_id, item_ids))
+            outcome.changes.append(lifecycle.reindex_items(quire, base_id, item_ids))
         except KnowledgeError as exc:
             outcome.refused[base_id] = str(exc)
     return outcome

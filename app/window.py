@@ -6,8 +6,7 @@ parked as interrupted — a notice says how many and offers to reindex them. Nei
 is imported on the way (FACTS.md #9): the first search loads the query encoder, in an ``Op``.
 
 Live updates (STYLE.md #3, #4): every mutation's ``Changes`` go to the views at once
-(``AppContext.changes_made``); everything the worker does is seen by polling — rows updated since a
-cursor, container child counts, job counts — every ``poll_ms``, one poll in flight at a time.
+(``AppContext.changes_made``); everything the worker does is seen by polling (``app.poller``).
 
 Threading contract: everything in this module runs on the Qt main thread; database reads and writes
 happen in ``Op``s (``app.ops``), whose callbacks come back here.
@@ -16,10 +15,9 @@ happen in ``Op``s (``app.ops``), whose callbacks come back here.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
@@ -41,23 +39,18 @@ from app.item_model import ItemTreeModel
 from app.item_view import ItemTreeView
 from app.notices import MessageBar
 from app.ops import Op
+from app.poller import Poller
 from app.prompts import Prompter, QtPrompter
 from app.resources import icon
 from app.search_panel import SearchPanel
-from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, poll, reindex_parked
+from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
 from app.worker_process import WorkerProcess
-from knowledge import operations
-from knowledge.bases import Base
-from knowledge.items import Item
-from knowledge.operations import Changes, NoteInput, PathInput
+from knowledge import lifecycle
+from knowledge.library import Base, Item
+from knowledge.lifecycle import Changes, NoteInput, PathInput
 
 log = logging.getLogger(__name__)
 
-POLL_OVERLAP_SECONDS = 2.0
-POLL_BUDGET = 0.1  # the poll may use at most a tenth of one core: its interval grows with its cost
-MAX_POLL_MS = 5000
-IDLE_FACTOR = 4  # with no job live, polls are this much further apart
-EXISTENCE_CHECK_EVERY = 10  # polls between checks that loaded rows still exist
 TERMINAL = ("completed", "failed")
 
 
@@ -65,7 +58,6 @@ class MainWindow(QMainWindow):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
 
     started = Signal(object)  # StartupResult
-    polled = Signal(object)  # PollResult, after it was applied
 
     def __init__(
         self,
@@ -84,11 +76,6 @@ class MainWindow(QMainWindow):
         self.worker = WorkerProcess(data_dir, self)
         self.model = ItemTreeModel(self)
         self._viewers: list[ChunkViewer] = []
-        self._cursor = 0.0
-        self._overlap = True
-        self._polling = False
-        self._poll_count = 0
-        self._poll_ms = poll_ms
         self._closed = False
         self._parked: dict[int, list[int]] = {}
         self.startup_result: StartupResult | None = None
@@ -126,9 +113,8 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self._build_status_bar()
-        self.poll_timer = QTimer(self)
-        self.poll_timer.setInterval(poll_ms)
-        self.poll_timer.timeout.connect(self.poll_now)
+        self.poller = Poller(self.ctx, self.model, poll_ms, self)
+        self.polled = self.poller.polled
         self.resize(1200, 760)
 
     def _make_folder_runs_panel(self) -> FolderRunsPanel:
@@ -186,6 +172,7 @@ class MainWindow(QMainWindow):
         self.tree.doubleClicked.connect(self._double_clicked)
         self.search_panel.show_chunk.connect(self.open_chunk_viewer)
         self.worker.state_changed.connect(lambda state: self.worker_label.setText(f"Worker: {state}"))
+        self.poller.polled.connect(self._show_progress)
 
     # -- start-up and shutdown ----------------------------------------------------------------
 
@@ -207,7 +194,7 @@ class MainWindow(QMainWindow):
             self.ctx.select_base(result.bases[0])
         if self.start_worker:
             self.worker.start()
-        self.poll_timer.start()
+        self.poller.start()
         self.statusBar().showMessage("Ready.", 4000)
         if result.parked_count:
             self._show_recovery_notice(result.parked)
@@ -248,7 +235,7 @@ class MainWindow(QMainWindow):
         count = sum(len(ids) for ids in self._parked.values())
         self._parked = {}
         self.recovery_notice.show_message(f"Reindexing {count} interrupted item{'s' if count != 1 else ''}…", "info")
-        self.poll_now()
+        self.poller.poll_now()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.hide()  # the worker may take a moment to stop: the window is gone at once
@@ -260,7 +247,7 @@ class MainWindow(QMainWindow):
         if self._closed:
             return
         self._closed = True
-        self.poll_timer.stop()
+        self.poller.stop()
         for viewer in list(self._viewers):
             viewer.close()
         self.worker.stop()
@@ -284,8 +271,7 @@ class MainWindow(QMainWindow):
         base_id = None if base is None else base.id
         if base_id != self.model.base_id:
             self.model.set_source(self.ctx.quire, base_id)
-            self._cursor = time.time() - POLL_OVERLAP_SECONDS
-            self._overlap = True
+            self.poller.restart_cursor()
             self.progress_bar.hide()
             if base_id is not None and self.model.canFetchMore(QModelIndex()):
                 self.model.fetchMore(QModelIndex())
@@ -363,11 +349,11 @@ class MainWindow(QMainWindow):
             return
         self._add([PathInput(p) for p in paths], f"{len(paths)} item{'s' if len(paths) != 1 else ''}")
 
-    def _add(self, inputs: list[operations.ItemInput], what: str) -> None:
+    def _add(self, inputs: list[lifecycle.ItemInput], what: str) -> None:
         base, quire = self.ctx.base, self.ctx.quire
         if base is None or quire is None:
             return
-        Op(operations.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
+        Op(lifecycle.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
             lambda changes: self._changed(changes, f"Adding {what} to {base.name!r}…")
         ).on_failure(self.ctx.fail).run()
 
@@ -379,7 +365,7 @@ class MainWindow(QMainWindow):
         question = f"Delete {names} from {base.name!r}, with everything inside?\nYour original files are not touched."
         if not self.ctx.prompter.confirm(self, "Delete items", question):
             return
-        Op(operations.delete_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
+        Op(lifecycle.delete_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
             lambda changes: self._changed(changes, f"Deleted {len(chosen)} item{'s' if len(chosen) != 1 else ''}.")
         ).on_failure(self.ctx.fail).run()
 
@@ -388,7 +374,7 @@ class MainWindow(QMainWindow):
         base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
         if base is None or quire is None or not chosen:
             return
-        Op(operations.reindex_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
+        Op(lifecycle.reindex_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
             lambda changes: self._changed(changes, "Reindex queued.")
         ).on_failure(self.ctx.fail).run()
 
@@ -417,45 +403,9 @@ class MainWindow(QMainWindow):
     def _changes_made(self, changes: Changes) -> None:
         self.model.apply_changes(changes)
         self._update_actions()
-        self.poll_now()
+        self.poller.poll_now()
 
-    # -- polling ------------------------------------------------------------------------------
-
-    def poll_now(self) -> None:
-        quire = self.ctx.quire
-        if quire is None or self._polling or self._closed:
-            return
-        self._polling = True
-        self._poll_count += 1
-        since = self._cursor - POLL_OVERLAP_SECONDS if self._overlap else self._cursor
-        check = self.model.loaded_ids() if self._poll_count % EXISTENCE_CHECK_EVERY == 0 else []
-        summaries = self.model.take_summary_requests()
-        Op(poll, quire, self.model.base_id, since, summaries, check).bound_to(self).on_success(self._polled).on_failure(
-            self._poll_failed
-        ).run()
-
-    def _poll_failed(self, exc: BaseException) -> None:
-        self._polling = False
-        log.warning("poll failed: %s", exc)
-
-    def _polled(self, result: PollResult) -> None:
-        self._polling = False
-        self.ctx.set_bases(result.bases)
-        if result.base_id == self.model.base_id and result.changed is not None:
-            self._cursor = max(self._cursor, result.changed.cursor)
-            self._overlap = result.changed.complete
-            self.model.apply_items(result.changed.items)
-            self.model.apply_summaries(result.summaries)
-            self.model.remove_ids(set(result.checked) - result.existing)
-        self._show_progress(result)
-        self.poll_timer.setInterval(self._next_interval(result))
-        self.polled.emit(result)
-
-    def _next_interval(self, result: PollResult) -> int:
-        """Poll often while work is live, less when idle, and never spend more than the budget on it."""
-        cost_ms = int(result.seconds * 1000 / POLL_BUDGET)
-        interval = max(self._poll_ms, cost_ms) * (1 if result.live_jobs else IDLE_FACTOR)
-        return min(interval, MAX_POLL_MS)
+    # -- status bar ---------------------------------------------------------------------------
 
     def _show_progress(self, result: PollResult) -> None:
         self.jobs_label.setText(jobs_text(result))

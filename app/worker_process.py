@@ -2,7 +2,7 @@
 
 Why a process and not a thread: the worker parses and embeds; torch's OpenMP threads in the GUI
 process would fight the UI thread and the GIL for two cores (FACTS.md #8), and its import alone costs
-seconds and hundreds of MB (FACTS.md #9). The process is ``python -m knowledge.cli --data-dir D worker``
+seconds and hundreds of MB (FACTS.md #9). The process is ``python -m app.cli --data-dir D worker``
 (through ``app.worker_launch``, which makes Linux stop it if the app dies), so the GUI and the CLI run
 the very same worker.
 

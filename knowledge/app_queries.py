@@ -10,7 +10,7 @@ can call them every half second from a background thread on a base of any size.
 * ``items_changed_since`` returns rows whose ``updated_at`` passed a cursor, ``deleting`` ones included
   (that is how a view learns to drop them). Timestamps are taken inside the write transaction that
   commits them and writers are serialised, so a cursor with a small overlap misses nothing.
-* ``owned_copy_path`` is the base's own copy of an item's bytes (``knowledge.blobs``), for opening a
+* ``owned_copy_path`` is the base's own copy of an item's bytes (``knowledge.library.blobs``), for opening a
   source whose original has moved or gone.
 * ``fitting_subfolders`` answers a folder-run preview refused for the cap: which sub-folders would each
   fit under it, walked with the very rules (and cap) a run over that sub-folder would use.
@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, func, select, tuple_
 
 from jobs.schema import LIVE_STATUSES, jobs
-from knowledge import blobs, walk
-from knowledge.items import Item
+from knowledge.ingest import walk
+from knowledge.library import blobs
+from knowledge.library.items import Item
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ class Split:
 def fitting_subfolders(quire: Quire, folder: str | os.PathLike[str], *, max_walks: int = 64) -> Split:
     """Sub-folders of ``folder`` that a run could each take, breadth first, descending into those too large.
 
-    Each candidate is walked as a run over it would walk it (``knowledge.walk`` with the cap setting and
+    Each candidate is walked as a run over it would walk it (``knowledge.ingest.walk`` with the cap setting and
     the data directory hidden), stopping at ``cap + 1``: bounded by ``max_walks`` walks of ``cap + 1``.
     """
     from knowledge import folder_runs  # the folder-run rules: cap setting, "folder not found"

@@ -1,7 +1,7 @@
 """The composition root: one ``Quire`` per process and data directory.
 
 It opens the database (migrating it), builds the huey transport on the same file, the job registry
-with the knowledge job types, the job queue and — on demand — a worker and the encoders. The CLI and
+(filled by :mod:`knowledge.job_types`), the job queue and — on demand — a worker and the encoders. The CLI and
 the GUI both start here, so both call the very same operations.
 """
 
@@ -20,21 +20,16 @@ from jobs.registry import Registry
 from jobs.runtime import Worker
 from jobs.sessions import Session
 from jobs.transport import Transport
+from knowledge.search.term_stats import TermStats
+from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
 from knowledge.store.database import Database, open_raw_connection
 from knowledge.store.migrations import migrate
-from knowledge.term_stats import TermStats
-from knowledge.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from knowledge.embedding import Encoder
+    from knowledge.ingest.embedding import Encoder
 
 log = logging.getLogger(__name__)
-
-# Modules that add job types and repair scans: each exposes ``register(quire: Quire) -> None``.
-# Kept as a list so feature packages plug in without the runtime importing their heavy dependencies.
-JOB_MODULES: list[str] = ["knowledge.knowledge_jobs", "knowledge.folder_runs"]
-
 
 @dataclass
 class Quire:
@@ -53,7 +48,8 @@ class Quire:
     encoder_factory: Callable[[str, str, bool], Encoder] | None = None
 
     @classmethod
-    def open(cls, data_dir: Path, *, hosts_worker: bool = False, register_jobs: bool = True) -> Quire:
+    def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
+        """Open (and migrate) the data directory; job types are added by ``knowledge.job_types``."""
         data_dir.mkdir(parents=True, exist_ok=True)
         db = Database.in_dir(data_dir)
         migrate(db)
@@ -61,14 +57,9 @@ class Quire:
         registry = Registry()
         session = Session.for_this_process(hosts_worker=hosts_worker)
         quire = cls(data_dir, db, transport, registry, JobQueue(db, transport, registry, session))
-        from knowledge.bases import verify_base_indexes
+        from knowledge.library.bases import verify_base_indexes
 
         verify_base_indexes(db)
-        if register_jobs:
-            import importlib
-
-            for name in JOB_MODULES:
-                importlib.import_module(name).register(quire)
         return quire
 
     @property
@@ -100,8 +91,8 @@ class Quire:
             if self.encoder_factory is not None:
                 self._encoders[key] = self.encoder_factory(model_id, precision, query)
             else:
-                from knowledge.embedding import Encoder, QueryEncoder
-                from knowledge.models import model_spec
+                from knowledge.ingest.embedding import Encoder, QueryEncoder
+                from knowledge.ingest.models import model_spec
 
                 spec = model_spec(model_id)
                 self._encoders[key] = (

@@ -13,7 +13,7 @@ import sys
 def main() -> int:
     args = sys.argv[1:]
     if args[:1] == ["cli"]:
-        from knowledge.cli.main import main as cli_main
+        from app.cli.main import main as cli_main
 
         return cli_main(args[1:])
     if args[:1] == ["worker-launch"]:

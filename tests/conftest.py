@@ -15,6 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def quire(data_dir: Path) -> Iterator[Quire]:
-    q = Quire.open(data_dir)
+    q = open_quire(data_dir)
     yield q
     q.close()
 
@@ -58,7 +59,7 @@ def quire_cli(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), *args],
         cwd=REPO,
         env=env,
         capture_output=True,

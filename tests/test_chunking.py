@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.chunking import (
+from knowledge.ingest.chunking import (
     CHUNKER_VERSION,
     DEFAULT_MAX_TOKENS,
     Chunk,
@@ -221,7 +221,7 @@ def test_tokenizer_is_cached_per_path(tok: HFTokenizer) -> None:
 def test_importing_and_chunking_never_imports_torch() -> None:
     code = (
         "import sys\n"
-        "from knowledge import chunking, embedding\n"
+        "from knowledge.ingest import chunking, embedding\n"
         "chunking.chunk_text('Hello world. ' * 500, chunking.load_tokenizer())\n"
         "spec = embedding.default_model_spec()\n"
         "enc = embedding.Encoder(spec, precision='fp32')\n"

@@ -55,7 +55,7 @@ def test_data_dir_from_environment(tmp_path: Path, monkeypatch: object) -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "QUIRE_DATA_DIR": str(tmp_path / "envdir")}
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--json", "doctor"], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "app.cli", "--json", "doctor"], env=env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data_dir"] == str((tmp_path / "envdir").resolve())

@@ -15,7 +15,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import numpy as np
 import pytest
 
-from knowledge.embedding import (
+from knowledge.ingest.embedding import (
     DEFAULT_MODEL_ID,
     Encoder,
     ModelSpec,
@@ -176,7 +176,7 @@ def test_model_loads_without_any_network() -> None:
     # A dead endpoint: any attempt to reach the Hub would fail the load.
     env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_OFFLINE="1")
     code = (
-        "from knowledge.embedding import Encoder, default_model_spec\n"
+        "from knowledge.ingest.embedding import Encoder, default_model_spec\n"
         "v = Encoder(default_model_spec(), precision='fp32', threads=1).encode_query('hello')\n"
         "assert v.shape == (384,)\n"
     )

@@ -1,45 +1,142 @@
-"""Layering rules that hold by construction: knowledge/ and jobs/ import no Qt; jobs/ imports no knowledge."""
+"""The architecture as a test: which package, and which room of ``knowledge/``, may import which.
+
+* ``app → knowledge → jobs``; ``knowledge/`` and ``jobs/`` import no Qt; ``jobs/`` imports no knowledge.
+* Inside ``knowledge/`` the rooms form a ladder (``ROOM_IMPORTS``): a room imports only the rooms listed
+  for it. Imports under ``if TYPE_CHECKING:`` are for annotations only and are not edges.
+* ``app/`` (the window and the CLI) imports a room of ``knowledge/`` through its face (the room's
+  ``__init__``), never a module inside it — except ``store`` and ``sources``, whose modules are the face.
+"""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import REPO
 
+# room -> the rooms it may import (besides itself). Top-level modules of knowledge/ are rooms too.
+ROOM_IMPORTS: dict[str, set[str]] = {
+    "errors": set(),
+    "paths": set(),
+    "instance_lock": {"errors"},
+    "store": {"errors"},
+    "sources": {"errors"},
+    "library": {"errors", "store"},
+    "ingest": {"errors", "store", "sources", "library"},
+    "search": {"errors", "store", "library", "ingest"},
+    "lifecycle": {"errors", "store", "sources", "library", "ingest"},
+    "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle"},
+    "runtime": {"errors", "store", "library", "ingest", "search"},
+    "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime"},
+    "job_types": {"runtime", "lifecycle", "folder_runs"},
+}
+FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs"}
 
-def imported_modules(package: str) -> set[str]:
-    found: set[str] = set()
-    for path in (REPO / package).rglob("*.py"):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module.split(".")[0])
-    return found
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path) -> Iterator[str]:
+    """Absolute module names imported by a file (``from a import b`` yields ``a.b`` and ``a``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skip = _type_checking_lines(tree)
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def imported_packages(package: str) -> set[str]:
+    return {name.split(".")[0] for path in (REPO / package).rglob("*.py") for name in imports_of(path)}
+
+
+def room_of(path: Path) -> str:
+    return path.relative_to(REPO / "knowledge").parts[0].removesuffix(".py")
 
 
 def test_core_packages_import_no_qt_and_no_stdlib_sqlite() -> None:
     for package in ("knowledge", "jobs"):
-        mods = imported_modules(package)
+        mods = imported_packages(package)
         assert "PySide6" not in mods, package
         assert "sqlite3" not in mods, package
-    assert "sqlite3" not in imported_modules("app")
+    assert "sqlite3" not in imported_packages("app")
 
 
 def test_jobs_does_not_import_knowledge() -> None:
-    assert "knowledge" not in imported_modules("jobs")
-    assert "app" not in imported_modules("jobs")
-    assert "app" not in imported_modules("knowledge")
+    assert "knowledge" not in imported_packages("jobs")
+    assert "app" not in imported_packages("jobs")
+    assert "app" not in imported_packages("knowledge")
+
+
+def test_rooms_of_knowledge_import_only_the_rooms_below_them() -> None:
+    violations: list[str] = []
+    for path in (REPO / "knowledge").rglob("*.py"):
+        if path.name == "__init__.py" and path.parent == REPO / "knowledge":
+            continue
+        room = room_of(path)
+        assert room in ROOM_IMPORTS, f"knowledge/{room} is a room the layering contract does not know"
+        for name in imports_of(path):
+            parts = name.split(".")
+            if parts[0] != "knowledge" or len(parts) < 2:
+                continue
+            target = parts[1]
+            if target in ROOM_IMPORTS and target != room and target not in ROOM_IMPORTS[room]:
+                violations.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not violations, "\n".join(sorted(set(violations)))
+
+
+def test_the_app_imports_rooms_through_their_faces() -> None:
+    violations: list[str] = []
+    for path in (REPO / "app").rglob("*.py"):
+        for name in imports_of(path):
+            parts = name.split(".")
+            if parts[0] == "knowledge" and len(parts) >= 3 and parts[1] in FACE_ROOMS:
+                if not (REPO / "knowledge" / parts[1] / f"{parts[2]}.py").exists():
+                    continue  # ``from knowledge.room import name``: a name of the face
+                if parts[2] in _face_modules(parts[1]):
+                    continue  # a module the face itself names as public
+                violations.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not violations, "\n".join(sorted(set(violations)))
+
+
+def _face_modules(room: str) -> set[str]:
+    tree = ast.parse((REPO / "knowledge" / room / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    return set()
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    violations = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for package in ("app", "knowledge", "jobs")
+        for path in (REPO / package).rglob("*.py")
+        for name in imports_of(path)
+        if name.split(".")[0] in ("app", "knowledge", "jobs")
+        and name.split(".")[-1].startswith("_")
+        and not name.split(".")[-1].startswith("__")
+    ]
+    assert not violations, "\n".join(violations)
 
 
 def test_importing_the_core_loads_neither_qt_nor_torch() -> None:
     code = (
-        "import sys, pkgutil, importlib, knowledge, jobs\n"
-        "for pkg in (knowledge, jobs):\n"
+        "import sys, pkgutil, importlib, knowledge, jobs, app.cli\n"
+        "for pkg in (knowledge, jobs, app.cli):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        if not m.name.endswith('__main__'): importlib.import_module(m.name)\n"
         "bad = [m for m in ('PySide6', 'torch', 'sentence_transformers') if m in sys.modules]\n"
@@ -52,5 +149,6 @@ def test_importing_the_core_loads_neither_qt_nor_torch() -> None:
 def test_app_writes_no_sql() -> None:
     for path in Path(REPO / "app").rglob("*.py"):
         source = path.read_text()
-        for word in ("INSERT INTO", "UPDATE ", "DELETE FROM", "exec_driver_sql", "sqlalchemy"):
+        for word in ("INSERT INTO", "UPDATE ", "DELETE FROM", "exec_driver_sql", ".execute("):
             assert word not in source, f"{path.name} contains {word!r}"
+    assert "sqlalchemy" not in imported_packages("app")

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from jobs import schema as jobs_schema
-from jobs.transport import HUEY_DDL
 from knowledge.store import schema, schema_runs
 from knowledge.store.database import Database
+from knowledge.store.initial_ddl import INITIAL_DDL
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +29,11 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-# The tables 0001 created. Later tables come from later migrations, never from editing this one.
-_INITIAL_TABLES = ("bases", "items", "chunks", "blobs", "identities", "settings")
-
-
 def _initial(conn: Connection) -> None:
-    jobs_schema.metadata.create_all(conn)
-    for ddl in HUEY_DDL:
+    """The job layer's tables, huey's, and the first knowledge tables, as frozen DDL: later changes to
+    ``schema.py`` (a column a later migration adds) must never leak into what 0001 creates."""
+    for ddl in INITIAL_DDL:
         conn.exec_driver_sql(ddl)
-    schema.metadata.create_all(conn, tables=[schema.metadata.tables[name] for name in _INITIAL_TABLES])
 
 
 def _vector_cache(conn: Connection) -> None:
@@ -54,7 +49,7 @@ def _folder_runs(conn: Connection) -> None:
 def _binary_vectors(conn: Connection) -> None:
     """Every base with a float vector table gets its ``bit[dimension]`` twin, filled from the floats.
 
-    Frozen DDL (the names and the column are spelled out here, not taken from ``knowledge.index``).
+    Frozen DDL (the names and the column are spelled out here, not taken from ``knowledge.library.index``).
     """
     existing = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'")).all()}
     for base_id, dimension in conn.execute(text("SELECT id, dimension FROM bases ORDER BY id")).all():
@@ -82,7 +77,7 @@ def _items_updated_index(conn: Connection) -> None:
 
 def _search_vectors(conn: Connection) -> None:
     """A float16 copy of every chunk's vector in ``chunks.vector_f16``, read by the in-memory search
-    index (``knowledge.vector_index``); the ``bit[…]`` vec0 tables of 0004 are dropped — measured,
+    index (``knowledge.search.vector_index``); the ``bit[…]`` vec0 tables of 0004 are dropped — measured,
     sqlite-vec's own KNN over them grows with k and its point reads are slow, so search no longer
     uses them. Frozen DDL; the copies are derived from the float vectors (no model involved)."""
     import numpy as np

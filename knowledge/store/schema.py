@@ -1,7 +1,7 @@
 """The knowledge schema, described with SQLAlchemy Core.
 
 Per-base virtual tables (``vec_base_{id}`` for sqlite-vec, ``fts_base_{id}`` for FTS5) are created by
-``knowledge.index`` when a base is created, because a vec0 column's dimension is fixed per table and a
+``knowledge.library.index`` when a base is created, because a vec0 column's dimension is fixed per table and a
 base fixes its model and dimension at creation. Their rowid is ``chunks.id``.
 
 Derived data carries what made it: ``items.parser_version``, ``items.chunker_version`` and
@@ -109,6 +109,8 @@ chunks = Table(
     Column("line_end", Integer),
     Column("token_count", Integer, nullable=False),
     Column("text_sha256", String, nullable=False),
+    # A float16 copy of the chunk's vector, read by the in-memory vector search (migration 0007).
+    Column("vector_f16", LargeBinary),
     UniqueConstraint("item_id", "ordinal", name="chunks_item_ordinal"),
     Index("chunks_base_hash", "base_id", "text_sha256"),
 )

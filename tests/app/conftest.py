@@ -1,7 +1,7 @@
 """GUI test fixtures: a scripted prompter (no modal dialog ever blocks), windows on real data directories.
 
 Everything is real: the database, the queue, and — where a test asks for it — the worker process the
-window starts (``python -m knowledge.cli worker``) with the real embedding model.
+window starts (``python -m app.cli worker``) with the real embedding model.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pytestqt.qtbot import QtBot
 from app import ops
 from app.item_model import ItemTreeModel
 from app.window import MainWindow
-from knowledge import bases
-from knowledge.bases import Base
-from knowledge.items import Item
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.library import bases
+from knowledge.library.bases import Base
+from knowledge.library.items import Item
 from tests.conftest import REPO
 
 SAMPLE = REPO / "resources" / "sample"
@@ -72,10 +72,10 @@ def prompter() -> ScriptedPrompter:
 
 def create_base(data_dir: Path, name: str = "notes") -> Base:
     """A base made the way the app makes one, before any window opens (fp32: no torch import here)."""
-    from knowledge.embedding import DEFAULT_MODEL_ID
-    from knowledge.models import model_spec
+    from knowledge.ingest.embedding import DEFAULT_MODEL_ID
+    from knowledge.ingest.models import model_spec
 
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         spec = model_spec(DEFAULT_MODEL_ID)
         return bases.create_base(quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision="fp32")

@@ -8,10 +8,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.folder_runs_panel import PreviewOutcome
-from knowledge import audit, folder_runs
+from app.run_reads import PreviewOutcome
+from knowledge import folder_runs
 from knowledge.folder_runs import StartResult
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.library import audit
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,
     ScriptedPrompter,
@@ -112,7 +113,7 @@ def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and
     qtbot.waitUntil(lambda: tree_items(window.model) == [], timeout=30_000)
     assert not panel.revert_button.isEnabled()
 
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         assert [r.run.id for r in folder_runs.list_runs(quire, base=base.id)] == [run_id]
     finally:
@@ -127,7 +128,7 @@ def test_a_folder_over_the_cap_is_refused_with_the_sub_folders_that_would_fit(
     files.update({"small/a.txt": "a", "small/b.txt": "b", "top.txt": "t"})
     files.update({f"huge/f{m}.txt": "y" for m in range(6)})
     folder = make_folder(tmp_path / "tree", files)
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         folder_runs.set_descendant_cap(quire, 4)
     finally:

@@ -1,6 +1,6 @@
 """With the real worker process the window starts: drop a folder, watch rows settle, read chunks, search.
 
-The worker is ``python -m knowledge.cli worker`` with the real embedding model; the window sees its
+The worker is ``python -m app.cli worker`` with the real embedding model; the window sees its
 work only by polling, as in the app.
 """
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from knowledge import operations
-from knowledge.knowledge_jobs import INTERRUPTED
-from knowledge.operations import PathInput
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.lifecycle import INTERRUPTED, operations
+from knowledge.lifecycle.operations import PathInput
 from knowledge.store.schema import ACTIVE_STATUSES
 from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory, copy_sample, create_base, load_all, tree_items
 from tests.conftest import python_proc
@@ -21,11 +20,11 @@ from tests.conftest import python_proc
 def crash_a_worker_mid_job(qtbot: QtBot, data_dir: Path, files: list[Path]) -> list[int]:
     """Add files, start a real worker, SIGKILL it while their index job runs; the items stay active."""
     base = create_base(data_dir, "crashed")
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         changes = operations.add_items(quire, base.id, [PathInput(p) for p in files])
         job_id = changes.job_ids[0]
-        worker = python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "worker")
+        worker = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
         try:
             qtbot.waitUntil(lambda: quire.queue.get(job_id).status == "running", timeout=60_000)
         finally:

@@ -66,7 +66,7 @@ def test_the_worker_process_starts_after_the_window_and_stops_on_sigterm(
     qtbot.waitUntil(lambda: pid in _worker_session_pids(window), timeout=30_000)  # past its start-up
     assert psutil.Process(pid).cmdline()[1:] == [
         "-m",
-        "knowledge.cli",
+        "app.cli",
         "--data-dir",
         str(window.ctx.data_dir),
         "worker",
@@ -94,7 +94,7 @@ def test_the_worker_stops_when_the_app_dies(data_dir: Path) -> None:
     parent = python_proc("-c", parent_code, str(data_dir))
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
-    wait_until(lambda: _running(child) and "knowledge.cli" in " ".join(psutil.Process(child).cmdline()), timeout=30)
+    wait_until(lambda: _running(child) and "app.cli" in " ".join(psutil.Process(child).cmdline()), timeout=30)
     os.kill(parent.pid, signal.SIGKILL)  # the app crashes
     parent.wait(timeout=10)
     wait_until(lambda: not _running(child), timeout=30)

@@ -11,10 +11,11 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex
 from pytestqt.qtbot import QtBot
 
 from app.item_model import PAGE
-from knowledge import bases, operations
-from knowledge import items as tree
-from knowledge.operations import NoteInput
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.library import bases
+from knowledge.library import items as tree
+from knowledge.lifecycle import operations
+from knowledge.lifecycle.operations import NoteInput
 from tests.app.conftest import (
     ScriptedPrompter,
     WindowFactory,
@@ -70,7 +71,7 @@ def test_the_tree_pages_lazily_and_updates_rows_in_place(
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path
 ) -> None:
     base = create_base(data_dir)
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         changes = operations.add_items(quire, base.id, [NoteInput(f"body {n}", f"note {n:03}") for n in range(450)])
         window = open_window()
@@ -109,7 +110,7 @@ def test_dropping_onto_a_locked_or_failed_base_says_why(
 ) -> None:
     base = create_base(data_dir, "archive")
     folder = make_folder(tmp_path / "drop", {"a.md": "# A\n\nalpha"})
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         bases.set_locked(quire.db, base.id, True)
         window = open_window()
@@ -159,7 +160,7 @@ def test_reindex_and_chunks_are_disabled_where_guards_refuse_and_stale_calls_are
     assert row_text(window.model, items["c.bin"].id)[3] == "unsupported file type .bin"
 
     # the base is locked by another process; before the poll notices, the action still looks enabled
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         bases.set_locked(quire.db, base.id, True)
     finally:

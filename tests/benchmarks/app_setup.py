@@ -2,7 +2,7 @@
 
 ``python -m tests.benchmarks.app_setup tree DATA_DIR BASE N`` — a base with one folder item holding N
 completed file items (2 chunks each: short synthetic texts, random unit vectors, written through
-``knowledge.index.write_item_material``): a subtree to delete. SYNTHETIC: nothing was parsed or embedded.
+``knowledge.library.index.write_item_material``): a subtree to delete. SYNTHETIC: nothing was parsed or embedded.
 
 ``python -m tests.benchmarks.app_setup interrupted DATA_DIR FOLDER`` — the state a crash leaves: this
 process registers as a worker-hosting session, adds FOLDER, runs its ``prepare-root`` job (which
@@ -25,31 +25,35 @@ import numpy as np
 
 
 def tree(data_dir: Path, base_name: str, count: int) -> dict[str, object]:
-    from knowledge import bases, index
-    from knowledge.index import ChunkRow
-    from knowledge.operations import create_item
-    from knowledge.runtime import Quire
+    from knowledge.job_types import open_quire
+    from knowledge.library import bases, index
+    from knowledge.library.index import ChunkRow
+    from knowledge.library.items import NewItem, create_item
 
     rng = np.random.default_rng(5000)
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         base = bases.create_base(quire.db, base_name, model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32")
         with quire.db.write() as conn:
-            root = create_item(conn, base.id, "directory", "to-delete", "completed", source_path="/synthetic/to-delete")
+            root = create_item(
+                conn, NewItem(base.id, "directory", "to-delete", "completed", source_path="/synthetic/to-delete")
+            )
         for start in range(0, count, 500):
             with quire.db.write() as conn:
                 for n in range(start, min(count, start + 500)):
                     name = f"file-{n:05d}.txt"
                     item = create_item(
                         conn,
-                        base.id,
-                        "file",
-                        name,
-                        "completed",
-                        parent_id=root,
-                        root_id=root,
-                        relative_path=name,
-                        source_path=f"/synthetic/to-delete/{name}",
+                        NewItem(
+                            base.id,
+                            "file",
+                            name,
+                            "completed",
+                            parent_id=root,
+                            root_id=root,
+                            relative_path=name,
+                            source_path=f"/synthetic/to-delete/{name}",
+                        ),
                     )
                     texts = [f"synthetic chunk {n} one", f"synthetic chunk {n} two"]
                     rows = [ChunkRow(i, t, 0, len(t), None, 1, 1, 4, f"{n}-{i}") for i, t in enumerate(texts)]
@@ -62,11 +66,12 @@ def tree(data_dir: Path, base_name: str, count: int) -> dict[str, object]:
 
 
 def interrupted(data_dir: Path, folder: Path) -> None:
-    from knowledge import bases, operations
-    from knowledge.operations import INDEX_DOCUMENTS, PREPARE_ROOT
-    from knowledge.runtime import Quire
+    from knowledge.job_types import open_quire
+    from knowledge.library import bases
+    from knowledge.lifecycle import operations
+    from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PREPARE_ROOT
 
-    quire = Quire.open(data_dir, hosts_worker=True)
+    quire = open_quire(data_dir, hosts_worker=True)
     bases.create_base(quire.db, "interrupted", model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32")
     changes = operations.add_items(quire, "interrupted", [operations.PathInput(folder)])
     worker = quire.make_worker()
@@ -95,10 +100,10 @@ def interrupted(data_dir: Path, folder: Path) -> None:
 
 
 def recover(data_dir: Path) -> dict[str, object]:
-    from knowledge.runtime import Quire
+    from knowledge.job_types import open_quire
 
     t0 = time.perf_counter()
-    quire = Quire.open(data_dir, hosts_worker=True)
+    quire = open_quire(data_dir, hosts_worker=True)
     t1 = time.perf_counter()
     report = quire.recover()
     t2 = time.perf_counter()

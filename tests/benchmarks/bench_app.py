@@ -64,7 +64,7 @@ def launch_to_shown(data_dir: Path, argv: list[str]) -> float:
 
 def launches(data_dir: Path) -> dict[str, Any]:
     commands = {
-        "quire gui": [sys.executable, "-m", "knowledge.cli", "--data-dir", str(data_dir), "gui"],
+        "quire gui": [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), "gui"],
         "quire-gui (app.main)": [sys.executable, "-m", "app.main", "--data-dir", str(data_dir)],
     }
     out: dict[str, Any] = {}

@@ -241,7 +241,7 @@ def chunks_of(data_dir: Path, names: list[str]) -> int:
 
 
 def raw_encode(data_dir: Path, precision: str) -> dict[str, Any]:
-    from knowledge.cli.commands_core import WORKER_NICENESS
+    from app.cli.commands_core import WORKER_NICENESS
 
     result: dict[str, Any] = python_module(
         "tests.benchmarks.raw_encode", str(data_dir), BASE, "--precision", precision, "--nice", str(WORKER_NICENESS)

@@ -7,7 +7,7 @@ queries of each process (model load, cold caches) are warm-up and not counted.
 
 * SciFact scale: the bf16 SciFact base from ``bench_ingest`` (~9,600 chunks; exact vector scan).
 * 100,000 chunks: a SYNTHETIC base (``synth_base.py``: SciFact's chunks replicated with perturbed
-  vectors, written through ``knowledge.index.write_item_material``) — vector search there goes through
+  vectors, written through ``knowledge.library.index.write_item_material``) — vector search there goes through
   the binary-quantized candidates + float rescoring.
 * During ingest: a ``quire worker`` in another process ingests the SciFact files into a fresh base in
   the same data directory as the searched base while the queries run.

@@ -244,7 +244,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def quire_argv(data_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "knowledge.cli", "--data-dir", str(data_dir), *args]
+    return [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), *args]
 
 
 def quire(data_dir: Path, *args: str, timeout: float = 3600, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -11,15 +11,15 @@ import json
 import sys
 from pathlib import Path
 
-from knowledge import vector_index
-from knowledge.bases import get_base
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.library.bases import get_base
+from knowledge.search import vector_index
 
 
 def main(argv: list[str]) -> int:
     data_dir, base_name, queries_file = Path(argv[0]), argv[1], Path(argv[2])
     texts = [json.loads(line)["text"] for line in queries_file.read_text().splitlines() if line.strip()]
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         base = get_base(quire.db, base_name)
         encoder = quire.query_encoder(base.model_id, base.precision)

@@ -329,7 +329,7 @@ def latency_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
         f"Per query, query encoding included (`elapsed_ms` of `quire search --queries-file`, limit "
         f"{doc['results']['limit']}, warm-up queries dropped). The large base is **synthetic**: SciFact's chunks "
         f"replicated {synth['replicas']}x with perturbed vectors ({synth['chunks']:,} chunks, written through "
-        '`knowledge.index.write_item_material`). "During ingest": a `quire worker` in another process ingests '
+        '`knowledge.library.index.write_item_material`). "During ingest": a `quire worker` in another process ingests '
         "SciFact into the same data directory meanwhile.",
         "",
         table(["condition", "base", "chunks", "mode", "p50 ms", "p95 ms", "max ms", "queries"], rows),

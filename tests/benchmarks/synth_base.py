@@ -6,7 +6,7 @@ It replicates the source base's real chunks (SciFact, as ingested) until ``CHUNK
 replica ``r`` of a document becomes an item ``<doc>-r<r>.txt`` with the same chunk texts and the
 source's vectors perturbed by Gaussian noise (sigma 0.02 per dimension, then re-normalised; cosine to the
 original ≈ 0.93), so that the vector distribution stays that of real MiniLM vectors and every
-chunk has a distinct vector. Rows go through ``knowledge.index.write_item_material`` (chunks, float
+chunk has a distinct vector. Rows go through ``knowledge.library.index.write_item_material`` (chunks, float
 vectors, binary vectors, FTS5 entries), 200 items per write transaction, into a base of the source's
 precision (so the query encoder is the one real searches use). Prints one JSON line.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge import bases, index
-from knowledge.index import ChunkRow
-from knowledge.operations import create_item
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
+from knowledge.library import bases, index
+from knowledge.library.index import ChunkRow
+from knowledge.library.items import NewItem, create_item
 from knowledge.store.database import DB_FILENAME, open_raw_connection
 
 NOISE = 0.02
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     meta, docs = source_documents(source_dir, source_base)
     rng = np.random.default_rng(100_000)
-    quire = Quire.open(target_dir)
+    quire = open_quire(target_dir)
     try:
         base = bases.create_base(
             quire.db,
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
             precision=str(meta["precision"]),
         )
         with quire.db.write() as conn:
-            root = create_item(conn, base.id, "directory", "synthetic", "completed", source_path="/synthetic")
+            root = create_item(conn, NewItem(base.id, "directory", "synthetic", "completed", source_path="/synthetic"))
         written = items = 0
         replica = 0
         while written < wanted:
@@ -87,13 +87,15 @@ def main(argv: list[str]) -> int:
                         stem = name.rsplit(".", 1)[0]
                         item = create_item(
                             conn,
-                            base.id,
-                            "file",
-                            f"{stem}-r{replica}.txt",
-                            "completed",
-                            parent_id=root,
-                            root_id=root,
-                            relative_path=f"{stem}-r{replica}.txt",
+                            NewItem(
+                                base.id,
+                                "file",
+                                f"{stem}-r{replica}.txt",
+                                "completed",
+                                parent_id=root,
+                                root_id=root,
+                                relative_path=f"{stem}-r{replica}.txt",
+                            ),
                         )
                         index.write_item_material(conn, base.id, item, rows, noisy.astype(np.float32))
                         written += len(rows)

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from knowledge import search
-from knowledge.bases import get_base
+from knowledge.job_types import open_quire
+from knowledge.library.bases import get_base
 from knowledge.runtime import Quire
+from knowledge.search import query as search
 from tests.benchmarks import bench_ingest, corpus, metrics
 from tests.benchmarks.common import RESULTS, loadavg, log
 
@@ -52,7 +53,7 @@ def main() -> int:
     args = parser.parse_args()
     state = bench_ingest.setup_bases(args.quick)
     data = corpus.load(args.quick)
-    quire = Quire.open(Path(state["bf16"]["data_dir"]))
+    quire = open_quire(Path(state["bf16"]["data_dir"]))
     t0 = time.perf_counter()
     try:
         lists = fetch(quire, data, max(DEPTHS))

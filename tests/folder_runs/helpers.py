@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from knowledge import audit, bases
-from knowledge.bases import Base
 from knowledge.folder_runs import Principal
+from knowledge.library import audit, bases
+from knowledge.library.bases import Base
 from knowledge.runtime import Quire
 
 PERSON = Principal.person("ada")
@@ -29,7 +29,7 @@ WORDS = _WORD_TEXT.split(" ")
 
 
 def make_base(quire: Quire, name: str = "kb") -> Base:
-    from knowledge.models import default_precision, model_spec
+    from knowledge.ingest.models import default_precision, model_spec
 
     spec = model_spec("all-MiniLM-L6-v2")
     return bases.create_base(
@@ -86,7 +86,7 @@ def rows(quire: Quire, sql: str, **params: Any) -> list[tuple[Any, ...]]:
 
 
 def chmod_unreadable_check(path: Path) -> bool:
-    """A stand-in for ``knowledge.walk.is_readable_dir`` that behaves as for a non-root user.
+    """A stand-in for ``knowledge.ingest.walk.is_readable_dir`` that behaves as for a non-root user.
 
     Tests run as root, and root reads a chmod-000 folder anyway (CAP_DAC_OVERRIDE), so ``os.access``
     says yes. The walk decides readability in that one function; the tests swap in this one, which

@@ -22,8 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from knowledge import audit, folder_runs
-from knowledge.index import fts_table, vec_table
+from knowledge import folder_runs
+from knowledge.job_types import open_quire
+from knowledge.library import audit
+from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
@@ -37,7 +39,7 @@ WEIGHTS = (0.25, 0.35, 0.40)
 
 
 def spawn_worker(data_dir: Path, *extra: str) -> subprocess.Popen[str]:
-    return python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "--json", "worker", *extra)
+    return python_proc("-m", "app.cli", "--data-dir", str(data_dir), "--json", "worker", *extra)
 
 
 def batches(quire: Quire) -> int:
@@ -55,7 +57,7 @@ def run_status(quire: Quire, run_id: int) -> str:
 def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Path) -> None:
     began = time.monotonic()
     data_dir = tmp_path / "data"
-    quire = Quire.open(data_dir)
+    quire = open_quire(data_dir)
     try:
         make_base(quire)
         folder = make_docs(tmp_path / "folder", INGESTIBLE)

@@ -13,7 +13,11 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from jobs.runtime import Worker
-from knowledge import audit, folder_runs, walk
+from knowledge import folder_runs
+from knowledge.folder_runs import commit, execute
+from knowledge.ingest import walk
+from knowledge.job_types import open_quire
+from knowledge.library import audit
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import wait_until
@@ -195,7 +199,7 @@ def test_a_database_fault_mid_run_fails_it_and_keeps_what_was_committed(
 ) -> None:
     make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 4), key="k")
-    real = folder_runs._commit_source
+    real = commit._commit_source
     calls = {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> str:
@@ -204,7 +208,7 @@ def test_a_database_fault_mid_run_fails_it_and_keeps_what_was_committed(
             raise sa_exc.OperationalError("INSERT INTO items ...", {}, Exception("disk I/O error"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(folder_runs, "_commit_source", flaky)
+    monkeypatch.setattr(commit, "_commit_source", flaky)
     drain(quire)
     summary = folder_runs.show_run(quire, started.run_id).summary
     assert summary.run.status == "failed"
@@ -227,7 +231,7 @@ def test_read_entries_survive_a_rolled_back_source(
     started = folder_runs.start_run(quire, PERSON, "kb", folder, key="k")
     os.chmod(folder / "locked", 0)
     monkeypatch.setattr(walk, "is_readable_dir", chmod_unreadable_check)
-    real_record = folder_runs._record
+    real_record = commit._record
 
     def record_then_lose(conn: Any, ctx: Any, run: Any, source: Any, disposition: str, *a: Any, **kw: Any) -> str:
         result = real_record(conn, ctx, run, source, disposition, *a, **kw)
@@ -238,7 +242,7 @@ def test_read_entries_survive_a_rolled_back_source(
             conn.execute(text("UPDATE folder_runs SET owner_attempt = owner_attempt + 1 WHERE id = :r"), {"r": run.id})
         return result
 
-    monkeypatch.setattr(folder_runs, "_record", record_then_lose)
+    monkeypatch.setattr(commit, "_record", record_then_lose)
     try:
         drain(quire)
     finally:
@@ -267,7 +271,7 @@ def test_two_attempts_at_once_only_the_owner_lands(
     make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 6), key="k")
     blocked, release = threading.Event(), threading.Event()
-    real_settle = folder_runs._settle_source
+    real_settle = execute._settle_source
     slow = Worker(quire.queue, lease_seconds=5.0, poll_interval=0.01)
 
     def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str) -> str:
@@ -279,13 +283,13 @@ def test_two_attempts_at_once_only_the_owner_lands(
             assert release.wait(120)
         return real_settle(ctx, run, tools, source, agent)
 
-    monkeypatch.setattr(folder_runs, "_settle_source", settle)
+    monkeypatch.setattr(execute, "_settle_source", settle)
     slow_thread = threading.Thread(target=slow.run, kwargs={"until_idle": True, "timeout": 120})
     slow_thread.start()
     assert blocked.wait(120)
     wait_until(lambda: (quire.queue.get(started.job_id).lease_expires_at or 0) < time.time(), timeout=30)
 
-    other = Quire.open(quire.data_dir)  # a second session: another worker
+    other = open_quire(quire.data_dir)  # a second session: another worker
     try:
         fresh = Worker(other.queue, lease_seconds=30, poll_interval=0.01)
         wait_until(lambda: fresh.redeliver_stale_claims() or quire.queue.get(started.job_id).status == "pending")

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from knowledge import audit, folder_runs
+from knowledge import folder_runs
+from knowledge.folder_runs import execute
+from knowledge.library import audit
 from knowledge.runtime import Quire
 from knowledge.store.schema_runs import metadata
 from tests.folder_runs.helpers import PERSON, drain, entries, make_base, make_docs, rows
@@ -38,7 +40,7 @@ def test_an_identity_disabled_mid_run_hands_the_job_back_and_the_same_attempt_re
 ) -> None:
     base = make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 4), key="k")
-    real_prepare = folder_runs._prepare
+    real_prepare = execute.prepare_source
     seen: list[int] = []
 
     def prepare(tools: Any, root: Path, source: Any) -> Any:
@@ -48,7 +50,7 @@ def test_an_identity_disabled_mid_run_hands_the_job_back_and_the_same_attempt_re
                 conn.execute(text("UPDATE identities SET disabled = 1 WHERE base_id = :b"), {"b": base.id})
         return real_prepare(tools, root, source)
 
-    monkeypatch.setattr(folder_runs, "_prepare", prepare)
+    monkeypatch.setattr(execute, "prepare_source", prepare)
     drain(quire)
     job = quire.queue.get(started.job_id)
     assert (job.status, job.attempt) == ("pending", 0)  # handed back, the attempt not consumed

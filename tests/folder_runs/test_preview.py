@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import folder_runs, operations, walk
+from knowledge import folder_runs
 from knowledge.folder_runs import FolderTooLarge
+from knowledge.ingest import walk
+from knowledge.job_types import open_quire
+from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from tests.folder_runs.helpers import (
     AGENT,
@@ -93,7 +96,7 @@ def test_unreadable_subfolders_are_neither_walked_nor_counted(
 
 def test_the_data_directory_inside_the_folder_is_invisible(tmp_path: Path) -> None:
     folder = tmp_path / "home"
-    inner = Quire.open(folder / ".quire-data")  # the app's own data lives inside the folder
+    inner = open_quire(folder / ".quire-data")  # the app's own data lives inside the folder
     try:
         make_base(inner)
         write_tree(folder, {"a.txt": "alpha\n", "b.txt": "beta\n"})

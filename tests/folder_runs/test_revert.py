@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from knowledge import audit, blobs, folder_runs, operations
+from knowledge import folder_runs
 from knowledge.errors import Conflict, Forbidden
+from knowledge.library import audit, blobs
+from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.folder_runs.helpers import AGENT, PERSON, doc_text, drain, entries, make_base, make_docs, rows, scalar

@@ -11,9 +11,11 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from jobs.errors import EnqueueError
-from knowledge import audit, bases, folder_runs, walk
+from knowledge import folder_runs
 from knowledge.errors import Conflict, Forbidden, NotFound
 from knowledge.folder_runs import FOLDER_NOT_FOUND, FolderTooLarge
+from knowledge.ingest import walk
+from knowledge.library import audit, bases
 from knowledge.runtime import Quire
 from tests.folder_runs.helpers import (
     AGENT,

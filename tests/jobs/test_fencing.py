@@ -10,6 +10,7 @@ from sqlalchemy import text
 from jobs.errors import Superseded
 from jobs.registry import JobType
 from jobs.runtime import JobContext, Worker
+from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 from tests.conftest import wait_until
 from tests.support import jobtypes
@@ -47,7 +48,7 @@ def test_stale_attempt_stands_down(quire: Quire) -> None:
     assert first_started.wait(30)
     wait_until(lambda: (quire.queue.get(job).lease_expires_at or 0) < time.time())
 
-    other_session_queue = Quire.open(quire.data_dir)  # another worker, another session
+    other_session_queue = open_quire(quire.data_dir)  # another worker, another session
     other_session_queue.registry.register(JobType("test.slow", handler, "retry"))
     fresh = Worker(other_session_queue.queue, lease_seconds=30, poll_interval=0.01)
     # whichever worker's heartbeat sees the expired lease first hands the job back to the queue

@@ -9,6 +9,7 @@ import time
 
 from jobs.registry import JobType
 from jobs.runtime import JobContext, Worker
+from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 from tests.conftest import python_proc, wait_until
 from tests.support import jobtypes
@@ -39,7 +40,7 @@ def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
     assert quire.queue.get(job).status == "running"  # not cancelled by shutdown
     assert quire.queue.get(later).status == "pending"  # and nothing new was taken
 
-    report = Quire.open(quire.data_dir).recover()  # the next start: the stopped session is gone
+    report = open_quire(quire.data_dir).recover()  # the next start: the stopped session is gone
     assert job in report.cancelled
     gate.set()  # the orphaned handler wakes up: its fenced write stands down
     wait_until(lambda: quire.queue.get(job).status == "cancelled")
@@ -50,8 +51,8 @@ def test_quire_worker_exits_on_sigterm(tmp_path: object) -> None:
     from pathlib import Path
 
     data_dir = Path(str(tmp_path)) / "data"
-    proc = python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "worker")
-    quire = Quire.open(data_dir)
+    proc = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
+    quire = open_quire(data_dir)
     try:
         wait_until(lambda: None in _worker_sessions(quire), timeout=60)  # its session is live
         os.kill(proc.pid, signal.SIGTERM)

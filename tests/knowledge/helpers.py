@@ -6,14 +6,14 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from knowledge import bases
-from knowledge.bases import Base
-from knowledge.index import fts_table, vec_table
+from knowledge.library import bases
+from knowledge.library.bases import Base
+from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire
 
 
 def make_base(quire: Quire, name: str = "kb", precision: str = "fp32") -> Base:
-    from knowledge.models import model_spec
+    from knowledge.ingest.models import model_spec
 
     spec = model_spec("all-MiniLM-L6-v2")
     return bases.create_base(quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=precision)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from knowledge import blobs, operations
-from knowledge.knowledge_jobs import INTERRUPTED
-from knowledge.operations import PathInput
+from knowledge.library import blobs
+from knowledge.lifecycle import INTERRUPTED, operations
+from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
@@ -73,7 +73,7 @@ def prose(rng: random.Random, words: int) -> str:
 
 
 def start_worker(data_dir: Path) -> subprocess.Popen[str]:
-    return python_proc("-m", "knowledge.cli", "--data-dir", str(data_dir), "worker")
+    return python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
 
 
 def status_counts(quire: Quire) -> dict[str, int]:

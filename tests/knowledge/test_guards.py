@@ -9,9 +9,11 @@ import pytest
 from sqlalchemy import text
 
 from jobs.errors import EnqueueError
-from knowledge import bases, operations
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
-from knowledge.operations import NoteInput, PathInput
+from knowledge.job_types import open_quire
+from knowledge.library import bases
+from knowledge.lifecycle import operations
+from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from tests.knowledge.helpers import drain, make_base, statuses, write_files
 
@@ -41,7 +43,7 @@ def item_status(quire: Quire, item_id: int) -> str:
 
 
 def set_item_status(quire: Quire, item_id: int, status: str) -> None:
-    from knowledge import items as tree
+    from knowledge.library import items as tree
 
     with quire.db.write() as conn:
         tree.set_status(conn, [item_id], status)
@@ -302,7 +304,7 @@ def test_a_base_whose_index_is_missing_is_failed_at_open(quire: Quire, data_dir:
     drain(quire)
     with quire.db.write() as conn:
         conn.exec_driver_sql(f"DROP TABLE vec_base_{base.id}")
-    reopened = Quire.open(data_dir)
+    reopened = open_quire(data_dir)
     try:
         failed = bases.get_base(reopened.db, "kb")
         assert failed.status == "failed" and "index" in (failed.status_reason or "")

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowledge import blobs, operations
-from knowledge.embedding import Encoder
-from knowledge.models import model_spec
-from knowledge.operations import NoteInput, PathInput
+from knowledge.ingest.embedding import Encoder
+from knowledge.ingest.models import model_spec
+from knowledge.library import blobs
+from knowledge.lifecycle import operations
+from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base, material_counts, write_files

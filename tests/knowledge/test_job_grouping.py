@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from knowledge.operations import INDEX_BATCH, INDEX_BATCH_BYTES, UNKNOWN_SIZE, _group_for_scheduling
+from knowledge.lifecycle.operations import INDEX_BATCH, INDEX_BATCH_BYTES, UNKNOWN_SIZE, _group_for_scheduling
 
 
 def leaves(n: int, start: int = 1) -> list[tuple[int, str, tuple[str, str] | None]]:

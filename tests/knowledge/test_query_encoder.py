@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge import embedding
-from knowledge.embedding import Encoder, QueryEncoder, default_model_spec
+from knowledge.ingest import embedding
+from knowledge.ingest.embedding import Encoder, QueryEncoder, default_model_spec
 
 QUERIES = [
     "0-dimensional biomaterials lack inductive properties.",

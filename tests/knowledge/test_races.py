@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from knowledge import knowledge_jobs, operations
-from knowledge.operations import NoteInput, PathInput
+from knowledge.lifecycle import index_documents, operations, recovery, reindex_subtree
+from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from tests.knowledge.helpers import drain, make_base, write_files
 
@@ -40,7 +40,7 @@ def test_delete_during_reindex_entry_wins_at_the_write_check(
     quire: Quire, folder: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The job passes its entry check; delete commits before its write transaction begins."""
-    real = knowledge_jobs._deleting_or_missing
+    real = reindex_subtree._deleting_or_missing
     calls: list[bool] = []
 
     def entry_check_then_delete(conn: Any, root_ids: Any) -> bool:
@@ -50,7 +50,7 @@ def test_delete_during_reindex_entry_wins_at_the_write_check(
         calls.append(result)
         return result
 
-    monkeypatch.setattr(knowledge_jobs, "_deleting_or_missing", entry_check_then_delete)
+    monkeypatch.setattr(reindex_subtree, "_deleting_or_missing", entry_check_then_delete)
     reindex = operations.reindex_items(quire, "kb", [folder]).job_ids[0]
     seen: list[dict[int, str]] = []
     drain(quire)
@@ -67,7 +67,7 @@ def test_interrupted_hook_never_turns_deleting_into_failed(quire: Quire, tmp_pat
     operations.delete_items(quire, "kb", [changes.created[0]])
     record = quire.queue.get(job_id)
     with quire.db.write() as conn:
-        knowledge_jobs.on_abandon_index(conn, record)
+        recovery.on_abandon_index(conn, record)
     st = item_statuses(quire)
     assert st[changes.created[0]] == "deleting"
     assert st[changes.created[1]] == "failed"
@@ -78,7 +78,7 @@ def test_index_job_drops_results_for_items_deleted_meanwhile(
 ) -> None:
     make_base(quire)
     changes = operations.add_items(quire, "kb", [NoteInput("kept note"), NoteInput("deleted note")])
-    from knowledge import material
+    from knowledge.ingest import material
 
     real_embed = material.embed_batch
 
@@ -86,7 +86,7 @@ def test_index_job_drops_results_for_items_deleted_meanwhile(
         real_embed(*args, **kwargs)
         operations.delete_items(quire, "kb", [changes.created[1]])  # delete preempts active work
 
-    monkeypatch.setattr(knowledge_jobs, "embed_batch", embed_then_delete)
+    monkeypatch.setattr(index_documents, "embed_batch", embed_then_delete)
     drain(quire)
     st = item_statuses(quire)
     assert st == {changes.created[0]: "completed"}
@@ -103,7 +103,7 @@ def test_late_job_never_overwrites_a_newer_generation(quire: Quire) -> None:
     # A reindex resets the item (generation + 1); a stale job of the old generation then reaches its write.
     with quire.db.write() as conn:
         conn.execute(text("UPDATE items SET status='processing', generation=generation+1 WHERE id=:i"), {"i": item_id})
-    from knowledge.material import Prepared
+    from knowledge.ingest.material import Prepared
 
     stale = Prepared(
         item=operations.get_item(quire, "kb", item_id),
@@ -117,9 +117,9 @@ def test_late_job_never_overwrites_a_newer_generation(quire: Quire) -> None:
         rows=[],
     )
     with quire.db.write() as conn:
-        from knowledge.bases import get_base
+        from knowledge.library.bases import get_base
 
-        written = knowledge_jobs._commit_outcomes(quire, conn, get_base(quire.db, "kb"), [stale], {item_id: 0})
+        written = index_documents._commit_outcomes(quire, conn, get_base(quire.db, "kb"), [stale], {item_id: 0})
     assert written == 0
     assert item_statuses(quire)[item_id] == "processing"
 

@@ -15,9 +15,10 @@ from sqlalchemy import Connection, insert, text, update
 from jobs.queue import JobRecord
 from jobs.registry import JobType
 from jobs.schema import jobs, worker_sessions
-from knowledge import knowledge_jobs
-from knowledge.knowledge_jobs import INTERRUPTED
-from knowledge.operations import INDEX_DOCUMENTS, create_item
+from knowledge.job_types import open_quire
+from knowledge.library.items import NewItem, create_item
+from knowledge.lifecycle import INTERRUPTED, recovery
+from knowledge.lifecycle.operations import INDEX_DOCUMENTS
 from knowledge.runtime import Quire
 from knowledge.store.schema import items
 from tests.knowledge.helpers import make_base, statuses
@@ -28,27 +29,35 @@ def interrupted_folder(quire: Quire, jobs_of: int = 4, per_job: int = 5) -> list
     base = make_base(quire)
     job_ids: list[int] = []
     with quire.db.write() as conn:
-        root = create_item(conn, base.id, "directory", "root", "processing", source_path="/r")
+        root = create_item(conn, NewItem(base.id, "directory", "root", "processing", source_path="/r"))
         subs = [
             create_item(
-                conn, base.id, "directory", f"s{n}", "processing", parent_id=root, root_id=root, relative_path=f"s{n}"
+                conn,
+                NewItem(
+                    base.id, "directory", f"s{n}", "processing", parent_id=root, root_id=root, relative_path=f"s{n}"
+                ),
             )
             for n in range(2)
         ]
         done = create_item(
-            conn, base.id, "file", "done.txt", "completed", parent_id=subs[0], root_id=root, relative_path="s0/done.txt"
+            conn,
+            NewItem(
+                base.id, "file", "done.txt", "completed", parent_id=subs[0], root_id=root, relative_path="s0/done.txt"
+            ),
         )
         for j in range(jobs_of):
             ids = [
                 create_item(
                     conn,
-                    base.id,
-                    "file",
-                    f"f{j}-{k}.txt",
-                    "processing",
-                    parent_id=subs[j % 2],
-                    root_id=root,
-                    relative_path=f"s{j % 2}/f{j}-{k}.txt",
+                    NewItem(
+                        base.id,
+                        "file",
+                        f"f{j}-{k}.txt",
+                        "processing",
+                        parent_id=subs[j % 2],
+                        root_id=root,
+                        relative_path=f"s{j % 2}/f{j}-{k}.txt",
+                    ),
                 )
                 for k in range(per_job)
             ]
@@ -83,14 +92,14 @@ def test_batch_parking_equals_parking_one_job_at_a_time(quire: Quire, data_dir: 
     copy = tmp_path / "copy"
     quire.close()
     shutil.copytree(data_dir, copy)
-    one_by_one = Quire.open(copy)
-    batched = Quire.open(data_dir)
+    one_by_one = open_quire(copy)
+    batched = open_quire(data_dir)
     try:
         with one_by_one.db.write() as conn:
             for record in records:
-                knowledge_jobs.on_abandon_index(conn, record)
+                recovery.on_abandon_index(conn, record)
         with batched.db.write() as conn:
-            knowledge_jobs.on_abandon_index_batch(conn, records)
+            recovery.on_abandon_index_batch(conn, records)
         expected = statuses(one_by_one, 1)
         assert statuses(batched, 1) == expected
         assert expected["s0/f0-0.txt"] == "processing"  # taken over by another job: not parked

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import operations
-from knowledge.operations import PathInput
+from knowledge.lifecycle import operations
+from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge import index, search, term_stats
-from knowledge.bases import get_base
-from knowledge.index import ChunkRow
-from knowledge.operations import create_item
+from knowledge.library import index
+from knowledge.library.bases import get_base
+from knowledge.library.index import ChunkRow
+from knowledge.library.items import NewItem, create_item
 from knowledge.runtime import Quire
+from knowledge.search import query as search
+from knowledge.search import term_stats
 from tests.knowledge.helpers import make_base
 
 
@@ -17,7 +19,7 @@ def fill(quire: Quire, texts: list[str]) -> None:
     rng = np.random.default_rng(0)
     with quire.db.write() as conn:
         for n, body in enumerate(texts):
-            item = create_item(conn, 1, "note", f"n{n}", "completed", note_text=body)
+            item = create_item(conn, NewItem(1, "note", f"n{n}", "completed", note_text=body))
             vector = rng.normal(size=(1, 384)).astype(np.float32)
             index.write_item_material(conn, 1, item, [ChunkRow(0, body, 0, len(body), None, 1, 1, 3, f"h{n}")], vector)
 

@@ -1,7 +1,7 @@
 """The in-memory vector index behind vector search: exact and quantized search against a brute-force
 reference, freshness after writes, clears and a base deleted and re-created, and migration 0007.
 
-No model is needed: vectors are written directly through ``knowledge.index`` (clustered random unit
+No model is needed: vectors are written directly through ``knowledge.library.index`` (clustered random unit
 vectors; queries near stored vectors, as a query is near the chunks that answer it).
 """
 
@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge import bases, index, operations, search, vector_index
-from knowledge.bases import get_base
-from knowledge.index import ChunkRow, vectors_version
-from knowledge.operations import create_item
+from knowledge.library import bases, index
+from knowledge.library.bases import get_base
+from knowledge.library.index import ChunkRow, vectors_version
+from knowledge.library.items import NewItem, create_item
+from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
+from knowledge.search import query as search
+from knowledge.search import vector_index
 from knowledge.store.migrations import migrate
 from tests.knowledge.helpers import make_base
 
@@ -39,7 +42,7 @@ def fill(quire: Quire, base_id: int, vectors: np.ndarray, per_item: int = 5, sta
     with quire.db.write() as conn:
         for first in range(0, len(vectors), per_item):
             part = vectors[first : first + per_item]
-            item = create_item(conn, base_id, "note", f"n{start + first}", "completed", note_text="x")
+            item = create_item(conn, NewItem(base_id, "note", f"n{start + first}", "completed", note_text="x"))
             rows = [
                 ChunkRow(i, f"chunk {start + first + i}", 0, 1, None, None, None, 2, f"h{start + first + i}")
                 for i in range(len(part))

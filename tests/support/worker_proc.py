@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from knowledge.runtime import Quire
+from knowledge.job_types import open_quire
 from tests.support import jobtypes
 
 
@@ -17,7 +17,7 @@ def main() -> int:
     data_dir = Path(sys.argv[1])
     until_idle = "--until-idle" in sys.argv
     recover_only = "--recover-only" in sys.argv
-    quire = Quire.open(data_dir, hosts_worker=True)
+    quire = open_quire(data_dir, hosts_worker=True)
     jobtypes.register(quire)
     report = quire.recover()
     print(json.dumps({"recovery": report.as_dict(), "cancelled": report.cancelled}), flush=True)

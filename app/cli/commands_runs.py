@@ -1,0 +1,156 @@
+"""Folder-run commands: ``run preview|start|list|show|revert`` and ``audit``.
+
+The caller is a person (the OS user at the terminal) unless the global ``--as-agent NAME`` marks it
+as an agent principal, which may preview and read but not start or revert runs (exit 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from pathlib import Path
+from typing import Any
+
+from app.cli.commands_core import opened
+from app.cli.main import Output, UsageError
+from knowledge import folder_runs
+from knowledge.folder_runs import Principal
+from knowledge.library import audit
+
+
+def principal_of(args: argparse.Namespace) -> Principal:
+    if getattr(args, "as_agent", None):
+        return Principal.agent(str(args.as_agent))
+    try:
+        return Principal.person(getpass.getuser())
+    except Exception:
+        return Principal.person("unknown")
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    run = sub.add_parser("run", parents=[common], help="folder runs: preview, start, list, show, revert")
+    rsub = run.add_subparsers(dest="run_command", metavar="ACTION", parser_class=type(run))
+    rsub.required = True
+
+    p = rsub.add_parser("preview", parents=[common], help="what a run over FOLDER would ingest")
+    p.add_argument("base", help="base name or id")
+    p.add_argument("folder", type=Path)
+    p.set_defaults(func=cmd_preview)
+
+    p = rsub.add_parser("start", parents=[common], help="start (or replay) a run over FOLDER")
+    p.add_argument("base", help="base name or id")
+    p.add_argument("folder", type=Path)
+    p.add_argument("--key", help="idempotency key: reusing it replays the same run instead of starting another")
+    p.set_defaults(func=cmd_start)
+
+    p = rsub.add_parser("list", parents=[common], help="runs over a folder or into a base")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--folder", type=Path)
+    which.add_argument("--base")
+    p.add_argument("--limit", type=int, default=200)
+    p.set_defaults(func=cmd_list)
+
+    p = rsub.add_parser("show", parents=[common], help="a run's status, progress and per-source dispositions")
+    p.add_argument("run", type=int)
+    p.set_defaults(func=cmd_show)
+
+    p = rsub.add_parser("revert", parents=[common], help="undo a completed run as a group")
+    p.add_argument("run", type=int)
+    p.set_defaults(func=cmd_revert)
+
+    p = sub.add_parser("audit", parents=[common], help="audit entries (optionally of one run)")
+    p.add_argument("--run", type=int)
+    p.add_argument("--after", type=int, default=0, help="only entries after this id")
+    p.add_argument("--limit", type=int, default=500)
+    p.set_defaults(func=cmd_audit)
+
+
+def _preview_text(d: dict[str, Any]) -> str:
+    lines = [
+        f"{d['folder']} → {d['base']['name']}: walked {d['walked']} of at most {d['cap']}; "
+        f"{len(d['eligible'])} eligible, {len(d['ineligible'])} not"
+    ]
+    lines += [f"  + {e['path']} ({e['size']} bytes)" for e in d["eligible"]]
+    lines += [f"  - {e['path']}: {e['reason']}" for e in d["ineligible"]]
+    lines += [f"  ? {f}: could not be read (not walked)" for f in d["unreadable_folders"]]
+    return "\n".join(lines)
+
+
+def cmd_preview(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        result = folder_runs.preview(quire, principal_of(args), args.base, args.folder)
+    out.emit(result.as_dict(), _preview_text)
+    return 0
+
+
+def cmd_start(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        result = folder_runs.start_run(quire, principal_of(args), args.base, args.folder, key=args.key)
+    out.emit(
+        result.as_dict(),
+        lambda d: f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it",
+    )
+    return 0
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    c = r["counts"]
+    return (
+        f"{r['id']:>5} {r['status']:<10} {r['progress']['settled']}/{r['size']} settled, {c['committed']} committed, "
+        f"{c['skipped']} skipped, {c['rejected']} rejected  {r['folder']} → {r['base']['name']}"
+    )
+
+
+def cmd_list(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        runs = folder_runs.list_runs(quire, folder=args.folder, base=args.base, limit=args.limit)
+    rows = [r.as_dict() for r in runs]
+    out.emit({"runs": rows}, lambda d: "\n".join(_run_line(r) for r in d["runs"]) or "no runs")
+    return 0
+
+
+def _show_text(d: dict[str, Any]) -> str:
+    lines = [_run_line(d)]
+    for key in ("created_at", "started_at", "finished_at", "reverted_at"):
+        if d[key] is not None:
+            lines.append(f"  {key}: {d[key]}")
+    if d["error"]:
+        lines.append(f"  error: {d['error']}")
+    for s in d["sources"]:
+        reason = f" ({s['reason']})" if s["reason"] else ""
+        lines.append(f"  {s['ordinal']:>4} {s['disposition']:<18} {s['relative_path']}{reason}")
+    return "\n".join(lines)
+
+
+def cmd_show(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        detail = folder_runs.show_run(quire, args.run)
+    out.emit(detail.as_dict(), _show_text)
+    return 0
+
+
+def cmd_revert(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        result = folder_runs.revert_run(quire, principal_of(args), args.run)
+    out.emit(result.as_dict(), lambda d: f"run {d['run_id']} reverted; {d['deleting']} item(s) being removed")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace, out: Output) -> int:
+    if not 1 <= args.limit <= 10_000:
+        raise UsageError("--limit must be between 1 and 10000")
+    with opened(args) as quire:
+        entries = audit.list_entries(quire.db, run_id=args.run, after_id=args.after, limit=args.limit)
+    rows = [e.as_dict() for e in entries]
+    out.emit(
+        {"entries": rows},
+        lambda d: (
+            "\n".join(
+                f"{e['id']:>6} {e['action']:<36} {e['actor']:<20} run {e['run_id']} attempt {e['attempt']} "
+                f"{e['payload'].get('counts', '')}"
+                for e in d["entries"]
+            )
+            or "no audit entries"
+        ),
+    )
+    return 0

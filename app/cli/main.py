@@ -1,0 +1,128 @@
+"""``quire [--data-dir DIR] [--json] [--as-agent NAME] COMMAND``: parser, output and exit codes.
+
+Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 1 anything else.
+Every command prints JSON with ``--json`` (one document, or one JSON line per result where a command
+answers many queries) and readable text otherwise. Command groups live in ``app.cli.commands_*``
+modules; each exposes ``add_commands(subparsers)`` and sets ``func`` on its parsers. Nothing here imports Qt:
+only ``quire gui`` does, inside its command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from knowledge.errors import Conflict, Forbidden, GuardRejected, InvalidInput, KnowledgeError, NotFound
+from knowledge.paths import resolve_data_dir
+
+EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
+
+
+class UsageError(Exception):
+    """A bad argument discovered after parsing (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"quire: error: {message}\n")
+
+
+@dataclass
+class Output:
+    as_json: bool
+
+    def emit(self, data: Any, text: Callable[[Any], str] | str | None = None) -> None:
+        if self.as_json:
+            print(json.dumps(data, default=str, sort_keys=True))
+        elif callable(text):
+            print(text(data))
+        elif text is not None:
+            print(text)
+        else:
+            print(json.dumps(data, default=str, indent=2, sort_keys=True))
+
+    def line(self, data: Any) -> None:
+        print(json.dumps(data, default=str, sort_keys=True), flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (default: platform dir)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    common.add_argument("--as-agent", metavar="NAME", default=argparse.SUPPRESS, help="act as an agent principal")
+    parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    from app.cli import commands_core, commands_knowledge, commands_runs  # they import Output/UsageError from here
+
+    for commands in (commands_core, commands_knowledge, commands_runs):
+        commands.add_commands(sub, common)
+    return parser
+
+
+def exit_code_for(exc: BaseException) -> int:
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, Forbidden | GuardRejected):
+        return EXIT_REFUSED
+    if isinstance(exc, Conflict):
+        return EXIT_CONFLICT
+    if isinstance(exc, InvalidInput | UsageError):
+        return EXIT_USAGE
+    return EXIT_OTHER
+
+
+def _quiet_libraries() -> None:
+    """Progress bars and chatter from the model libraries are not output of ours."""
+    for key, value in (
+        ("HF_HUB_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+        ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+        ("TRANSFORMERS_VERBOSITY", "error"),
+        ("TQDM_DISABLE", "1"),
+    ):
+        os.environ.setdefault(key, value)
+    if hasattr(signal, "SIGPIPE"):  # `quire … | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_libraries()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.data_dir = resolve_data_dir(getattr(args, "data_dir", None))
+    args.json = getattr(args, "json", False)
+    args.as_agent = getattr(args, "as_agent", None)
+    out = Output(args.json)
+    try:
+        code = args.func(args, out)
+        return int(code or EXIT_OK)
+    except (KnowledgeError, UsageError) as exc:
+        return _fail(out, exc, exit_code_for(exc))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the last line of defence: a message, not a traceback
+        logging.getLogger("quire").debug("unexpected error", exc_info=True)
+        return _fail(out, exc, EXIT_OTHER)
+
+
+def _fail(out: Output, exc: BaseException, code: int) -> int:
+    message = str(exc) or type(exc).__name__
+    kind = getattr(exc, "code", type(exc).__name__)
+    if out.as_json:
+        print(json.dumps({"error": {"code": kind, "message": message, "exit_code": code}}))
+    print(f"quire: {message}", file=sys.stderr)
+    return code
+
+
+def run() -> NoReturn:
+    sys.exit(main())

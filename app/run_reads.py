@@ -1,0 +1,83 @@
+"""What the folder-run panel reads in the background (previews, runs, a run's detail) and how it words
+times, sizes and audit entries. Called from ``Op``s; nothing here touches a widget."""
+
+from __future__ import annotations
+
+import getpass
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from knowledge import app_queries, folder_runs
+from knowledge.app_queries import Split
+from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary
+from knowledge.library import audit
+from knowledge.runtime import Quire
+
+
+def gui_principal() -> Principal:
+    """The person at the keyboard: the GUI may start and revert runs (an agent may not)."""
+    try:
+        return Principal.person(getpass.getuser())
+    except Exception:
+        return Principal.person("unknown")
+
+
+def when(stamp: float | None) -> str:
+    return "" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def size_text(size: int | None) -> str:
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB"
+
+
+@dataclass(frozen=True)
+class PreviewOutcome:
+    """A preview, or — for a folder over the cap — the refusal and where it could be split."""
+
+    folder: Path
+    base_id: int
+    preview: Preview | None
+    refusal: str | None = None
+    split: Split | None = None
+
+
+def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Path) -> PreviewOutcome:
+    """Runs in an ``Op``: the service's preview, or its cap refusal with the sub-folders that fit."""
+    try:
+        return PreviewOutcome(folder, base_id, folder_runs.preview(quire, principal, base_id, folder))
+    except FolderTooLarge as exc:
+        return PreviewOutcome(folder, base_id, None, str(exc), app_queries.fitting_subfolders(quire, folder))
+
+
+@dataclass(frozen=True)
+class RunView:
+    detail: RunDetail
+    entries: list[audit.Entry]
+
+
+def read_run(quire: Quire, run_id: int) -> RunView:
+    """Runs in an ``Op``: a run's per-source dispositions and its audit entries."""
+    return RunView(folder_runs.show_run(quire, run_id), audit.list_entries(quire.db, run_id=run_id))
+
+
+def read_runs(quire: Quire, folder: Path | None, base_id: int | None) -> list[RunSummary]:
+    if folder is not None:
+        return folder_runs.list_runs(quire, folder=folder)
+    return folder_runs.list_runs(quire, base=base_id) if base_id is not None else []
+
+
+def audit_details(entry: audit.Entry) -> str:
+    payload = entry.payload
+    counts = payload.get("counts")
+    parts = []
+    if isinstance(counts, dict):
+        parts.append(", ".join(f"{k} {v}" for k, v in counts.items() if v and k not in ("pending",)))
+    for key in ("disposition", "error", "deleting", "walked"):
+        if key in payload:
+            parts.append(f"{key}: {payload[key]}")
+    return " · ".join(p for p in parts if p)

@@ -1,5 +1,0 @@
-"""The ``quire`` command line: the same operations the GUI calls, for scripting and tests."""
-
-from knowledge.cli.main import main
-
-__all__ = ["main"]

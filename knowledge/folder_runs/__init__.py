@@ -1,0 +1,108 @@
+"""Folder runs: previewed, idempotent, fenced, audited, revertible bulk ingest of one local folder.
+
+Seed ``000_…`` is the rulebook and SPEC §4 its desktop translation. The contract, in order of use:
+
+Preview and start (the caller's thread)
+* :func:`preview` walks the folder through :mod:`knowledge.ingest.walk` (the same visibility rules adding a
+  folder uses), refusing — never truncating — a folder with more descendants than the cap setting
+  (200 by default), and says for every file whether it is eligible and, if not, why.
+* :func:`start_run` judges in a fixed order: the principal (an agent is forbidden), the destination
+  (a missing, failed or locked base is a conflict, judged *before* the folder is looked at), the folder
+  (absent, not a directory, unreadable, or inside the app's data directory all answer the one same
+  "folder not found"), then the preview is re-run. The ledger row, its immutable manifest (path, size,
+  content fingerprint), the queued job and the ``ingest.folder_run.created`` entry commit in **one**
+  transaction. An idempotency key names at most one run: the same folder, payload and actor replay
+  the original run and job ids (judged against the folder as it is now: a manifest source that was
+  removed, moved out or excluded refuses the replay); anything else is a conflict.
+
+Execution (``knowledge.folder-run``, recovery ``retry``: a dead worker's claim is handed back by
+startup recovery or the stale-claim lease and the next attempt resumes the run)
+* Every write goes through ``ctx.write()`` (fenced on the queue attempt) *and* is fenced on the run's
+  own stamp, ``folder_runs.owner_attempt``: entering a pending run stamps the attempt, a newer attempt
+  resuming a running run takes it over (each entering attempt files one ``started`` entry), an older
+  one stands down without writing.
+* One source per transaction. Reading, parsing, chunking and embedding happen outside any transaction;
+  inside it the source is re-judged (the walk's rules along its path, still the bytes that were read,
+  coverage by the base), everything is written (item, chunks, vectors, keyword entries, owned-copy
+  records, ingest batch, outcome, ``ingest.batch.committed``), and immediately before commit the run is
+  checked to be still ``running`` and still owned by this attempt — SQLite's write lock, taken by
+  ``BEGIN IMMEDIATE`` for the whole transaction, is the run's row lock. Otherwise the whole source
+  rolls back; only its *read* entries (the walk meeting a folder it could not read) are filed again in a
+  separate transaction, because the read happened either way.
+* A source settles once (unique outcome per source): ``committed`` or a skip —
+  ``source_unavailable``, ``outside_run_root``, ``excluded``, ``already_covered`` — or ``rejected``
+  (unparseable: terminal, with a sanitized reason). A re-walk reports what earlier attempts committed as
+  ``already_committed`` and writes nothing for it. A fault (database error, invariant violation,
+  authorization failure, malformed payload) settles the run ``failed``.
+* Exactly one terminal entry: the terminal transition is guarded on the stamp, its counts are read from
+  the ledger in that same transaction, and a run that is already terminal is left alone — a replayed job
+  of a terminal run writes nothing at all.
+* Attribution: transitions name the ``system``; the base's ingest-agent identity owns and authors the
+  items (a missing or disabled identity hands the job back to the queue without consuming the attempt);
+  the person appears only as ``approved_by`` (manifest rows, job payload, the ``created`` entry).
+
+Revert: :func:`revert_run` marks everything a completed run committed ``deleting``, enqueues its
+``delete-subtree`` cleanup, moves the run to ``reverted`` and files ``ingest.folder_run.reverted`` — one
+transaction. A failed run is not revertible; it is retried as a new run, which skips what is covered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.registry import JobType
+from knowledge.folder_runs.execute import execute_run
+from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
+from knowledge.folder_runs.preview import Preview, PreviewEntry, preview
+from knowledge.folder_runs.principal import Principal
+from knowledge.folder_runs.reading import RunDetail, RunSummary, SourceOutcome, list_runs, show_run
+from knowledge.folder_runs.repair import repair_stranded_runs
+from knowledge.folder_runs.revert import RevertResult, revert_run
+from knowledge.folder_runs.rules import (
+    CAP_SETTING,
+    DEFAULT_CAP,
+    FOLDER_NOT_FOUND,
+    JOB_MAX_ATTEMPTS,
+    JOB_TYPE,
+    FolderTooLarge,
+    RunFault,
+)
+from knowledge.folder_runs.start import StartResult, request_fingerprint, start_run
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+__all__ = [
+    "CAP_SETTING",
+    "DEFAULT_CAP",
+    "FOLDER_NOT_FOUND",
+    "JOB_TYPE",
+    "FolderTooLarge",
+    "Preview",
+    "PreviewEntry",
+    "Principal",
+    "RevertResult",
+    "RunDetail",
+    "RunFault",
+    "RunSummary",
+    "SourceOutcome",
+    "StartResult",
+    "descendant_cap",
+    "list_runs",
+    "preview",
+    "register",
+    "request_fingerprint",
+    "revert_run",
+    "set_descendant_cap",
+    "show_run",
+    "start_run",
+    "visible_folder",
+]
+
+
+def register(quire: Quire) -> None:
+    """Add the ``knowledge.folder-run`` job type and the stranded-run repair scan to this process."""
+    quire.registry.register(
+        JobType(JOB_TYPE, lambda ctx: execute_run(quire, ctx), "retry", max_attempts=JOB_MAX_ATTEMPTS)
+    )
+    quire.registry.add_repair_scan(repair_stranded_runs)

@@ -1,0 +1,192 @@
+"""One source's transaction: re-judge, write item and material, batch, outcome and audit, fenced before commit."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from sqlalchemy import Connection, insert, select, update
+
+from jobs.runtime import JobContext
+from knowledge.folder_runs.ledger import ManifestSource, RunRecord, size_and_counts
+from knowledge.folder_runs.preview import is_covered
+from knowledge.folder_runs.principal import ingest_agent
+from knowledge.folder_runs.rules import COMMITTED, SourceChanged
+from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
+from knowledge.ingest.material import Prepared, commit_prepared
+from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
+from knowledge.library import audit
+from knowledge.library import items as tree
+from knowledge.library.items import NewItem, create_item
+from knowledge.store.schema import items
+from knowledge.store.schema_runs import (
+    folder_run_outcomes,
+    folder_runs,
+    ingest_batches,
+)
+
+log = logging.getLogger(__name__)
+
+
+def settle_source_in_tx(
+    conn: Connection,
+    ctx: JobContext,
+    run: RunRecord,
+    tools: SourceTools,
+    source: ManifestSource,
+    agent: str,
+    work: SourceWork | None,
+    reads: list[audit.PendingEntry],
+    *,
+    last_round: bool,
+) -> str:
+    """Re-judge the source under the write lock and write its outcome (the caller fences and commits)."""
+    root = Path(run.folder)
+    judged = judge_path(root, source.relative_path, hidden=[tools.quire.data_dir])
+    if judged.unreadable_dirs:
+        reads.append(
+            audit.append(
+                conn,
+                audit.WALK_UNREADABLE,
+                audit.SYSTEM_ACTOR,
+                base_id=run.base_id,
+                run_id=run.id,
+                attempt=ctx.attempt,
+                payload={**size_and_counts(conn, run.id, run.declared_size), "folders": len(judged.unreadable_dirs)},
+            )
+        )
+    skip = {OUTSIDE_ROOT: "outside_run_root", UNAVAILABLE: "source_unavailable", EXCLUDED: "excluded"}
+    if judged.verdict in skip:
+        return _record(conn, ctx, run, source, skip[judged.verdict], judged.reason)
+    stale = work is None or work.ident is None
+    if work is not None and work.unavailable is not None:
+        return _record(conn, ctx, run, source, "source_unavailable", work.unavailable)
+    if work is not None and work.changed:
+        return _record(conn, ctx, run, source, "source_unavailable", "its content changed since the preview")
+    if not stale and work is not None:
+        try:
+            stale = file_identity(root / source.relative_path) != work.ident
+        except OSError:
+            stale = True
+    if stale:
+        if last_round:
+            return _record(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+        raise SourceChanged
+    assert work is not None and work.sha is not None
+    if is_covered(conn, tools.base, work.sha):
+        return _record(conn, ctx, run, source, "already_covered", "the knowledge base already has the same content")
+    if work.rejected is not None:
+        return _record(conn, ctx, run, source, "rejected", work.rejected)
+    if work.prepared is None:  # it was covered when read and no longer is: read it again
+        if last_round:
+            return _record(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+        raise SourceChanged
+    ingest_agent(tools.quire, run.base_id, conn)  # still there and enabled, judged under the lock
+    return _commit_source(conn, ctx, run, tools, source, agent, work.prepared)
+
+
+def _record(
+    conn: Connection,
+    ctx: JobContext,
+    run: RunRecord,
+    source: ManifestSource,
+    disposition: str,
+    reason: str | None,
+    *,
+    item_id: int | None = None,
+    batch_id: int | None = None,
+) -> str:
+    conn.execute(
+        insert(folder_run_outcomes).values(
+            run_id=run.id,
+            source_id=source.id,
+            disposition=disposition,
+            reason=None if reason is None else reason[:500],
+            item_id=item_id,
+            batch_id=batch_id,
+            attempt=ctx.attempt,
+            settled_at=time.time(),
+        )
+    )
+    return disposition
+
+
+def _commit_source(
+    conn: Connection,
+    ctx: JobContext,
+    run: RunRecord,
+    tools: SourceTools,
+    source: ManifestSource,
+    agent: str,
+    p: Prepared,
+) -> str:
+    """Item, search material, owned-copy records, batch, outcome and its audit entry: one transaction."""
+
+    container = _ensure_container(conn, ctx, run, agent)
+    path = Path(run.folder) / source.relative_path
+    item_id = create_item(
+        conn,
+        NewItem(
+            run.base_id,
+            "file",
+            path.name,
+            "processing",
+            parent_id=container,
+            root_id=container,
+            source_path=str(path),
+            relative_path=source.relative_path,
+            owner=agent,
+            run_id=run.id,
+        ),
+    )
+    item = tree.load_item(conn, item_id)
+    assert item is not None
+    p.item = item
+    commit_prepared(conn, tools.quire.blobs_dir, tools.base, p, time.time())
+    pk = conn.execute(
+        insert(ingest_batches).values(
+            run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
+        )
+    ).inserted_primary_key
+    assert pk is not None
+    _record(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=int(pk[0]))
+    audit.append(
+        conn,
+        audit.BATCH_COMMITTED,
+        agent,
+        base_id=run.base_id,
+        run_id=run.id,
+        attempt=ctx.attempt,
+        payload=size_and_counts(conn, run.id, run.declared_size),
+    )
+    return COMMITTED
+
+
+def _ensure_container(conn: Connection, ctx: JobContext, run: RunRecord, agent: str) -> int:
+    """The run's directory item (named after the folder), created with its first file."""
+    row = conn.execute(select(folder_runs.c.container_item_id).where(folder_runs.c.id == run.id)).one()
+    if row.container_item_id is not None:
+        current = tree.load_item(conn, row.container_item_id)
+        if current is not None and current.status != "deleting":
+            return int(row.container_item_id)
+    folder = Path(run.folder)
+    container = create_item(
+        conn,
+        NewItem(
+            run.base_id,
+            "directory",
+            folder.name or str(folder),
+            "processing",
+            source_path=str(folder),
+            owner=agent,
+            run_id=run.id,
+        ),
+    )
+    conn.execute(update(items).where(items.c.id == container).values(job_id=ctx.job_id))
+    conn.execute(
+        update(folder_runs)
+        .where(folder_runs.c.id == run.id)
+        .values(container_item_id=container, updated_at=time.time())
+    )
+    return container

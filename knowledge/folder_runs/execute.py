@@ -1,0 +1,203 @@
+"""Execution of a ``knowledge.folder-run`` job: enter, settle each source in turn, then the terminal transition."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import func
+
+from jobs.errors import ControlFlow, Superseded
+from jobs.runtime import JobContext, sanitize_error
+from knowledge.errors import KnowledgeError
+from knowledge.folder_runs.commit import settle_source_in_tx
+from knowledge.folder_runs.ledger import (
+    ManifestSource,
+    RunRecord,
+    fence_run,
+    load_manifest,
+    load_run,
+    run_counts,
+    settle_failed,
+    settle_terminal,
+    settled_sources,
+    size_and_counts,
+    transition,
+)
+from knowledge.folder_runs.principal import ingest_agent
+from knowledge.folder_runs.rules import ALREADY_COMMITTED, COMMITTED, MAX_ROUNDS, RunFault, SourceChanged
+from knowledge.folder_runs.source import SourceTools, prepare_source
+from knowledge.ingest.walk import VISIBLE, judge_path
+from knowledge.library import audit
+from knowledge.library.bases import load_base
+from knowledge.store.schema_runs import (
+    TERMINAL_RUN_STATUSES,
+    folder_runs,
+)
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- execution ---------------------------------------------------------------------------------
+
+
+def execute_run(quire: Quire, ctx: JobContext) -> dict[str, Any]:
+    """The ``knowledge.folder-run`` handler (see the module docstring for the contract)."""
+    run_id = ctx.payload.get("run_id")
+    if type(run_id) is not int:
+        log.warning("folder-run job %s has no run id in its payload; refused", ctx.job_id)
+        return {"refused": "malformed job payload"}
+    with quire.db.read() as conn:
+        run = load_run(conn, run_id)
+    if run is None:
+        return {"run_id": run_id, "skipped": "the run no longer exists"}
+    if run.job_id != ctx.job_id:
+        log.warning("job %s is not the job bound to folder run %s; refused", ctx.job_id, run_id)
+        return {"run_id": run_id, "refused": "this job is not bound to the run"}
+    if run.status in TERMINAL_RUN_STATUSES:
+        return {"run_id": run_id, "status": run.status}  # a replay of a terminal run writes nothing
+    agent = ingest_agent(quire, run.base_id)
+    entered = _enter(quire, ctx, run)
+    if entered is None:
+        return {"run_id": run_id, "status": "terminal"}
+    try:
+        fault = _payload_fault(ctx.payload, entered)
+        if fault is not None:
+            raise RunFault(fault)
+        tally = _process(quire, ctx, entered, agent)
+        counts = _complete(ctx, entered)
+    except ControlFlow:
+        raise
+    except Exception as exc:
+        log.warning("folder run %s attempt %s failed: %s", run_id, ctx.attempt, _fault_reason(exc))
+        counts = _fail(ctx, entered, exc)
+        return {"run_id": run_id, "status": "failed", "counts": counts}
+    return {"run_id": run_id, "status": "completed", "counts": counts, "this_attempt": dict(tally)}
+
+
+def _payload_fault(payload: dict[str, Any], run: RunRecord) -> str | None:
+    if payload.get("base_id") != run.base_id:
+        return "malformed job payload: it names another knowledge base"
+    if payload.get("approved_by") != run.approved_by:
+        return "authorization failure: the job does not carry the run's approval"
+    return None
+
+
+def _enter(quire: Quire, ctx: JobContext, run: RunRecord) -> RunRecord | None:
+    """Stamp this attempt as the run's owner (pending → running, or take over); None if it is terminal."""
+    with ctx.write() as conn:
+        current = load_run(conn, run.id)
+        if current is None or current.status in TERMINAL_RUN_STATUSES:
+            return None
+        if current.status == "running" and current.owner_attempt is not None:
+            if current.owner_attempt > ctx.attempt:
+                raise Superseded(f"folder run {run.id} is owned by a newer attempt; attempt {ctx.attempt} stands down")
+            if current.owner_attempt == ctx.attempt:
+                return current  # this attempt was handed back earlier and resumes (not a new entry)
+        transition(
+            conn,
+            run.id,
+            current.base_id,
+            audit.RUN_STARTED,
+            audit.SYSTEM_ACTOR,
+            {**size_and_counts(conn, run.id, current.declared_size), "resumed": current.status == "running"},
+            attempt=ctx.attempt,
+            values={
+                "status": "running",
+                "owner_attempt": ctx.attempt,
+                "started_at": func.coalesce(folder_runs.c.started_at, time.time()),
+            },
+        )
+        return load_run(conn, run.id)
+
+
+def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Counter[str]:
+    """Walk the manifest from the start; settle every source that is not settled yet, one per transaction."""
+    with quire.db.read() as conn:
+        base = load_base(conn, run.base_id)
+        sources = load_manifest(conn, run.id)
+        settled = settled_sources(conn, run.id)
+    if len(sources) != run.declared_size:
+        raise RunFault("invariant violation: the manifest does not have the run's declared size")
+    tools = SourceTools(quire, base)
+    tally: Counter[str] = Counter()
+    done = len(settled)
+    ctx.progress(done, run.declared_size, "ingesting")
+    for source in sources:
+        if source.id in settled:
+            tally[ALREADY_COMMITTED if settled[source.id] == COMMITTED else "settled_before"] += 1
+            continue
+        ctx.check_cancelled()
+        tally[_settle_source(ctx, run, tools, source, agent)] += 1
+        done += 1
+        ctx.progress(done, run.declared_size, "ingesting")
+    return tally
+
+
+def _settle_source(ctx: JobContext, run: RunRecord, tools: SourceTools, source: ManifestSource, agent: str) -> str:
+    """Prepare outside, then settle in one fenced transaction; re-file read entries if it rolls back."""
+    quire = tools.quire
+    root = Path(run.folder)
+    for round_no in range(MAX_ROUNDS):
+        pre = judge_path(root, source.relative_path, hidden=[quire.data_dir])
+        work = prepare_source(tools, root, source) if pre.verdict == VISIBLE else None
+        reads: list[audit.PendingEntry] = []
+        try:
+            with ctx.write() as conn:
+                disposition = settle_source_in_tx(
+                    conn, ctx, run, tools, source, agent, work, reads, last_round=round_no == MAX_ROUNDS - 1
+                )
+                fence_run(conn, run.id, ctx.attempt)  # immediately before commit, under the write lock
+            return disposition
+        except SourceChanged:
+            _refile(quire, reads)
+        except BaseException:
+            _refile(quire, reads)
+            raise
+    raise RunFault("invariant violation: a source was neither settled nor retried")  # pragma: no cover
+
+
+def _refile(quire: Quire, reads: Sequence[audit.PendingEntry]) -> None:
+    try:
+        audit.append_reads(quire.db, reads)
+    except Exception:  # the original failure matters more; the read is logged at least
+        log.exception("could not file %d read audit entries again", len(reads))
+
+
+def _complete(ctx: JobContext, run: RunRecord) -> dict[str, int]:
+    """running → completed, guarded on the stamp; the entry's counts are read here, under the lock."""
+    with ctx.write() as conn:
+        fence_run(conn, run.id, ctx.attempt)
+        counts = run_counts(conn, run.id, run.declared_size)
+        if counts["pending"] != 0:
+            raise RunFault("invariant violation: the run reached its end with unsettled sources")
+        settle_terminal(conn, run, ctx.attempt, counts)
+    return counts
+
+
+def _fault_reason(exc: BaseException) -> str:
+    """A short, path-free reason for a run fault."""
+    if isinstance(exc, KnowledgeError):
+        return str(exc)[:300]
+    if isinstance(exc, sa_exc.DBAPIError):
+        orig = exc.orig if exc.orig is not None else exc
+        return f"database error: {str(orig).splitlines()[0][:300]}" if str(orig) else "database error"
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc.strerror or 'operating system error'}"
+    return sanitize_error(exc)[:300]
+
+
+def _fail(ctx: JobContext, run: RunRecord, exc: BaseException) -> dict[str, int]:
+    """running → failed, guarded on the stamp, with its one terminal entry."""
+    reason = _fault_reason(exc)
+    with ctx.write() as conn:
+        fence_run(conn, run.id, ctx.attempt)
+        return settle_failed(conn, run, ctx.attempt, reason)

@@ -1,0 +1,75 @@
+"""Judging a run's destination and folder, in the seed's order, and the descendant-cap setting."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, insert, select
+
+from knowledge.errors import Conflict, InvalidInput, NotFound
+from knowledge.folder_runs.rules import CAP_SETTING, DEFAULT_CAP, FOLDER_NOT_FOUND
+from knowledge.ingest import walk as walking
+from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, assert_base_writable, resolve_base
+from knowledge.store.schema import settings
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def descendant_cap(conn: Connection) -> int:
+    """The most files and folders a run's folder may have (setting ``folder_runs.max_descendants``)."""
+    row = conn.execute(select(settings.c.value).where(settings.c.key == CAP_SETTING)).first()
+    if row is None:
+        return DEFAULT_CAP
+    try:
+        return max(0, int(row.value))
+    except ValueError:
+        return DEFAULT_CAP
+
+
+def set_descendant_cap(quire: Quire, cap: int) -> None:
+    if cap < 0:
+        raise InvalidInput("the cap must be zero or more")
+    with quire.db.write() as conn:
+        conn.execute(settings.delete().where(settings.c.key == CAP_SETTING))
+        conn.execute(insert(settings).values(key=CAP_SETTING, value=str(int(cap))))
+
+
+# -- judging the destination and the folder ----------------------------------------------------
+
+
+def judge_destination(conn: Connection, base_ref: str | int) -> Base:
+    """A base that is ``ok`` and not locked; anything else is a conflict (judged before the folder)."""
+    try:
+        base = resolve_base(conn, base_ref)
+    except NotFound:
+        raise Conflict(f"the destination {base_ref!r} is not a knowledge base (none has that name or id)") from None
+    assert_base_can_run_runtime_operation(base)
+    assert_base_writable(base, "add a folder")
+    return base
+
+
+def _inside(path: Path, container: Path) -> bool:
+    return path == container or container in path.parents
+
+
+def visible_folder(quire: Quire, folder: str | os.PathLike[str]) -> Path:
+    """The folder's resolved path, or ``NotFound`` — the same answer for every way of not seeing it."""
+    try:
+        real = Path(os.path.realpath(os.path.abspath(os.fspath(folder))))
+        info = os.stat(real)
+    except (OSError, ValueError):
+        raise NotFound(FOLDER_NOT_FOUND) from None
+    data_dir = Path(os.path.realpath(quire.data_dir))
+    if not stat.S_ISDIR(info.st_mode) or not walking.is_readable_dir(real) or _inside(real, data_dir):
+        raise NotFound(FOLDER_NOT_FOUND) from None
+    return real

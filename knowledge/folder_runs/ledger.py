@@ -1,0 +1,177 @@
+"""The run ledger: records, counts read under the lock, the manifest, the attempt fence and transitions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select, update
+
+from jobs.errors import Superseded
+from knowledge.folder_runs.rules import COMMITTED
+from knowledge.library import audit
+from knowledge.library import items as tree
+from knowledge.store.schema import items
+from knowledge.store.schema_runs import (
+    DISPOSITIONS,
+    folder_run_outcomes,
+    folder_run_sources,
+    folder_runs,
+)
+
+log = logging.getLogger(__name__)
+
+
+# -- the ledger --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    base_id: int
+    folder: str
+    idempotency_key: str
+    approved_by: str
+    status: str
+    job_id: int | None
+    owner_attempt: int | None
+    declared_size: int
+    walked: int
+    container_item_id: int | None
+    error: str | None
+    reverted_by: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    reverted_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> RunRecord:
+        m = row._mapping
+        return cls(**{name: m[name] for name in cls.__dataclass_fields__})
+
+
+def load_run(conn: Connection, run_id: int) -> RunRecord | None:
+    row = conn.execute(select(folder_runs).where(folder_runs.c.id == run_id)).first()
+    return None if row is None else RunRecord.from_row(row)
+
+
+def run_counts(conn: Connection, run_id: int, size: int) -> dict[str, int]:
+    rows = conn.execute(
+        select(folder_run_outcomes.c.disposition, func.count())
+        .where(folder_run_outcomes.c.run_id == run_id)
+        .group_by(folder_run_outcomes.c.disposition)
+    ).all()
+    counts = {d: 0 for d in DISPOSITIONS}
+    counts.update({r[0]: int(r[1]) for r in rows})
+    settled = sum(counts.values())
+    counts["skipped"] = settled - counts[COMMITTED] - counts["rejected"]
+    counts["settled"] = settled
+    counts["pending"] = size - settled
+    return counts
+
+
+def size_and_counts(conn: Connection, run_id: int, size: int) -> dict[str, Any]:
+    """What every audit entry carries about its run: how big it is and how its sources came out."""
+    return {"size": size, "counts": run_counts(conn, run_id, size)}
+
+
+@dataclass(frozen=True)
+class ManifestSource:
+    id: int
+    ordinal: int
+    relative_path: str
+    size: int
+    content_sha256: str
+
+
+def load_manifest(conn: Connection, run_id: int) -> list[ManifestSource]:
+    rows = conn.execute(
+        select(
+            folder_run_sources.c.id,
+            folder_run_sources.c.ordinal,
+            folder_run_sources.c.relative_path,
+            folder_run_sources.c.size,
+            folder_run_sources.c.content_sha256,
+        )
+        .where(folder_run_sources.c.run_id == run_id)
+        .order_by(folder_run_sources.c.ordinal)
+    ).all()
+    return [ManifestSource(*r) for r in rows]
+
+
+def settled_sources(conn: Connection, run_id: int) -> dict[int, str]:
+    rows = conn.execute(
+        select(folder_run_outcomes.c.source_id, folder_run_outcomes.c.disposition).where(
+            folder_run_outcomes.c.run_id == run_id
+        )
+    ).all()
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
+def fence_run(conn: Connection, run_id: int, attempt: int) -> RunRecord:
+    """Inside the write transaction: the run is still running and still owned by this attempt."""
+    run = load_run(conn, run_id)
+    if run is None or run.status != "running" or run.owner_attempt != attempt:
+        raise Superseded(f"folder run {run_id}: attempt {attempt} no longer owns the run")
+    return run
+
+
+def run_containers(conn: Connection, run_id: int) -> list[int]:
+    rows = conn.execute(
+        select(items.c.id).where(
+            and_(items.c.run_id == run_id, items.c.parent_id.is_(None), items.c.type == "directory")
+        )
+    ).all()
+    return [int(r.id) for r in rows]
+
+
+def _reconcile_containers(conn: Connection, run_id: int) -> None:
+    for container in run_containers(conn, run_id):
+        tree.reconcile_container(conn, container)
+
+
+def settle_failed(conn: Connection, run: RunRecord, attempt: int | None, reason: str) -> dict[str, int]:
+    """The failed transition and its one terminal entry, counts read from the ledger under the lock."""
+    counts = run_counts(conn, run.id, run.declared_size)
+    settle_terminal(conn, run, attempt, counts, error=reason)
+    return counts
+
+
+def settle_terminal(
+    conn: Connection, run: RunRecord, attempt: int | None, counts: dict[str, int], *, error: str | None = None
+) -> None:
+    """The one terminal transition (completed, or failed with ``error``) and its one audit entry."""
+    status, action = ("completed", audit.RUN_COMPLETED) if error is None else ("failed", audit.RUN_FAILED)
+    now = time.time()
+    transition(
+        conn,
+        run.id,
+        run.base_id,
+        action,
+        audit.SYSTEM_ACTOR,
+        {"size": run.declared_size, "counts": counts, **({} if error is None else {"error": error})},
+        attempt=attempt,
+        values={"status": status, "error": error, "finished_at": now},
+    )
+    _reconcile_containers(conn, run.id)
+
+
+def transition(
+    conn: Connection,
+    run_id: int,
+    base_id: int,
+    action: str,
+    actor: str,
+    payload: dict[str, Any],
+    *,
+    attempt: int | None = None,
+    values: dict[str, Any] | None = None,
+) -> None:
+    """Move a run (``values`` on its ledger row) and file the audit entry that records it, in the caller's
+    transaction: "the run moved" and "we recorded that it moved" commit together or not at all."""
+    if values:
+        conn.execute(update(folder_runs).where(folder_runs.c.id == run_id).values(**values, updated_at=time.time()))
+    audit.append(conn, action, actor, base_id=base_id, run_id=run_id, attempt=attempt, payload=payload)

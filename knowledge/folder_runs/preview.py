@@ -1,0 +1,186 @@
+"""Preview: walk the folder under the cap and say, for every file, whether it is eligible and why not."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from knowledge.errors import NotFound
+from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
+from knowledge.folder_runs.principal import Principal
+from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTooLarge
+from knowledge.ingest.chunking import CHUNKER_VERSION
+from knowledge.ingest.material import MAX_SOURCE_BYTES
+from knowledge.ingest.walk import CapExceeded, Entry, walk
+from knowledge.library import blobs
+from knowledge.library.bases import Base
+from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported
+from knowledge.sources.files import read_source
+from knowledge.store.schema import items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- preview -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreviewEntry:
+    relative: str
+    kind: str  # file | dir | link | special
+    size: int | None
+    sha256: str | None
+    reason: str | None  # why it is not eligible (None when it is)
+
+    @property
+    def eligible(self) -> bool:
+        return self.reason is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.relative,
+            "kind": self.kind,
+            "size": self.size,
+            "sha256": self.sha256,
+            "eligible": self.eligible,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Preview:
+    base_id: int
+    base_name: str
+    folder: str
+    cap: int
+    walked: int
+    eligible: list[PreviewEntry]
+    ineligible: list[PreviewEntry]
+    unreadable_folders: list[str]
+    visible_files: frozenset[str] = field(default_factory=frozenset, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "base": {"id": self.base_id, "name": self.base_name},
+            "folder": self.folder,
+            "cap": self.cap,
+            "walked": self.walked,
+            "eligible": [e.as_dict() for e in self.eligible],
+            "ineligible": [e.as_dict() for e in self.ineligible],
+            "unreadable_folders": self.unreadable_folders,
+            "eligible_bytes": sum(e.size or 0 for e in self.eligible),
+        }
+
+
+def preview(quire: Quire, principal: Principal, base_ref: str | int, folder: str | os.PathLike[str]) -> Preview:
+    """What a run over ``folder`` would ingest now (any principal may preview; nothing is written)."""
+    del principal  # previewing is a read; agents may do it too
+    with quire.db.read() as conn:
+        base = judge_destination(conn, base_ref)
+        cap = descendant_cap(conn)
+    root = visible_folder(quire, folder)
+    return build_preview(quire, base, root, cap)
+
+
+def build_preview(quire: Quire, base: Base, root: Path, cap: int) -> Preview:
+    try:
+        found = walk(root, cap=cap, hidden=[quire.data_dir])
+    except CapExceeded:
+        raise FolderTooLarge(
+            f"the folder has more than {cap} files and folders; a run covers a whole folder, so split it "
+            "and start a run per sub-folder"
+        ) from None
+    if "." in found.unreadable_dirs:
+        raise NotFound(FOLDER_NOT_FOUND)
+    eligible: list[PreviewEntry] = []
+    ineligible: list[PreviewEntry] = []
+    visible: set[str] = set()
+    for entry in found.entries:
+        judged = _judge_entry(root, entry)
+        if judged is None:
+            continue
+        if entry.kind == "file" and entry.excluded is None:
+            visible.add(entry.relative)
+        (eligible if judged.eligible else ineligible).append(judged)
+    covered = _covered_shas(quire, base, {e.sha256 for e in eligible if e.sha256})
+    still: list[PreviewEntry] = []
+    for candidate in eligible:
+        if candidate.sha256 in covered:
+            ineligible.append(_with_reason(candidate, "already in the knowledge base (same content)"))
+        else:
+            still.append(candidate)
+    ineligible.sort(key=lambda e: e.relative)
+    return Preview(
+        base_id=base.id,
+        base_name=base.name,
+        folder=str(root),
+        cap=cap,
+        walked=found.walked,
+        eligible=still,
+        ineligible=ineligible,
+        unreadable_folders=sorted(d for d in found.unreadable_dirs if d != "."),
+        visible_files=frozenset(visible),
+    )
+
+
+def _with_reason(entry: PreviewEntry, reason: str) -> PreviewEntry:
+    return PreviewEntry(entry.relative, entry.kind, entry.size, entry.sha256, reason)
+
+
+def _judge_entry(root: Path, entry: Entry) -> PreviewEntry | None:
+    """Eligibility of one walked entry; None for folders that are simply walked through."""
+    if entry.kind == "dir":
+        return None if entry.excluded is None else PreviewEntry(entry.relative, "dir", None, None, entry.excluded)
+    if entry.kind in LINK_REASONS:
+        kind = "special" if entry.kind == "special" else "link"
+        return PreviewEntry(entry.relative, kind, None, None, LINK_REASONS[entry.kind])
+    if entry.excluded is not None:
+        return PreviewEntry(entry.relative, "file", entry.size, None, entry.excluded)
+    if not is_supported(entry.path):
+        suffix = entry.path.suffix.lower() or "(no extension)"
+        return PreviewEntry(entry.relative, "file", entry.size, None, f"unsupported file type {suffix}")
+    if entry.size is not None and entry.size > MAX_SOURCE_BYTES:
+        limit = MAX_SOURCE_BYTES // (1024 * 1024)
+        return PreviewEntry(entry.relative, "file", entry.size, None, f"larger than the {limit} MB a source may have")
+    try:
+        raw = read_source(root / entry.relative, max_bytes=MAX_SOURCE_BYTES)
+    except SourceRejected as rejected:
+        return PreviewEntry(entry.relative, "file", entry.size, None, rejected.reason)
+    return PreviewEntry(entry.relative, "file", len(raw), blobs.sha256_bytes(raw), None)
+
+
+def _covered_query(base: Base, shas: Sequence[str]) -> Any:
+    """Completed, visible items of the base with these bytes, indexed with the current stamps."""
+    parser_stamp = or_(*(and_(items.c.parser == p, items.c.parser_version == v) for p, v in PARSER_VERSIONS.items()))
+    return select(items.c.content_sha256).where(
+        and_(
+            items.c.base_id == base.id,
+            items.c.content_sha256.in_(list(shas)),
+            items.c.status == "completed",
+            items.c.chunker_version == CHUNKER_VERSION,
+            items.c.model_fingerprint == base.model_fingerprint,
+            parser_stamp,
+        )
+    )
+
+
+def _covered_shas(quire: Quire, base: Base, shas: set[str]) -> set[str]:
+    found: set[str] = set()
+    ordered = sorted(shas)
+    with quire.db.read() as conn:
+        for start in range(0, len(ordered), 500):
+            found.update(r[0] for r in conn.execute(_covered_query(base, ordered[start : start + 500])).all())
+    return found
+
+
+def is_covered(conn: Connection, base: Base, sha: str) -> bool:
+    return conn.execute(_covered_query(base, [sha]).limit(1)).first() is not None

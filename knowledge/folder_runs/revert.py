@@ -1,0 +1,71 @@
+"""Group revert: a completed run's committed material goes ``deleting`` with its cleanup, in one audited transaction."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from knowledge.errors import Conflict, NotFound
+from knowledge.folder_runs.ledger import load_run, run_containers, size_and_counts, transition
+from knowledge.folder_runs.principal import Principal, require_person
+from knowledge.library import audit
+from knowledge.library import items as tree
+from knowledge.library.bases import assert_base_writable, load_base
+from knowledge.lifecycle.operations import DELETE_SUBTREE, idempotency_key
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- revert ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RevertResult:
+    run_id: int
+    deleting: int
+    job_id: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": "reverted", "deleting": self.deleting, "job_id": self.job_id}
+
+
+def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
+    """Undo a completed run as a group: one audited transaction (its items ``deleting``, cleanup queued)."""
+    require_person(principal, "revert")
+    with quire.db.write() as conn:
+        run = load_run(conn, run_id)
+        if run is None:
+            raise NotFound(f"folder run {run_id} not found")
+        base = load_base(conn, run.base_id)
+        assert_base_writable(base, "revert a run")
+        if run.status != "completed":
+            hint = "; a failed run is not revertible, start a new run instead" if run.status == "failed" else ""
+            raise Conflict(f"folder run {run_id} is {run.status}; only a completed run can be reverted{hint}")
+        roots = [
+            c for c in run_containers(conn, run.id) if (item := tree.load_item(conn, c)) and item.status != "deleting"
+        ]
+        marked = tree.mark_deleting(conn, roots) if roots else []
+        job_id: int | None = None
+        if roots:
+            job_id = quire.queue.enqueue(
+                conn,
+                DELETE_SUBTREE,
+                {"base_id": base.id, "root_ids": sorted(roots)},
+                base_id=base.id,
+                key=idempotency_key(base.id, roots, "delete"),
+            ).job_id
+        transition(
+            conn,
+            run.id,
+            base.id,
+            audit.RUN_REVERTED,
+            principal.label,
+            {**size_and_counts(conn, run.id, run.declared_size), "deleting": len(marked)},
+            values={"status": "reverted", "reverted_at": time.time(), "reverted_by": principal.label},
+        )
+    return RevertResult(run_id, len(marked), job_id)

@@ -1,0 +1,323 @@
+"""Preparing an item's search material outside any transaction: read → parse → chunk → embed.
+
+Work that can be skipped is skipped (the cheapest model work is none):
+1. identical content already indexed in the base (same bytes, same parser, chunker and model) →
+   its chunks and vectors are copied, nothing is parsed or embedded;
+2. otherwise chunks whose text is already embedded in the base reuse that vector (by text hash);
+3. only the remaining texts go to the encoder, in one call for the whole batch of items, so the
+   encoder sees full, length-sorted batches instead of one small document at a time.
+
+Nothing here holds a database transaction while parsing or embedding (short read snapshots only).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Connection, and_, select, update
+
+from knowledge.ingest.chunking import CHUNKER_VERSION, chunk_text, load_tokenizer
+from knowledge.library import blobs, index
+from knowledge.library.bases import Base
+from knowledge.library.index import ChunkRow
+from knowledge.library.items import Item
+from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_bytes, parse_note
+from knowledge.sources.files import read_source
+from knowledge.store.schema import items
+
+if TYPE_CHECKING:
+    from knowledge.ingest.embedding import Encoder
+    from knowledge.runtime import Quire
+
+MAX_SOURCE_BYTES = 50 * 1024 * 1024
+
+
+@dataclass
+class Prepared:
+    item: Item
+    raw: bytes | None
+    raw_sha: str | None
+    text: str
+    text_sha: str
+    parser: str
+    parser_version: str
+    metadata: dict[str, Any]
+    rows: list[ChunkRow]
+    vectors: np.ndarray | None = None
+    copied_from: int | None = None
+    mtime: float | None = None
+    fresh_texts: int = 0  # how many chunk texts had to be embedded
+
+
+@dataclass
+class Rejected:
+    item: Item
+    code: str
+    message: str
+
+
+@dataclass
+class BatchStats:
+    copied: int = 0
+    reused_vectors: int = 0
+    embedded: int = 0
+    rejected: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def sha256_text(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
+    """The original if it is still readable, else the base's own copy (reindex never depends on it)."""
+    assert item.source_path is not None
+    try:
+        # stat before reading: if the file changes after this, its mtime moves on and the next
+        # re-expansion reads it again, never the other way round
+        mtime: float | None = os.stat(item.source_path).st_mtime
+    except OSError:
+        mtime = None
+    try:
+        return read_source(Path(item.source_path), max_bytes=MAX_SOURCE_BYTES), mtime
+    except SourceRejected:
+        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).exists():
+            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        raise
+
+
+def _suffix(name: str) -> str:
+    return Path(name).suffix.lower()
+
+
+def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | None:
+    """A completed item of this base with the same bytes and current parser/chunker/model stamps."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            select(items.c.id, items.c.name, items.c.parser, items.c.parser_version).where(
+                and_(
+                    items.c.base_id == base.id,
+                    items.c.content_sha256 == raw_sha,
+                    items.c.status == "completed",
+                    items.c.chunker_version == CHUNKER_VERSION,
+                    items.c.model_fingerprint == base.model_fingerprint,
+                    items.c.id != item.id,
+                )
+            )
+        ).all()
+    for row in rows:
+        if _suffix(row.name) == _suffix(item.name) and PARSER_VERSIONS.get(row.parser or "") == row.parser_version:
+            return int(row.id)
+    return None
+
+
+def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int | None, int | None]:
+    """Page and line range of the text span [start, end) from the parser's segments."""
+    segments = doc.segments
+    if not segments:
+        return None, None, None
+    starts = [s.start for s in segments]
+    first = max(0, bisect.bisect_right(starts, start) - 1)
+    page: int | None = None
+    lines: list[int] = []
+    for seg in segments[first:]:
+        if seg.start >= end and seg.start > start:
+            break
+        if seg.end <= start and seg.end != seg.start:
+            continue
+        if page is None:
+            page = seg.page
+        lines.extend(v for v in (seg.line_start, seg.line_end) if v is not None)
+    return page, (min(lines) if lines else None), (max(lines) if lines else None)
+
+
+def chunk_document(base: Base, doc: ParsedDocument, model_path: str) -> list[ChunkRow]:
+    tokenizer = load_tokenizer(model_path)
+    rows = []
+    for chunk in chunk_text(doc.text, tokenizer, max_tokens=base.chunk_size, overlap=base.chunk_overlap):
+        page, line_start, line_end = locate(doc, chunk.start, chunk.end)
+        rows.append(
+            ChunkRow(
+                ordinal=chunk.ordinal,
+                text=chunk.text,
+                start=chunk.start,
+                end=chunk.end,
+                page=page,
+                line_start=line_start,
+                line_end=line_end,
+                token_count=chunk.token_count,
+                text_sha256=sha256_text(chunk.text),
+            )
+        )
+    return rows
+
+
+def prepare_one(quire: Quire, base: Base, item: Item, model_path: str) -> Prepared | Rejected:
+    """Read and parse one item, or copy identical material; no embedding yet."""
+    try:
+        if item.type == "note":
+            doc = parse_note(item.note_text or "", title=item.name)
+            return chunk_parsed(base, item, doc, None, None, None, model_path)
+        raw, mtime = read_item_bytes(quire, item)
+    except SourceRejected as rejected:
+        return Rejected(item, rejected.code, rejected.reason)
+    raw_sha = blobs.sha256_bytes(raw)
+    same = find_identical(quire, base, item, raw_sha)
+    if same is not None:
+        return _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
+    return prepare_bytes(base, item, raw, raw_sha, mtime, model_path)
+
+
+def prepare_bytes(
+    base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str
+) -> Prepared | Rejected:
+    """Parse and chunk a source's bytes, already read: the stage every ingest path shares."""
+    try:
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+    except SourceRejected as rejected:
+        return Rejected(item, rejected.code, rejected.reason)
+    return chunk_parsed(base, item, doc, raw, raw_sha, mtime, model_path)
+
+
+def chunk_parsed(
+    base: Base,
+    item: Item,
+    doc: ParsedDocument,
+    raw: bytes | None,
+    raw_sha: str | None,
+    mtime: float | None,
+    model_path: str,
+) -> Prepared | Rejected:
+    rows = chunk_document(base, doc, model_path)
+    if not rows:
+        return Rejected(item, "no_text", "no text could be extracted")
+    return Prepared(
+        item=item,
+        raw=raw,
+        raw_sha=raw_sha,
+        text=doc.text,
+        text_sha=sha256_text(doc.text),
+        parser=doc.parser,
+        parser_version=doc.parser_version,
+        metadata=dict(doc.metadata),
+        rows=rows,
+        mtime=mtime,
+    )
+
+
+def write_blob_files(blobs_dir: Path, prepared: Sequence[Prepared]) -> None:
+    """Owned copies go to disk before the transaction that records them (a crash leaves only orphans,
+    which the sweep removes)."""
+    for p in prepared:
+        if p.raw is not None and p.raw_sha is not None:
+            blobs.write_file(blobs_dir, p.raw_sha, p.raw)
+        blobs.write_file(blobs_dir, p.text_sha, p.text.encode("utf-8"))
+
+
+def _copy_material(
+    quire: Quire,
+    base: Base,
+    item: Item,
+    source_id: int,
+    raw: bytes,
+    raw_sha: str,
+    mtime: float | None,
+    model_path: str,
+) -> Prepared:
+    with quire.db.read() as conn:
+        source = conn.execute(select(items).where(items.c.id == source_id)).first()
+        rows, vectors = index.item_vectors(conn, base.id, source_id)
+    if source is None or not rows:  # it went away meanwhile: parse after all
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+        rows = chunk_document(base, doc, model_path)
+        return Prepared(
+            item,
+            raw,
+            raw_sha,
+            doc.text,
+            sha256_text(doc.text),
+            doc.parser,
+            doc.parser_version,
+            dict(doc.metadata),
+            rows,
+            mtime=mtime,
+        )
+    text_sha = source.text_sha256
+    text = blobs.read(quire.blobs_dir, text_sha).decode("utf-8") if text_sha else ""
+    return Prepared(
+        item=item,
+        raw=raw,
+        raw_sha=raw_sha,
+        text=text,
+        text_sha=text_sha or sha256_text(text),
+        parser=source.parser,
+        parser_version=source.parser_version,
+        metadata=json.loads(source.metadata) if source.metadata else {},
+        rows=rows,
+        vectors=vectors,
+        copied_from=source_id,
+        mtime=mtime,
+    )
+
+
+def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats) -> None:
+    """Fill ``vectors`` for every prepared item: reuse by text hash first, one encoder call for the rest."""
+    pending = [p for p in prepared if p.vectors is None]
+    stats.copied += sum(1 for p in prepared if p.copied_from is not None)
+    if not pending:
+        return
+    hashes = {row.text_sha256 for p in pending for row in p.rows}
+    with quire.db.read() as conn:
+        known = index.vectors_for_hashes(conn, base.id, hashes)
+    missing: dict[str, str] = {}
+    for p in pending:
+        for row in p.rows:
+            if row.text_sha256 not in known:
+                missing.setdefault(row.text_sha256, row.text)
+    if missing:
+        texts = list(missing.values())
+        vectors = encoder.encode_documents(texts)
+        known.update(zip(missing.keys(), vectors, strict=True))
+    stats.embedded += len(missing)
+    stats.reused_vectors += sum(len(p.rows) for p in pending) - len(missing)
+    for p in pending:
+        p.fresh_texts = sum(1 for row in p.rows if row.text_sha256 in missing)
+        p.vectors = np.stack([known[row.text_sha256] for row in p.rows]).astype(np.float32)
+
+
+def commit_prepared(conn: Connection, blobs_dir: Path, base: Base, p: Prepared, now: float) -> None:
+    """Write one prepared item's material and stamps and mark it completed: the one place material is stamped."""
+    assert p.vectors is not None
+    if p.raw is not None and p.raw_sha is not None:
+        blobs.record(conn, blobs_dir, p.raw_sha, p.raw, "raw")
+    blobs.record(conn, blobs_dir, p.text_sha, p.text.encode("utf-8"), "text")
+    index.write_item_material(conn, base.id, p.item.id, p.rows, p.vectors)
+    conn.execute(
+        update(items)
+        .where(items.c.id == p.item.id)
+        .values(
+            status="completed",
+            error_code=None,
+            error_message=None,
+            content_sha256=p.raw_sha,
+            size=None if p.raw is None else len(p.raw),
+            mtime=p.mtime,
+            blob_sha256=p.raw_sha,
+            text_sha256=p.text_sha,
+            parser=p.parser,
+            parser_version=p.parser_version,
+            chunker_version=CHUNKER_VERSION,
+            model_fingerprint=base.model_fingerprint,
+            chunk_count=len(p.rows),
+            metadata=json.dumps(p.metadata, sort_keys=True, default=str),
+            updated_at=now,
+        )
+    )

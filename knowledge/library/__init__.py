@@ -1,0 +1,9 @@
+"""What a base holds: the bases themselves and their guards, the item tree and its status rules, owned
+blobs, the audit log and the per-base index tables (vec0 + FTS5). The rooms above write through here."""
+
+from knowledge.library import audit, bases
+from knowledge.library.bases import Base
+from knowledge.library.items import Item
+from knowledge.library.location import Location
+
+__all__ = ["Base", "Item", "Location", "audit", "bases"]

@@ -1,0 +1,278 @@
+"""Knowledge bases: create, read, rename, lock, delete, and the guards every operation shares.
+
+A base fixes its embedding model, dimension and precision at creation (vectors of different models or
+precisions are never mixed in one index). Its status is ``ok``, or ``failed`` when its index cannot be
+opened; a failed base refuses runtime work (add, reindex, chunk listing) but still allows delete.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import exc as sa_exc
+
+from jobs.queue import JobQueue
+from jobs.schema import jobs
+from knowledge.errors import Conflict, InvalidInput, NotFound
+from knowledge.library import blobs, index
+from knowledge.store.database import Database
+from knowledge.store.schema import bases, identities, items
+
+INGEST_AGENT_NAME = "ingest-agent"
+DEFAULT_CHUNK_SIZE = 254  # model max 256 tokens, less [CLS] and [SEP]
+DEFAULT_CHUNK_OVERLAP = 32
+
+
+@dataclass(frozen=True)
+class Base:
+    id: int
+    name: str
+    model_id: str
+    dimension: int
+    precision: str
+    chunk_size: int
+    chunk_overlap: int
+    status: str
+    status_reason: str | None
+    locked: bool
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> Base:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            name=m["name"],
+            model_id=m["model_id"],
+            dimension=m["dimension"],
+            precision=m["precision"],
+            chunk_size=m["chunk_size"],
+            chunk_overlap=m["chunk_overlap"],
+            status=m["status"],
+            status_reason=m["status_reason"],
+            locked=bool(m["locked"]),
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+        )
+
+    @property
+    def model_fingerprint(self) -> str:
+        return f"{self.model_id}:{self.dimension}:{self.precision}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# -- guards ------------------------------------------------------------------------------------
+
+
+def failed_refusal(base: Base) -> str | None:
+    """Why a failed base refuses everything but delete (None when it is ok). The operations, the folder
+    runs and the window all phrase it through here."""
+    if base.status != "failed":
+        return None
+    reason = f": {base.status_reason}" if base.status_reason else ""
+    return f"knowledge base {base.name!r} is failed{reason}; only delete is possible"
+
+
+def locked_refusal(base: Base, to: str = "change it") -> str | None:
+    """Why a locked base refuses ``to`` do something (None when it is not locked)."""
+    return f"knowledge base {base.name!r} is locked (read-only); unlock it to {to}" if base.locked else None
+
+
+def assert_base_can_run_runtime_operation(base: Base) -> None:
+    """Add, reindex and chunk listing need a working index; delete does not use this guard."""
+    if refusal := failed_refusal(base):
+        raise Conflict(refusal)
+
+
+def assert_base_writable(base: Base, to: str = "change it") -> None:
+    if refusal := locked_refusal(base, to):
+        raise Conflict(refusal)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def load_base(conn: Connection, base_id: int) -> Base:
+    row = conn.execute(select(bases).where(bases.c.id == base_id)).first()
+    if row is None:
+        raise NotFound(f"knowledge base {base_id} not found")
+    return Base.from_row(row)
+
+
+def find_base(db: Database, base_id: int) -> Base | None:
+    """The base, or None when it is gone (a job whose base was deleted meanwhile has nothing to do)."""
+    try:
+        with db.read() as conn:
+            return load_base(conn, base_id)
+    except NotFound:
+        return None
+
+
+def resolve_base(conn: Connection, ref: str | int) -> Base:
+    """A base by id or by name (names are case-insensitive)."""
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        row = conn.execute(select(bases).where(bases.c.id == int(ref))).first()
+        if row is not None:
+            return Base.from_row(row)
+    row = conn.execute(select(bases).where(func.lower(bases.c.name) == str(ref).lower())).first()
+    if row is None:
+        raise NotFound(f"knowledge base {ref!r} not found")
+    return Base.from_row(row)
+
+
+def list_bases(db: Database) -> list[Base]:
+    with db.read() as conn:
+        return [Base.from_row(r) for r in conn.execute(select(bases).order_by(bases.c.name)).all()]
+
+
+def get_base(db: Database, ref: str | int) -> Base:
+    with db.read() as conn:
+        return resolve_base(conn, ref)
+
+
+def base_summary(db: Database, base_id: int) -> dict[str, int]:
+    with db.read() as conn:
+        rows = conn.execute(
+            select(items.c.status, func.count()).where(items.c.base_id == base_id).group_by(items.c.status)
+        ).all()
+    return {status: count for status, count in rows}
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _validate_name(name: str) -> str:
+    clean = name.strip()
+    if not clean:
+        raise InvalidInput("a knowledge base needs a name")
+    if len(clean) > 200:
+        raise InvalidInput("a knowledge base name is at most 200 characters")
+    return clean
+
+
+def create_base(
+    db: Database,
+    name: str,
+    *,
+    model_id: str,
+    dimension: int,
+    precision: str,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+) -> Base:
+    clean = _validate_name(name)
+    if not 16 <= chunk_size <= 254:
+        raise InvalidInput("chunk size must be between 16 and 254 tokens (the model reads at most 256)")
+    if not 0 <= chunk_overlap < chunk_size:
+        raise InvalidInput("chunk overlap must be at least 0 and smaller than the chunk size")
+    if precision not in ("fp32", "bf16"):
+        raise InvalidInput("precision must be fp32 or bf16")
+    now = time.time()
+    try:
+        with db.write() as conn:
+            pk = conn.execute(
+                insert(bases).values(
+                    name=clean,
+                    model_id=model_id,
+                    dimension=dimension,
+                    precision=precision,
+                    chunk_size=chunk_size,
+                    chunk_overlap=chunk_overlap,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ).inserted_primary_key
+            assert pk is not None
+            base_id = int(pk[0])
+            index.create_base_index(conn, base_id, dimension)
+            conn.execute(
+                insert(identities).values(base_id=base_id, name=INGEST_AGENT_NAME, kind="ingest_agent", created_at=now)
+            )
+            return load_base(conn, base_id)
+    except sa_exc.IntegrityError:
+        raise Conflict(f"a knowledge base named {clean!r} already exists") from None
+
+
+def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
+    clean = _validate_name(new_name)
+    try:
+        with db.write() as conn:
+            base = resolve_base(conn, ref)
+            conn.execute(update(bases).where(bases.c.id == base.id).values(name=clean, updated_at=time.time()))
+            return load_base(conn, base.id)
+    except sa_exc.IntegrityError:
+        raise Conflict(f"a knowledge base named {clean!r} already exists") from None
+
+
+def set_locked(db: Database, ref: str | int, locked: bool) -> Base:
+    with db.write() as conn:
+        base = resolve_base(conn, ref)
+        conn.execute(update(bases).where(bases.c.id == base.id).values(locked=int(locked), updated_at=time.time()))
+        return load_base(conn, base.id)
+
+
+def mark_base_failed(db: Database, base_id: int, reason: str) -> None:
+    with db.write() as conn:
+        conn.execute(
+            update(bases)
+            .where(bases.c.id == base_id)
+            .values(status="failed", status_reason=reason, updated_at=time.time())
+        )
+
+
+def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path) -> Base:
+    """Delete a base and everything in it, in one transaction.
+
+    Base deletion takes ownership of cleanup: every live job of the base (delete-subtree included) is
+    cancelled in the same transaction, so none of them can write into a base that no longer exists.
+    Owned files no other base references are purged in the same transaction.
+    """
+    with db.write() as conn:
+        base = resolve_base(conn, ref)
+        queue.cancel_base(conn, base.id)
+        index.drop_base_index(conn, base.id)
+        ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base.id)).all()]
+        shas = blobs.shas_of_items(conn, ids)
+        conn.execute(delete(items).where(items.c.base_id == base.id))
+        blobs.purge_unreferenced(conn, blobs_root, shas)
+        conn.execute(delete(identities).where(identities.c.base_id == base.id))
+        conn.execute(delete(bases).where(bases.c.id == base.id))
+        return base
+
+
+def verify_base_indexes(db: Database) -> list[int]:
+    """Mark bases whose vector or keyword index cannot be found ``failed``; return their ids.
+
+    Runs at every open. A failed base still lists and deletes; add, reindex, search and chunk listing
+    refuse it with the reason, instead of failing deep inside a job.
+    """
+    failed: list[int] = []
+    with db.write() as conn:
+        for row in conn.execute(select(bases.c.id, bases.c.status)).all():
+            if row.status == "ok" and not index.base_index_exists(conn, row.id):
+                conn.execute(
+                    update(bases)
+                    .where(bases.c.id == row.id)
+                    .values(
+                        status="failed", status_reason="its search index is missing or damaged", updated_at=time.time()
+                    )
+                )
+                failed.append(row.id)
+    return failed
+
+
+def live_jobs_of_base(conn: Connection, base_id: int) -> int:
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(jobs)
+            .where(jobs.c.base_id == base_id, jobs.c.status.in_(("pending", "running")))
+        ).scalar_one()
+    )

@@ -1,0 +1,256 @@
+"""Per-base search material, all keyed by ``chunks.id``: a vec0 table of float vectors (cosine), an FTS5
+table, and — in ``chunks.vector_f16`` — a float16 copy of each vector that search reads into memory
+(:mod:`knowledge.search.vector_index`; column added by migration ``0007_search_vectors``).
+
+Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors and
+keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
+pages are ordinary pages of the same database; FACTS.md "vec0 writes").
+
+Two stamps let a search process keep its in-memory copy fresh cheaply, both written in the same
+transactions as the material: every write or clear of a base's chunks bumps the base's
+``vectors.version.<base id>`` setting, and chunk ids are never reused (``chunks.next_id``), so "what
+was added since" is exactly "ids above the last one seen".
+
+sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Connection, bindparam, delete, insert, select, text
+
+from knowledge.store.schema import chunks
+
+# Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+NEXT_CHUNK_ID = "chunks.next_id"
+
+
+def vec_table(base_id: int) -> str:
+    return f"vec_base_{int(base_id)}"
+
+
+def fts_table(base_id: int) -> str:
+    return f"fts_base_{int(base_id)}"
+
+
+def version_key(base_id: int) -> str:
+    return f"vectors.version.{int(base_id)}"
+
+
+def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
+    conn.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE {vec_table(base_id)} USING vec0("
+        f"embedding float[{int(dimension)}] distance_metric=cosine)"
+    )
+    conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {fts_table(base_id)} USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+
+
+def drop_base_index(conn: Connection, base_id: int) -> None:
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007
+    conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": version_key(base_id)})
+
+
+def _existing_tables(conn: Connection, base_id: int) -> list[str]:
+    wanted = (vec_table(base_id), fts_table(base_id))
+    rows = conn.execute(
+        text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b)"),
+        {"a": wanted[0], "b": wanted[1]},
+    ).all()
+    return [name for name in wanted if name in {r[0] for r in rows}]
+
+
+def base_index_exists(conn: Connection, base_id: int) -> bool:
+    names = {vec_table(base_id), fts_table(base_id)}
+    found = conn.execute(
+        text("SELECT name FROM sqlite_master WHERE name IN (:a, :b)"),
+        {"a": vec_table(base_id), "b": fts_table(base_id)},
+    ).all()
+    return {r[0] for r in found} == names
+
+
+def vectors_version(conn: Connection, base_id: int) -> int:
+    """How many times the base's chunks were written or cleared (0 if never)."""
+    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": version_key(base_id)}).first()
+    return int(row[0]) if row is not None else 0
+
+
+def _bump_version(conn: Connection, base_id: int) -> None:
+    conn.execute(
+        text(
+            "INSERT INTO settings (key, value) VALUES (:k, '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        ),
+        {"k": version_key(base_id)},
+    )
+
+
+def _allocate_chunk_ids(conn: Connection, count: int) -> int:
+    """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
+    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": NEXT_CHUNK_ID}).first()
+    highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
+    first = max(int(row[0]) if row is not None else 0, highest + 1)
+    conn.execute(
+        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+        {"k": NEXT_CHUNK_ID, "v": str(first + count)},
+    )
+    return first
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    page: int | None
+    line_start: int | None
+    line_end: int | None
+    token_count: int
+    text_sha256: str
+
+
+def write_item_material(
+    conn: Connection, base_id: int, item_id: int, rows: Sequence[ChunkRow], vectors: np.ndarray
+) -> list[int]:
+    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids.
+
+    Each table gets one multi-row statement (``executemany``), not one statement per chunk.
+    """
+    if len(rows) != len(vectors):
+        raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
+    tables = _existing_tables(conn, base_id)
+    _clear(conn, base_id, [item_id], tables, keep_vectors=False)
+    if not rows:
+        return []
+    first = _allocate_chunk_ids(conn, len(rows))
+    ids = list(range(first, first + len(rows)))
+    floats = np.asarray(vectors, dtype=np.float32)
+    halves = floats.astype(np.float16)
+    conn.execute(
+        insert(chunks),
+        [
+            {
+                "id": cid,
+                "base_id": base_id,
+                "item_id": item_id,
+                "ordinal": row.ordinal,
+                "text": row.text,
+                "start": row.start,
+                "end": row.end,
+                "page": row.page,
+                "line_start": row.line_start,
+                "line_end": row.line_end,
+                "token_count": row.token_count,
+                "text_sha256": row.text_sha256,
+                "vector_f16": halves[n].tobytes(),
+            }
+            for n, (cid, row) in enumerate(zip(ids, rows, strict=True))
+        ],
+    )
+    conn.execute(
+        text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
+        [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
+    )
+    conn.execute(
+        text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
+        [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
+    )
+    _bump_version(conn, base_id)
+    return ids
+
+
+def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int], *, keep_vectors: bool = False) -> int:
+    """Delete the chunks, vectors and keyword entries of these items; return how many chunks went.
+
+    ``keep_vectors`` (reindex, re-expansion) first stashes the vectors in ``vector_cache`` by text hash,
+    so the rebuild embeds only chunks whose text changed. Deletes never keep anything.
+    """
+    # a failed base may have lost one of its tables: clear what is there
+    return _clear(conn, base_id, list(item_ids), _existing_tables(conn, base_id), keep_vectors=keep_vectors)
+
+
+def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequence[str], *, keep_vectors: bool) -> int:
+    removed = 0
+    for start in range(0, len(item_list), 500):
+        part = item_list[start : start + 500]
+        if keep_vectors:
+            _stash_vectors(conn, base_id, part)
+        chunk_ids = [r[0] for r in conn.execute(select(chunks.c.id).where(chunks.c.item_id.in_(part))).all()]
+        if not chunk_ids:
+            continue
+        for table in tables:
+            for cstart in range(0, len(chunk_ids), 500):
+                conn.execute(
+                    text(f"DELETE FROM {table} WHERE rowid IN :ids").bindparams(bindparam("ids", expanding=True)),
+                    {"ids": chunk_ids[cstart : cstart + 500]},
+                )
+        conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
+        removed += len(chunk_ids)
+    if removed:
+        _bump_version(conn, base_id)
+    return removed
+
+
+def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:
+    conn.execute(
+        text(
+            f"INSERT OR IGNORE INTO vector_cache (base_id, text_sha256, embedding, created_at) "
+            f"SELECT c.base_id, c.text_sha256, v.embedding, unixepoch('subsec') FROM chunks c "
+            f"JOIN {vec_table(base_id)} v ON v.rowid = c.id WHERE c.item_id IN :ids"
+        ).bindparams(bindparam("ids", expanding=True)),
+        {"ids": item_ids},
+    )
+
+
+def vectors_for_hashes(conn: Connection, base_id: int, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+    """Vectors this base already has for these chunk texts — live chunks first, then the cache."""
+    wanted = list(set(hashes))
+    found: dict[str, np.ndarray] = {}
+    live = text(
+        f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+        "WHERE c.base_id = :b AND c.text_sha256 IN :h"
+    ).bindparams(bindparam("h", expanding=True))
+    cached = text(
+        "SELECT text_sha256, embedding FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h"
+    ).bindparams(bindparam("h", expanding=True))
+    for query in (live, cached):
+        missing = [h for h in wanted if h not in found]
+        for start in range(0, len(missing), 500):
+            rows = conn.execute(query, {"b": base_id, "h": missing[start : start + 500]}).all()
+            for sha, blob in rows:
+                found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
+    return found
+
+
+def sweep_vector_cache(conn: Connection, limit: int = 5000) -> int:
+    """Drop cached vectors that no chunk of their base uses any more (bounded per call)."""
+    result = conn.execute(
+        text(
+            "DELETE FROM vector_cache WHERE rowid IN (SELECT vc.rowid FROM vector_cache vc WHERE NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
+        ),
+        {"n": limit},
+    )
+    return int(result.rowcount or 0)
+
+
+def item_vectors(conn: Connection, base_id: int, item_id: int) -> tuple[list[ChunkRow], np.ndarray]:
+    """An item's chunk rows and vectors in order (to copy material to an item with identical content)."""
+    rows = conn.execute(
+        text(
+            f'SELECT c.ordinal, c.text, c.start, c."end", c.page, c.line_start, c.line_end, c.token_count, '
+            f"c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+            "WHERE c.item_id = :i ORDER BY c.ordinal"
+        ),
+        {"i": item_id},
+    ).all()
+    chunk_rows = [ChunkRow(*r[:9]) for r in rows]
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    return chunk_rows, np.stack([np.frombuffer(r[9], dtype=np.float32) for r in rows])

@@ -1,0 +1,352 @@
+"""Item rows and the tree: loading, outermost-selection collapse, subtrees, status writes, reconciliation.
+
+Every function that writes takes a connection inside the caller's write transaction. Subtree
+membership is always resolved inside that same transaction (never precomputed before it), so a
+concurrent create or delete cannot leave descendants behind or reconcile against stale membership.
+
+Container reconciliation: a container's status follows its children, ignoring ``deleting`` ones —
+active while any child is active, ``completed`` when all are completed (or it has none), ``failed``
+when none is active and some failed. A container still ``preparing`` belongs to its prepare-root job
+and is left alone. Any non-delete status write reconciles the containers above what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, text, update
+
+from knowledge.errors import NotFound
+from knowledge.store.schema import ACTIVE_STATUSES, items
+
+CONTAINER_TYPES = ("directory",)
+
+
+@dataclass(frozen=True)
+class Item:
+    id: int
+    base_id: int
+    parent_id: int | None
+    root_id: int | None
+    type: str
+    name: str
+    source_path: str | None
+    relative_path: str | None
+    status: str
+    error_code: str | None
+    error_message: str | None
+    content_sha256: str | None
+    size: int | None
+    mtime: float | None
+    blob_sha256: str | None
+    text_sha256: str | None
+    note_text: str | None
+    parser: str | None
+    parser_version: str | None
+    chunker_version: str | None
+    model_fingerprint: str | None
+    chunk_count: int
+    metadata: dict[str, Any]
+    generation: int
+    job_id: int | None
+    run_id: int | None
+    owner: str | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> Item:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            base_id=m["base_id"],
+            parent_id=m["parent_id"],
+            root_id=m["root_id"],
+            type=m["type"],
+            name=m["name"],
+            source_path=m["source_path"],
+            relative_path=m["relative_path"],
+            status=m["status"],
+            error_code=m["error_code"],
+            error_message=m["error_message"],
+            content_sha256=m["content_sha256"],
+            size=m["size"],
+            mtime=m["mtime"],
+            blob_sha256=m["blob_sha256"],
+            text_sha256=m["text_sha256"],
+            note_text=m["note_text"],
+            parser=m["parser"],
+            parser_version=m["parser_version"],
+            chunker_version=m["chunker_version"],
+            model_fingerprint=m["model_fingerprint"],
+            chunk_count=m["chunk_count"],
+            metadata=json.loads(m["metadata"]) if m["metadata"] else {},
+            generation=m["generation"],
+            job_id=m["job_id"],
+            run_id=m["run_id"],
+            owner=m["owner"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+        )
+
+    @property
+    def is_container(self) -> bool:
+        return self.type in CONTAINER_TYPES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "base_id": self.base_id,
+            "parent": self.parent_id,
+            "root": self.root_id,
+            "type": self.type,
+            "name": self.name,
+            "status": self.status,
+            "source_path": self.source_path,
+            "relative_path": self.relative_path,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+            "chunk_count": self.chunk_count,
+            "size": self.size,
+            "content_sha256": self.content_sha256,
+            "metadata": self.metadata,
+            "run_id": self.run_id,
+            "owner": self.owner,
+            "updated_at": self.updated_at,
+        }
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_item(conn: Connection, item_id: int) -> Item | None:
+    row = conn.execute(select(items).where(items.c.id == item_id)).first()
+    return None if row is None else Item.from_row(row)
+
+
+def load_in_base(conn: Connection, base_id: int, item_id: int) -> Item:
+    item = load_item(conn, item_id)
+    if item is None or item.base_id != base_id:
+        raise NotFound(f"item {item_id} not found in this knowledge base")
+    return item
+
+
+def outermost_selected(conn: Connection, base_id: int, item_ids: Iterable[int]) -> list[Item]:
+    """De-duplicate, load, reject foreign ids, and drop selected items whose ancestor is selected too."""
+    unique = sorted(set(int(i) for i in item_ids))
+    loaded = {i: load_in_base(conn, base_id, i) for i in unique}
+    roots: list[Item] = []
+    for item in loaded.values():
+        if not any(a in loaded for a in ancestor_ids(conn, item.id)):
+            roots.append(item)
+    return roots
+
+
+def ancestor_ids(conn: Connection, item_id: int) -> list[int]:
+    """Parent first, up to the top-level root."""
+    rows = conn.execute(
+        text(
+            "WITH RECURSIVE up(id, parent_id, depth) AS ("
+            " SELECT id, parent_id, 0 FROM items WHERE id = :id"
+            " UNION ALL SELECT i.id, i.parent_id, up.depth + 1 FROM items i JOIN up ON i.id = up.parent_id)"
+            " SELECT id FROM up WHERE depth > 0 ORDER BY depth"
+        ),
+        {"id": item_id},
+    ).all()
+    return [r[0] for r in rows]
+
+
+def subtree_ids(conn: Connection, root_ids: Sequence[int]) -> list[int]:
+    """Every item in the subtrees of ``root_ids``, roots included (resolve inside the write transaction)."""
+    if not root_ids:
+        return []
+    rows = conn.execute(
+        text(
+            "WITH RECURSIVE down(id) AS (SELECT id FROM items WHERE id IN :roots"
+            " UNION SELECT i.id FROM items i JOIN down ON i.parent_id = down.id) SELECT id FROM down"
+        ).bindparams(bindparam("roots", expanding=True)),
+        {"roots": list(root_ids)},
+    ).all()
+    return [r[0] for r in rows]
+
+
+def subtree_items(conn: Connection, root_ids: Sequence[int]) -> list[Item]:
+    ids = subtree_ids(conn, root_ids)
+    found: list[Item] = []
+    for start in range(0, len(ids), 500):
+        rows = conn.execute(select(items).where(items.c.id.in_(ids[start : start + 500]))).all()
+        found.extend(Item.from_row(r) for r in rows)
+    return found
+
+
+def children(conn: Connection, parent_id: int) -> list[Item]:
+    rows = conn.execute(select(items).where(items.c.parent_id == parent_id).order_by(items.c.id)).all()
+    return [Item.from_row(r) for r in rows]
+
+
+# -- status writes -----------------------------------------------------------------------------
+
+
+def _update_statuses(conn: Connection, ids: Sequence[int], values: dict[str, Any]) -> None:
+    """Write a status to ids, never touching rows that are ``deleting`` (delete owns them)."""
+    for start in range(0, len(ids), 500):
+        conn.execute(
+            update(items)
+            .where(and_(items.c.id.in_(ids[start : start + 500]), items.c.status != "deleting"))
+            .values(**values, updated_at=time.time())
+        )
+
+
+def set_status(
+    conn: Connection,
+    item_ids: Sequence[int],
+    status: str,
+    *,
+    error_code: str | None = None,
+    error_message: str | None = None,
+    reconcile: bool = True,
+) -> None:
+    """Set these items' status (not their subtrees) and reconcile the containers above them."""
+    if not item_ids:
+        return
+    _update_statuses(conn, item_ids, {"status": status, "error_code": error_code, "error_message": error_message})
+    if reconcile:
+        reconcile_above(conn, item_ids)
+
+
+def set_subtree_status(
+    conn: Connection,
+    root_ids: Sequence[int],
+    status: str,
+    *,
+    error_code: str | None = None,
+    error_message: str | None = None,
+) -> list[int]:
+    """Set a whole subtree's status, membership resolved here, then reconcile the containers above."""
+    ids = subtree_ids(conn, root_ids)
+    _update_statuses(conn, ids, {"status": status, "error_code": error_code, "error_message": error_message})
+    reconcile_above(conn, root_ids)
+    return ids
+
+
+def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[int]:
+    """Mark whole subtrees ``deleting`` (hidden at once). No reconciliation: delete owns them now."""
+    ids = subtree_ids(conn, root_ids)
+    for start in range(0, len(ids), 500):
+        conn.execute(
+            update(items)
+            .where(items.c.id.in_(ids[start : start + 500]))
+            .values(status="deleting", updated_at=time.time())
+        )
+    return ids
+
+
+def reconcile_above(conn: Connection, item_ids: Iterable[int]) -> None:
+    """Recompute the containers above these items, deepest first, stopping where nothing changes."""
+    ids = list(dict.fromkeys(item_ids))
+    frontier: set[int] = set()
+    for start in range(0, len(ids), 500):  # one lookup per 500 items (recovery parks thousands at once)
+        rows = conn.execute(select(items.c.parent_id).distinct().where(items.c.id.in_(ids[start : start + 500]))).all()
+        frontier.update(r.parent_id for r in rows if r.parent_id is not None)
+    while frontier:
+        next_frontier: set[int] = set()
+        for container_id in frontier:
+            parent = reconcile_container(conn, container_id)
+            if parent is not None:
+                next_frontier.add(parent)
+        frontier = next_frontier
+
+
+def reconcile_container(conn: Connection, container_id: int) -> int | None:
+    """Recompute one container; return its parent id if its status changed (so the parent is next)."""
+    row = conn.execute(select(items.c.status, items.c.parent_id).where(items.c.id == container_id)).first()
+    if row is None or row.status in ("deleting", "preparing"):
+        return None
+    counts = conn.execute(
+        select(
+            func.sum(items.c.status.in_(ACTIVE_STATUSES)),
+            func.sum(items.c.status == "failed"),
+        ).where(and_(items.c.parent_id == container_id, items.c.status != "deleting"))
+    ).one()
+    active, failed = int(counts[0] or 0), int(counts[1] or 0)
+    new_status = "processing" if active else ("failed" if failed else "completed")
+    if new_status == row.status:
+        return None
+    error = (
+        {"error_code": "children_failed", "error_message": f"{failed} item(s) inside could not be indexed"}
+        if new_status == "failed"
+        else {"error_code": None, "error_message": None}
+    )
+    conn.execute(
+        update(items).where(items.c.id == container_id).values(status=new_status, updated_at=time.time(), **error)
+    )
+    return row.parent_id  # type: ignore[no-any-return]
+
+
+def visible_items_query(base_id: int, parent_id: int | None, status: str | None = None) -> Any:
+    """Default listing: ``deleting`` rows (and with them everything under them) are not shown."""
+    query = select(items).where(and_(items.c.base_id == base_id, items.c.status != "deleting"))
+    query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
+    if status is not None:
+        query = query.where(items.c.status == status)
+    return query.order_by(items.c.type.desc(), items.c.name, items.c.id)
+
+
+# -- creation ----------------------------------------------------------------------------------
+
+
+class Reason(NamedTuple):
+    """Why an item failed or was not read: a stable code and a short message with no absolute path."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """A row to create. ``root_id`` None makes the item its own root; ``error`` creates it ``failed``."""
+
+    base_id: int
+    type: str
+    name: str
+    status: str
+    parent_id: int | None = None
+    root_id: int | None = None
+    source_path: str | None = None
+    relative_path: str | None = None
+    note_text: str | None = None
+    owner: str | None = None
+    run_id: int | None = None
+    error: Reason | None = None
+
+
+def create_item(conn: Connection, new: NewItem) -> int:
+    now = time.time()
+    pk = conn.execute(
+        insert(items).values(
+            base_id=new.base_id,
+            parent_id=new.parent_id,
+            root_id=new.root_id,
+            type=new.type,
+            name=new.name,
+            source_path=new.source_path,
+            relative_path=new.relative_path,
+            note_text=new.note_text,
+            status=new.status if new.error is None else "failed",
+            error_code=None if new.error is None else new.error.code,
+            error_message=None if new.error is None else new.error.message,
+            owner=new.owner,
+            run_id=new.run_id,
+            created_at=now,
+            updated_at=now,
+        )
+    ).inserted_primary_key
+    assert pk is not None
+    item_id = int(pk[0])
+    if new.root_id is None:
+        conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
+    return item_id

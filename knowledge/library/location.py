@@ -1,0 +1,44 @@
+"""Where a chunk lies in its source, as one value: the page (PDF), the line range (text), else the
+character range of the extracted text. The window, the CLI and search hits all describe it through here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Location:
+    page: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    start: int | None = None  # characters of the extracted text
+    end: int | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Location:
+        """From a chunk row or a chunk/hit dictionary (missing keys are None)."""
+        return cls(**{name: row.get(name) for name in ("page", "line_start", "line_end", "start", "end")})
+
+    def describe(self) -> str:
+        """``page 3``, ``lines 10-24`` or ``characters 0-812`` (empty when nothing is known)."""
+        if self.page is not None:
+            return f"page {self.page}"
+        if self.line_start is not None:
+            return f"lines {self.line_start}-{self.line_end}"
+        if self.start is not None:
+            return f"characters {self.start}-{self.end}"
+        return ""
+
+    def short(self) -> str:
+        """``p.3`` or ``l.10-24`` for one-line listings (empty otherwise)."""
+        if self.page is not None:
+            return f"p.{self.page}"
+        if self.line_start is not None:
+            return f"l.{self.line_start}-{self.line_end}"
+        return ""
+
+    def as_dict(self) -> dict[str, int | None]:
+        """The JSON a search hit has always carried: page and line range."""
+        return {"page": self.page, "line_start": self.line_start, "line_end": self.line_end}

@@ -1,0 +1,97 @@
+"""Seed 001 in Quire: the add/delete/reindex operations with their guards, the four knowledge jobs and
+their recovery.
+
+* ``knowledge.prepare-root`` (abandon): purge an earlier partial expansion, walk the folder, create
+  children, schedule leaves.
+* ``knowledge.index-documents`` (abandon): read → parse → chunk → embed outside any transaction, then
+  one short write transaction.
+* ``knowledge.reindex-subtree`` (abandon): skip if anything is deleting (at entry and again in the
+  write transaction), clear, reset, reschedule.
+* ``knowledge.delete-subtree`` (retry): purge vectors, keyword entries and owned files, then rows; on
+  failure the rows stay ``deleting`` and the job is retried.
+
+Abandoned jobs never resume: their hook parks the items they left active as ``failed`` with the code
+``indexing_interrupted`` (reindex brings them back). Every write goes through ``ctx.write()`` — fenced on
+the job's attempt — and re-reads what it is about to change, so a late or superseded attempt, or an item
+that became ``deleting`` or was reset meanwhile (its ``generation`` moved on), is never overwritten.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jobs.registry import JobType
+from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, reindex_subtree
+from knowledge.lifecycle.operations import (
+    DELETE_SUBTREE,
+    INDEX_DOCUMENTS,
+    PREPARE_ROOT,
+    REINDEX_SUBTREE,
+    Changes,
+    ItemInput,
+    NoteInput,
+    PathInput,
+    add_items,
+    delete_items,
+    get_item,
+    list_item_chunks,
+    list_items,
+    reindex_items,
+)
+from knowledge.lifecycle.recovery import (
+    INTERRUPTED,
+    interrupted_items,
+    on_abandon_index,
+    on_abandon_index_batch,
+    on_abandon_prepare,
+    on_abandon_reindex,
+    repair_blob_files,
+    repair_deleting_roots,
+    repair_orphan_active_items,
+)
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+__all__ = [
+    "INTERRUPTED",
+    "Changes",
+    "ItemInput",
+    "NoteInput",
+    "PathInput",
+    "add_items",
+    "delete_items",
+    "get_item",
+    "interrupted_items",
+    "list_item_chunks",
+    "list_items",
+    "register",
+    "reindex_items",
+]
+
+
+def register(quire: Quire) -> None:
+    """Add the four knowledge job types and their repair scans to this process's registry."""
+
+    def bind(fn: Any) -> Any:
+        return lambda ctx: fn(quire, ctx)
+
+    quire.registry.register(
+        JobType(PREPARE_ROOT, bind(prepare_root.prepare_root), "abandon", on_abandon=on_abandon_prepare)
+    )
+    quire.registry.register(
+        JobType(
+            INDEX_DOCUMENTS,
+            bind(index_documents.index_documents),
+            "abandon",
+            on_abandon=on_abandon_index,
+            on_abandon_batch=on_abandon_index_batch,
+        )
+    )
+    quire.registry.register(
+        JobType(REINDEX_SUBTREE, bind(reindex_subtree.reindex_subtree), "abandon", on_abandon=on_abandon_reindex)
+    )
+    quire.registry.register(JobType(DELETE_SUBTREE, bind(delete_subtree.delete_subtree), "retry", max_attempts=1000))
+    quire.registry.add_repair_scan(repair_deleting_roots)
+    quire.registry.add_repair_scan(repair_orphan_active_items)
+    quire.registry.add_repair_scan(repair_blob_files(quire))

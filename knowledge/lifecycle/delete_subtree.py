@@ -1,0 +1,66 @@
+"""``knowledge.delete-subtree`` (retry): purge vectors, keyword entries and owned files, then rows, in
+batches; on failure the rows stay ``deleting`` and the job is retried."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, delete
+
+from jobs.runtime import JobContext
+from knowledge.library import blobs, index
+from knowledge.library import items as tree
+from knowledge.store.schema import items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+DELETE_BATCH = 500
+# -- delete-subtree ----------------------------------------------------------------------------
+
+
+def delete_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
+    base_id, root_ids = ctx.payload["base_id"], list(ctx.payload["root_ids"])
+    with quire.db.read() as conn:
+        parents = {
+            r.parent_id
+            for r in (tree.load_item(conn, i) for i in root_ids)
+            if r is not None and r.parent_id is not None
+        }
+        total = len(tree.subtree_ids(conn, root_ids))
+    removed = 0
+    while True:
+        ctx.check_cancelled()
+        with ctx.write() as conn:
+            batch = _delete_batch(quire, conn, base_id, root_ids)
+        if batch == 0:
+            break
+        removed += batch
+        ctx.progress(min(removed, total), total, "deleting")
+    with ctx.write() as conn:
+        live_parents = [p for p in parents if p is not None and tree.load_item(conn, p) is not None]
+        for parent in live_parents:
+            tree.reconcile_container(conn, parent)
+        tree.reconcile_above(conn, live_parents)
+    return {"removed": removed}
+
+
+def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequence[int]) -> int:
+    """Purge one batch: leaves first (material, owned files, rows), then the containers."""
+    subtree = tree.subtree_items(conn, root_ids)
+    leaves = [i for i in subtree if not i.is_container][:DELETE_BATCH]
+    batch = leaves or [i for i in subtree if i.is_container]
+    if not batch:
+        return 0
+    ids = [i.id for i in batch]
+    shas = blobs.shas_of_items(conn, ids)
+    index.clear_items_material(conn, base_id, [i.id for i in leaves])
+    for start in range(0, len(ids), 500):
+        conn.execute(delete(items).where(items.c.id.in_(ids[start : start + 500])))
+    blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
+    return len(ids)

@@ -1,0 +1,230 @@
+"""``knowledge.prepare-root`` (abandon): expand a folder into child items, keeping what an earlier
+expansion already got right, and schedule the leaves."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, delete, func, select, update
+
+from jobs.runtime import JobContext
+from knowledge.ingest.chunking import CHUNKER_VERSION
+from knowledge.ingest.walk import Entry, Walk, walk
+from knowledge.library import blobs, index
+from knowledge.library import items as tree
+from knowledge.library.bases import Base, find_base
+from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.lifecycle.operations import Changes, Scheduled, schedule
+from knowledge.sources import PARSER_VERSIONS, is_supported
+from knowledge.store.schema import items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- prepare-root ------------------------------------------------------------------------------
+
+
+def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
+    """Expand a folder into child items, keeping what an earlier expansion already got right.
+
+    A first expansion creates every child. A re-expansion (reindex, or a retry after a crash) matches
+    the walk against the existing children by relative path: unchanged files (same size and mtime,
+    current parser/chunker/model stamps, completed) are kept untouched and never read; changed or
+    failed ones are reset (their vectors stashed for reuse) and rescheduled; new ones are created;
+    children whose source vanished or is now excluded are purged (material, owned files, rows).
+    """
+    base_id, root_id = ctx.payload["base_id"], ctx.payload["item_id"]
+    with quire.db.read() as conn:
+        root = tree.load_item(conn, root_id)
+    base = find_base(quire.db, base_id)
+    if root is None or root.status == "deleting" or base is None:
+        return {"skipped": "missing or deleting"}
+    folder = Path(root.source_path or "")
+    found = _walk_or_none(folder, quire.data_dir)
+    if found is None:
+        with ctx.write() as conn:
+            tree.set_status(conn, [root_id], "failed", error_code="unreadable", error_message="folder cannot be read")
+        return {"failed": "unreadable"}
+    with ctx.write() as conn:
+        root = tree.load_item(conn, root_id)
+        if root is None or root.status == "deleting":  # delete won the race: no children under it
+            return {"skipped": "deleting"}
+        plan = _expand(quire, conn, base, root, found)
+        conn.execute(update(items).where(items.c.id == root_id).values(status="processing", updated_at=time.time()))
+    changes = Changes(base_id)
+    try:
+        schedule(quire, base, plan.to_schedule, changes, sizes=plan.sizes)
+    finally:
+        with ctx.write() as conn:
+            _reconcile_subtree(conn, root_id)
+    return {**plan.counts(), "jobs": len(changes.job_ids)}
+
+
+def _walk_or_none(folder: Path, data_dir: Path) -> Walk | None:
+    if not folder.is_dir():
+        return None
+    try:
+        found = walk(folder, hidden=[data_dir])  # never index Quire's own data directory
+    except OSError as exc:
+        log.info("cannot walk %s: %s", folder, exc)
+        return None
+    return None if "." in found.unreadable_dirs else found
+
+
+_KIND_FAILURES: dict[str, Reason] = {
+    "link_to_dir": Reason("symlink_not_followed", "a link to a folder is not followed"),
+    "link_outside": Reason("symlink_not_followed", "a link pointing outside the folder is not followed"),
+    "dangling_link": Reason("unreadable", "file does not exist or cannot be read (broken link)"),
+    "special": Reason("not_regular_file", "not a regular file (device, pipe or socket)"),
+}
+
+
+@dataclass
+class _Expansion:
+    to_schedule: list[Scheduled] = field(default_factory=list)
+    sizes: dict[int, int] = field(default_factory=dict)  # bytes of the scheduled files, as walked
+    created: int = 0
+    kept: int = 0
+    reset: int = 0
+    purged: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"created": self.created, "kept": self.kept, "reset": self.reset, "purged": self.purged}
+
+
+def _failure_for(entry: Entry) -> Reason | None:
+    failure = _KIND_FAILURES.get(entry.kind)
+    if failure is None and not is_supported(entry.path):
+        failure = Reason("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
+    return failure
+
+
+def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
+    """Completed, same size and mtime, and made by today's parser, chunker and model: nothing to redo."""
+    return (
+        old.status == "completed"
+        and entry.mtime is not None
+        and old.mtime == entry.mtime
+        and old.size == entry.size
+        and old.parser_version == PARSER_VERSIONS.get(old.parser or "")
+        and old.chunker_version == CHUNKER_VERSION
+        and old.model_fingerprint == base.model_fingerprint
+    )
+
+
+def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: Walk) -> _Expansion:
+    existing = {
+        i.relative_path: i
+        for i in tree.subtree_items(conn, [root.id])
+        if i.id != root.id and i.status != "deleting" and i.relative_path is not None
+    }
+    plan = _Expansion()
+    parents: dict[str, int] = {"": root.id}
+    seen: set[int] = set()
+    excluded_dirs: list[str] = []
+    for entry in found.entries:
+        if entry.excluded or any(entry.relative.startswith(d + "/") for d in excluded_dirs):
+            if entry.kind == "dir":
+                excluded_dirs.append(entry.relative)
+            continue
+        parent_rel = entry.relative.rsplit("/", 1)[0] if "/" in entry.relative else ""
+        parent_id = parents.get(parent_rel, root.id)
+        old = existing.get(entry.relative)
+        if entry.kind == "dir":
+            if old is not None and old.is_container:
+                seen.add(old.id)
+                parents[entry.relative] = old.id
+            else:
+                parents[entry.relative] = _create_child(conn, root, entry, "directory", parent_id, None)
+                plan.created += 1
+            continue
+        failure = _failure_for(entry)
+        if old is not None and not old.is_container:
+            seen.add(old.id)
+            if failure is None and _unchanged(old, entry, base):
+                plan.kept += 1
+                continue
+            _reset_leaf(conn, base.id, old.id, failure)
+            plan.reset += 1
+            item_id = old.id
+        else:
+            item_id = _create_child(conn, root, entry, "file", parent_id, failure)
+            plan.created += 1
+        if failure is None:
+            plan.to_schedule.append(Scheduled(item_id, "file", None))
+            if entry.size is not None:
+                plan.sizes[item_id] = entry.size
+    plan.purged = _purge_children(quire, conn, base.id, [i for i in existing.values() if i.id not in seen])
+    return plan
+
+
+def _create_child(
+    conn: Connection, root: tree.Item, entry: Entry, kind: str, parent_id: int, failure: Reason | None
+) -> int:
+    return create_item(
+        conn,
+        NewItem(
+            root.base_id,
+            kind,
+            entry.path.name,
+            "processing",
+            parent_id=parent_id,
+            root_id=root.id,
+            source_path=str(entry.path),
+            relative_path=entry.relative,
+            owner=root.owner,
+            run_id=root.run_id,
+            error=failure,
+        ),
+    )
+
+
+def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: Reason | None) -> None:
+    index.clear_items_material(conn, base_id, [item_id], keep_vectors=True)
+    conn.execute(
+        update(items)
+        .where(items.c.id == item_id)
+        .values(
+            status="failed" if failure else "processing",
+            error_code=failure.code if failure else None,
+            error_message=failure.message if failure else None,
+            chunk_count=0,
+            job_id=None,
+            generation=items.c.generation + 1,
+            updated_at=time.time(),
+        )
+    )
+
+
+def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:
+    """Remove children whose source vanished: material, owned files, then rows (leaves first)."""
+    if not gone:
+        return 0
+    shas = blobs.shas_of_items(conn, [i.id for i in gone])
+    index.clear_items_material(conn, base_id, [i.id for i in gone if not i.is_container])
+    for item in sorted(gone, key=lambda i: i.is_container):
+        if item.is_container:
+            remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
+            if remaining.scalar_one():
+                continue  # something still below it (a deleting descendant, or a kept child that moved)
+        conn.execute(delete(items).where(items.c.id == item.id))
+    blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
+    return len(gone)
+
+
+def _reconcile_subtree(conn: Connection, root_id: int) -> None:
+    """Reconcile every container of a fresh expansion, deepest first (empty folders complete)."""
+    containers = [i for i in tree.subtree_items(conn, [root_id]) if i.is_container and i.id != root_id]
+    containers.sort(key=lambda i: (i.relative_path or "").count("/"), reverse=True)
+    for container in containers:
+        tree.reconcile_container(conn, container.id)
+    tree.reconcile_container(conn, root_id)
+    tree.reconcile_above(conn, [root_id])

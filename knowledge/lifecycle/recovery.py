@@ -1,0 +1,171 @@
+"""Recovery of the knowledge jobs: abandon hooks park what an interrupted job left active, and bounded,
+paginated repair scans re-enqueue cleanup and park orphans."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from jobs.queue import JobQueue, JobRecord
+from jobs.schema import jobs
+from knowledge.library import blobs, index
+from knowledge.library import items as tree
+from knowledge.lifecycle.operations import (
+    DELETE_SUBTREE,
+    idempotency_key,
+)
+from knowledge.store.schema import ACTIVE_STATUSES, items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+INTERRUPTED = "indexing_interrupted"
+INTERRUPTED_MESSAGE = "indexing was interrupted (the app or worker stopped); reindex to try again"
+# -- recovery ----------------------------------------------------------------------------------
+
+
+def park_interrupted(conn: Connection, item_ids: Sequence[int], job_id: int | None) -> int:
+    """Active items of an interrupted job become ``failed`` (indexing_interrupted); reindex retries them."""
+    return park_interrupted_many(conn, [(item_ids, job_id)])
+
+
+def park_interrupted_many(conn: Connection, jobs_items: Sequence[tuple[Sequence[int], int | None]]) -> int:
+    """:func:`park_interrupted` for many interrupted jobs at once: one status write, one reconciliation.
+
+    Each entry is (the job's item ids, the job id or None). An item is parked when it is active and no
+    other job took it over meanwhile (its ``job_id`` is unset or this job's; folders always).
+    """
+    claims: dict[int, set[int | None]] = {}
+    for item_ids, job_id in jobs_items:
+        for item_id in item_ids:
+            claims.setdefault(int(item_id), set()).add(job_id)
+    ids = sorted(claims)
+    parked: list[int] = []
+    for start in range(0, len(ids), 500):
+        rows = conn.execute(
+            select(items.c.id, items.c.job_id, items.c.type).where(
+                and_(items.c.id.in_(ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
+            )
+        ).all()
+        for row in rows:
+            jobs_of_item = claims[row.id]
+            if None in jobs_of_item or row.job_id is None or row.job_id in jobs_of_item or row.type == "directory":
+                parked.append(row.id)
+    tree.set_status(conn, parked, "failed", error_code=INTERRUPTED, error_message=INTERRUPTED_MESSAGE)
+    return len(parked)
+
+
+def on_abandon_index(conn: Connection, record: JobRecord) -> None:
+    park_interrupted(conn, record.payload.get("item_ids", []), record.id)
+
+
+def on_abandon_index_batch(conn: Connection, records: Sequence[JobRecord]) -> None:
+    park_interrupted_many(conn, [(r.payload.get("item_ids", []), r.id) for r in records])
+
+
+def on_abandon_prepare(conn: Connection, record: JobRecord) -> None:
+    root_id = record.payload["item_id"]
+    park_interrupted(conn, tree.subtree_ids(conn, [root_id]), record.id)
+
+
+def on_abandon_reindex(conn: Connection, record: JobRecord) -> None:
+    park_interrupted(conn, tree.subtree_ids(conn, record.payload["root_ids"]), record.id)
+
+
+def repair_deleting_roots(queue: JobQueue, limit: int) -> int:
+    """Re-enqueue cleanup for ``deleting`` roots that have no live delete job (bounded, paginated)."""
+    enqueued = 0
+    after = 0
+    while enqueued < limit:
+        with queue.db.write() as conn:
+            covered = _roots_with_live_delete(conn)
+            parent = items.alias("parent")
+            rows = conn.execute(
+                select(items.c.id, items.c.base_id)
+                .outerjoin(parent, parent.c.id == items.c.parent_id)
+                .where(and_(items.c.status == "deleting", items.c.id > after))
+                .where(or_(items.c.parent_id.is_(None), parent.c.status != "deleting"))
+                .order_by(items.c.id)
+                .limit(200)
+            ).all()
+            if not rows:
+                break
+            after = rows[-1].id
+            for row in rows:
+                if row.id in covered or enqueued >= limit:
+                    continue
+                queue.enqueue(
+                    conn,
+                    DELETE_SUBTREE,
+                    {"base_id": row.base_id, "root_ids": [row.id]},
+                    base_id=row.base_id,
+                    key=idempotency_key(row.base_id, [row.id], "delete"),
+                )
+                enqueued += 1
+    return enqueued
+
+
+def _roots_with_live_delete(conn: Connection) -> set[int]:
+    rows = conn.execute(
+        select(jobs.c.payload).where(and_(jobs.c.type == DELETE_SUBTREE, jobs.c.status.in_(("pending", "running"))))
+    ).all()
+    covered: set[int] = set()
+    for (payload,) in rows:
+        covered.update(json.loads(payload).get("root_ids", []))
+    return covered
+
+
+ORPHAN_GRACE_SECONDS = 60.0
+
+
+def repair_orphan_active_items(queue: JobQueue, limit: int) -> int:
+    """Active items with no live job to advance them (e.g. a crash between commit and scheduling) → parked."""
+    parked = 0
+    cutoff = time.time() - ORPHAN_GRACE_SECONDS
+    with queue.db.write() as conn:
+        live = select(jobs.c.id).where(jobs.c.status.in_(("pending", "running")))
+        rows = conn.execute(
+            select(items.c.id)
+            .where(
+                or_(
+                    and_(items.c.type != "directory", items.c.status.in_(ACTIVE_STATUSES)),
+                    and_(items.c.type == "directory", items.c.status == "preparing"),
+                )
+            )
+            .where(
+                or_(
+                    and_(items.c.job_id.is_(None), items.c.updated_at < cutoff),
+                    and_(items.c.job_id.is_not(None), items.c.job_id.not_in(live)),
+                )
+            )
+            .limit(limit)
+        ).all()
+        parked = park_interrupted(conn, [r.id for r in rows], None)
+    return parked
+
+
+def repair_blob_files(quire: Quire) -> Any:
+    def scan(queue: JobQueue, limit: int) -> int:
+        with queue.db.write() as conn:
+            blobs.sweep_orphan_files(conn, quire.blobs_dir, limit)
+            index.sweep_vector_cache(conn)
+        return 0
+
+    return scan
+
+
+def interrupted_items(quire: Quire, base_id: int | None = None) -> list[tree.Item]:
+    """Items parked by recovery, for the start-up notice and its reindex action."""
+    query = select(items).where(and_(items.c.status == "failed", items.c.error_code == INTERRUPTED))
+    if base_id is not None:
+        query = query.where(items.c.base_id == base_id)
+    with quire.db.read() as conn:
+        return [tree.Item.from_row(r) for r in conn.execute(query.order_by(items.c.id)).all()]

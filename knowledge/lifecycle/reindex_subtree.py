@@ -1,0 +1,85 @@
+"""``knowledge.reindex-subtree`` (abandon): skip if anything is deleting (at entry and again in the write),
+clear, reset, reschedule."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, update
+
+from jobs.runtime import JobContext
+from knowledge.library import index
+from knowledge.library import items as tree
+from knowledge.library.bases import find_base
+from knowledge.lifecycle.operations import Changes, Scheduled, schedule
+from knowledge.store.schema import items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+
+
+# -- reindex-subtree ---------------------------------------------------------------------------
+
+
+def _deleting_or_missing(conn: Connection, root_ids: Sequence[int]) -> bool:
+    subtree = tree.subtree_items(conn, root_ids)
+    present = {i.id for i in subtree}
+    return any(r not in present for r in root_ids) or any(i.status == "deleting" for i in subtree)
+
+
+def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
+    base_id, root_ids = ctx.payload["base_id"], list(ctx.payload["root_ids"])
+    with quire.db.read() as conn:
+        if _deleting_or_missing(conn, root_ids):  # first check: delete won before we started
+            return {"skipped": "deleting"}
+    with ctx.write() as conn:
+        if _deleting_or_missing(conn, root_ids):  # second check, under the write lock
+            return {"skipped": "deleting"}
+        roots = _reindex_roots(conn, [r for r in (tree.load_item(conn, i) for i in root_ids) if r is not None])
+        accepted = _reset_roots(conn, base_id, roots)
+    base = find_base(quire.db, base_id)
+    if base is None:
+        return {"skipped": "base deleted"}
+    changes = Changes(base_id)
+    sizes = {r.id: r.size for r in roots if r.size is not None}
+    schedule(quire, base, accepted, changes, sizes=sizes)
+    return {"roots": len(accepted), "jobs": len(changes.job_ids)}
+
+
+def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.Item]:
+    """A folder run's container holds exactly the run's approved sources: reindex those, never re-walk
+    the folder (which would add files nobody approved). Other containers are re-expanded."""
+    expanded: list[tree.Item] = []
+    for root in roots:
+        if root.is_container and root.run_id is not None:
+            expanded.extend(i for i in tree.subtree_items(conn, [root.id]) if not i.is_container)
+        else:
+            expanded.append(root)
+    return expanded
+
+
+def _reset_roots(conn: Connection, base_id: int, roots: Sequence[tree.Item]) -> list[Scheduled]:
+    leaves = [r.id for r in roots if not r.is_container]
+    index.clear_items_material(conn, base_id, leaves, keep_vectors=True)
+    now = time.time()
+    for root in roots:
+        conn.execute(
+            update(items)
+            .where(items.c.id == root.id)
+            .values(
+                status="preparing" if root.is_container else "processing",
+                error_code=None,
+                error_message=None,
+                chunk_count=0,
+                job_id=None,
+                generation=items.c.generation + 1,
+                updated_at=now,
+            )
+        )
+    tree.reconcile_above(conn, [r.id for r in roots])
+    return [Scheduled(r.id, r.type, None) for r in roots]

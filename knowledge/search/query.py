@@ -1,0 +1,338 @@
+"""Search over a base: vector (cosine), keyword (FTS5, BM25) and hybrid (weighted reciprocal-rank fusion).
+
+Visibility: hits are joined to their items and ``deleting`` items are dropped inside the same read
+snapshot, so nothing whose delete has committed is ever returned. Both rankings are over-fetched and
+the fetch grows until enough visible hits are found (or the index is exhausted).
+
+Vector search runs over the process's in-memory copy of the base's vectors
+(:class:`knowledge.search.vector_index.VectorIndex`, kept on the ``Quire``): exact up to 20,000 chunks,
+binary-quantized candidates rescored with the float16 copies above. Scores are cosine similarities.
+Keyword search leaves very common terms out of the query on bases above 20,000 chunks
+(:mod:`knowledge.search.term_stats`).
+
+On a large base hybrid runs its keyword part in a second thread, with its own read snapshot, while the
+query is encoded and the vectors are searched; each part filters deleted material in its own snapshot,
+and both snapshots begin after the call, so a delete committed before the search is never shown.
+
+Queries are encoded by the process's query encoder (one intra-op thread, FACTS.md #8).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Connection, bindparam, text
+
+from knowledge.errors import InvalidInput
+from knowledge.library import items as tree
+from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
+from knowledge.library.index import fts_table
+from knowledge.library.location import Location
+from knowledge.search.snippets import WORD, make_snippet
+from knowledge.search.term_stats import TermStats, quoted
+from knowledge.search.vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+MODES = ("hybrid", "vector", "keyword")
+# Hybrid: reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
+# ranking, equal weights. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py,
+# results/hybrid_tuning.json): nDCG@10 is flat for k from 2 to 10 (0.720-0.725) and falls towards the
+# classic k = 60 (0.714-0.716), so k = 5 — a small k lets each ranking's first places decide, which suits
+# two short, strong rankings; depth 50 scores the same as 100 or 200 (within 0.001) at half the work.
+RRF_K = 5
+HYBRID_DEPTH = 50
+VECTOR_WEIGHT = 0.5
+MAX_K = 4096  # the most vector candidates one search looks at
+PARALLEL_KEYWORD_ABOVE = 20_000  # chunks: hybrid runs its keyword part in a thread on bases this large
+# Words that match nearly every chunk: dropping them keeps BM25 OR-queries fast and sharp.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "this",
+        "to",
+        "was",
+        "were",
+        "which",
+        "with",
+    ]
+)
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    item_id: int
+    item_name: str
+    source_path: str | None
+    ordinal: int
+    text: str
+    page: int | None
+    line_start: int | None
+    line_end: int | None
+    score: float
+    mode: str
+    snippet: str = ""
+    highlights: list[tuple[int, int]] = field(default_factory=list)  # spans inside ``snippet``
+
+    @property
+    def location(self) -> Location:
+        return Location(page=self.page, line_start=self.line_start, line_end=self.line_end)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "item_id": self.item_id,
+            "item_name": self.item_name,
+            "source_path": self.source_path,
+            "ordinal": self.ordinal,
+            "score": round(self.score, 6),
+            "location": self.location.as_dict(),
+            "text": self.text,
+            "snippet": self.snippet,
+            "highlights": self.highlights,
+        }
+
+
+def query_terms(query: str) -> list[str]:
+    return [w for w in (m.group(0).lower() for m in WORD.finditer(query)) if w not in STOPWORDS]
+
+
+def fts_query(query: str, keep: Callable[[list[str]], list[str]] | None = None) -> str | None:
+    """An FTS5 OR-query of the quoted terms (quoting makes any user text safe to MATCH).
+
+    ``keep`` may narrow the terms (on a large base: without the common ones, :mod:`knowledge.search.term_stats`).
+    """
+    terms = list(dict.fromkeys(query_terms(query)))
+    if keep is not None and terms:
+        terms = keep(terms)
+    if not terms:
+        return None
+    return " OR ".join(quoted(t) for t in terms)
+
+
+# -- candidates --------------------------------------------------------------------------------
+
+
+def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: set[int] | None) -> dict[int, Any]:
+    if not chunk_ids:
+        return {}
+    rows = conn.execute(
+        text(
+            "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path "
+            "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
+        ).bindparams(bindparam("ids", expanding=True)),
+        {"ids": list(chunk_ids)},
+    ).all()
+    return {r.id: r for r in rows if allowed is None or r.item_id in allowed}
+
+
+def _over_fetch(depth: int) -> int:
+    """How many candidates to fetch for ``depth`` visible ones: a margin for hidden (deleting) chunks;
+    if too many were hidden, the caller fetches again, four times as many."""
+    return max(depth + depth // 4, 20)
+
+
+def vector_candidates(
+    conn: Connection,
+    base: Base,
+    vector: np.ndarray,
+    depth: int,
+    allowed: set[int] | None,
+    *,
+    index: VectorIndex,
+) -> list[tuple[Any, float]]:
+    """The ``depth`` nearest visible chunks (over-fetched until enough are visible)."""
+    k = min(_over_fetch(depth), MAX_K)
+    while True:
+        rows = index.nearest(conn, base, vector, k)
+        visible = _visible(conn, [r[0] for r in rows], allowed)
+        hits = [(visible[r[0]], 1.0 - float(r[1])) for r in rows if r[0] in visible]
+        if len(hits) >= depth or len(rows) < k or k >= MAX_K:
+            return hits[:depth]
+        k = min(k * 4, MAX_K)
+
+
+def keyword_candidates(
+    conn: Connection,
+    base: Base,
+    query: str,
+    depth: int,
+    allowed: set[int] | None,
+    *,
+    stats: TermStats | None = None,
+) -> list[tuple[Any, float]]:
+    """The ``depth`` best visible chunks by BM25 (``stats``: leave common terms out on a large base)."""
+    match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
+    if match is None:
+        return []
+    limit = _over_fetch(depth)
+    while True:
+        rows = conn.execute(
+            text(
+                f"SELECT rowid, bm25({fts_table(base.id)}) AS s FROM {fts_table(base.id)} "
+                f"WHERE {fts_table(base.id)} MATCH :m ORDER BY s LIMIT :n"
+            ),
+            {"m": match, "n": limit},
+        ).all()
+        visible = _visible(conn, [r[0] for r in rows], allowed)
+        hits = [(visible[r[0]], -float(r[1])) for r in rows if r[0] in visible]
+        if len(hits) >= depth or len(rows) < limit:
+            return hits[:depth]
+        limit *= 4
+
+
+def fuse(
+    rankings: Sequence[Sequence[tuple[Any, float]]],
+    depth: int,
+    *,
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[Any, float]]:
+    """Weighted reciprocal-rank fusion: score = sum of weight / (k + rank) over the rankings a chunk is in."""
+    scores: dict[int, float] = {}
+    rows: dict[int, Any] = {}
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
+        for rank, (row, _score) in enumerate(ranking, start=1):
+            scores[row.id] = scores.get(row.id, 0.0) + weight / (k + rank)
+            rows[row.id] = row
+    ordered = sorted(scores, key=lambda cid: (-scores[cid], cid))[:depth]
+    return [(rows[cid], scores[cid]) for cid in ordered]
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def search(
+    quire: Quire,
+    base_ref: str | int,
+    query: str,
+    *,
+    mode: str = "hybrid",
+    limit: int = 10,
+    subtree: int | None = None,
+) -> list[Hit]:
+    if mode not in MODES:
+        raise InvalidInput(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+    if limit < 1 or limit > 1000:
+        raise InvalidInput("limit must be between 1 and 1000")
+    if not query.strip():
+        raise InvalidInput("the query is empty")
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+    assert_base_can_run_runtime_operation(base)
+    depth = limit if mode != "hybrid" else max(limit, HYBRID_DEPTH)
+
+    def keyword() -> list[tuple[Any, float]]:
+        return _in_snapshot(
+            quire, base, subtree, lambda c, a: keyword_candidates(c, base, query, depth, a, stats=quire.terms)
+        )
+
+    if mode == "keyword":
+        ranked = keyword()
+    else:
+        # hybrid on a large base: the keyword part runs in its own thread and read snapshot while the query
+        # is encoded (SQLite and torch both release the GIL); on a small base it is cheaper than the thread
+        parallel = mode == "hybrid" and quire.vectors.held_count(base.id) > PARALLEL_KEYWORD_ABOVE
+        background = _Background(keyword) if parallel else None
+        vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
+
+        def both(conn: Connection, allowed: set[int] | None) -> list[tuple[Any, float]]:
+            by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)
+            if mode == "vector":
+                return by_vector
+            by_keyword = (
+                keyword_candidates(conn, base, query, depth, allowed, stats=quire.terms)
+                if background is None
+                else background.result()
+            )
+            return fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+
+        ranked = _in_snapshot(quire, base, subtree, both)
+    terms = query_terms(query)
+    return [_hit(row, score, mode, terms) for row, score in ranked[:limit]]
+
+
+def _in_snapshot(
+    quire: Quire,
+    base: Base,
+    subtree: int | None,
+    fn: Callable[[Connection, set[int] | None], list[tuple[Any, float]]],
+) -> list[tuple[Any, float]]:
+    """``fn(conn, allowed)`` in one read snapshot; ``allowed`` is the subtree's item ids (None: all)."""
+    with quire.db.read() as conn:
+        allowed = None
+        if subtree is not None:
+            tree.load_in_base(conn, base.id, subtree)
+            allowed = set(tree.subtree_ids(conn, [subtree]))
+        return fn(conn, allowed)
+
+
+class _Background:
+    """A function run in a thread; ``result()`` waits for it and re-raises what it raised."""
+
+    def __init__(self, fn: Callable[[], list[tuple[Any, float]]]) -> None:
+        self._fn = fn
+        self._value: list[tuple[Any, float]] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="quire-search-keyword", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller
+            self._error = exc
+
+    def result(self) -> list[tuple[Any, float]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:
+    snippet, spans = make_snippet(row.text, terms)
+    return Hit(
+        chunk_id=row.id,
+        item_id=row.item_id,
+        item_name=row.name,
+        source_path=row.source_path,
+        ordinal=row.ordinal,
+        text=row.text,
+        page=row.page,
+        line_start=row.line_start,
+        line_end=row.line_end,
+        score=score,
+        mode=mode,
+        snippet=snippet,
+        highlights=spans,
+    )

@@ -1,0 +1,52 @@
+"""Snippets: a window of a chunk around the first word that matches the query, with every match's span."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+SNIPPET_CHARS = 240
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class _Matcher:
+    """Whether a word matches a query term: equal, or (both at least 4 letters) sharing a prefix of all but
+    the last two letters of the shorter one, at least 4 (so "proteins" marks "protein"). Terms are
+    indexed by their first 4 letters, so a word costs one lookup, not one comparison per term."""
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.exact = set(terms)
+        self.by_prefix: dict[str, list[str]] = {}
+        for t in self.exact:
+            if len(t) >= 4:
+                self.by_prefix.setdefault(t[:4], []).append(t)
+
+    def __call__(self, word: str) -> bool:
+        w = word.lower()
+        if w in self.exact:
+            return True
+        if len(w) < 4:
+            return False
+        for t in self.by_prefix.get(w[:4], ()):
+            need = max(4, min(len(w), len(t)) - 2)
+            if w[:need] == t[:need]:
+                return True
+        return False
+
+
+def make_snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
+    """A window of ``body`` around the first matching word, with the spans of matching words."""
+    matches = _Matcher(terms)
+    words = [(m.start(), m.end()) for m in WORD.finditer(body) if matches(m.group(0))]
+    start = 0
+    if words:
+        start = max(0, words[0][0] - width // 4)
+        space = body.rfind(" ", 0, start)
+        start = space + 1 if space >= 0 and start - space < 20 else start
+    end = min(len(body), start + width)
+    window = body[start:end].replace("\n", " ")
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(body) else ""
+    offset = len(prefix) - start
+    spans = [(s + offset, e + offset) for s, e in words if s >= start and e <= end]
+    return prefix + window + suffix, spans

@@ -1,0 +1,209 @@
+"""The in-memory vector index search uses: per base, sign bits and float16 copies of its vectors in numpy.
+
+Why not sqlite-vec's own KNN. Measured on these machines (sqlite-vec 0.1.9, 100,000 x 384 vectors):
+a brute-force cosine scan of the vec0 float table takes 50-75 ms; a KNN over a ``bit[384]`` vec0 table
+grows with k (≈ 9 ms at k = 10, 37 ms at k = 100, 66 ms at k = 200) and reading single vectors back
+for rescoring costs ~0.6 ms each, so a quantized search through vec0 costs 100 ms and more. The same
+work over numpy arrays in memory takes a few milliseconds.
+
+What is held per base (about 0.8 KB per chunk: ~80 MB for 100,000 chunks): the chunk ids, the vectors'
+sign bits packed in uint64 words (48 bytes for 384 dimensions) and their float16 copies
+(``chunks.vector_f16``, written with the material by :mod:`knowledge.library.index`).
+
+Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
+copies, ≤ 30 MB, · query) — exact up to float16 rounding (|Δcos| < 1e-3, below the bf16 model's own
+precision). Above
+that, the ``OVERSAMPLE * k`` nearest by Hamming distance of the sign bits are rescored the same way.
+Measured top-10 overlap with the exact scan, 200 SciFact training queries (short claims against
+abstract chunks): x10 0.956, x20 0.982, x40 0.992 on SciFact's own vectors; x40 0.983 on a synthetic
+100,000-chunk base of perturbed copies. Rescoring 40·k float16 rows costs about a millisecond.
+
+Freshness: every write or clear of a base's chunks bumps its version (:func:`knowledge.library.index.vectors_version`)
+in the same transaction, and chunk ids are never reused. A search reads the version inside its own
+read snapshot; if it moved, the chunks with ids above the last one held are read and appended as a new
+segment (an ingest adds a few hundred at a time). Deleted chunks stay held — search joins every hit to
+its live chunk row in the same snapshot, so they are never returned — until they are more than a
+quarter of what is held; then the base is read again from scratch. A base is known by (id, created_at),
+so a new base that reuses a deleted one's id starts afresh.
+
+Threading: one lock serialises refreshes; the held arrays are never modified, only replaced, so a
+search running meanwhile keeps a consistent view.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, text
+
+from knowledge.library.bases import Base
+from knowledge.library.index import vec_table, vectors_version
+
+EXACT_SCAN_MAX = 20_000
+OVERSAMPLE = 40
+COMPACT_SEGMENTS = 16  # merge the appended segments once there are this many
+DEAD_SHARE = 0.25  # reload a base whose held chunks are more than this share deleted
+
+Ids = npt.NDArray[np.int64]
+Bits = npt.NDArray[np.uint64]
+Halves = npt.NDArray[np.float16]
+Floats = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    ids: Ids
+    bits: Bits  # (n, dimension / 64)
+    halves: Halves  # (n, dimension)
+
+    @classmethod
+    def build(cls, ids: list[int], halves: Halves) -> _Segment:
+        return cls(np.asarray(ids, dtype=np.int64), sign_bits(halves), halves)
+
+
+@dataclass(frozen=True)
+class _Held:
+    key: tuple[int, float]  # (base id, created_at)
+    version: int
+    last_id: int
+    segments: tuple[_Segment, ...]
+    # up to EXACT_SCAN_MAX chunks, all of them in float32 (≤ 30 MB), for the exact scan
+    exact: tuple[Ids, Floats] | None = None
+
+    @classmethod
+    def build(cls, key: tuple[int, float], version: int, last_id: int, segments: tuple[_Segment, ...]) -> _Held:
+        exact = None
+        if 0 < sum(len(s.ids) for s in segments) <= EXACT_SCAN_MAX:
+            ids, halves = _concat(segments)
+            exact = (ids, halves.astype(np.float32))
+        return cls(key, version, last_id, segments, exact)
+
+    @property
+    def size(self) -> int:
+        return sum(len(s.ids) for s in self.segments)
+
+
+def sign_bits(vectors: npt.NDArray[np.floating]) -> Bits:
+    """One bit per dimension (positive → 1), packed little-endian into uint64 words."""
+    packed = np.packbits(np.asarray(vectors) > 0, axis=-1, bitorder="little")
+    pad = (-packed.shape[-1]) % 8
+    if pad:
+        packed = np.pad(packed, [(0, 0)] * (packed.ndim - 1) + [(0, pad)])
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+class VectorIndex:
+    """The held vectors of every base this process searched (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, _Held] = {}
+
+    def nearest(self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """The k nearest held chunks as (chunk id, cosine distance), nearest first (deleted ones included)."""
+        held = self._current(conn, base)
+        total = held.size
+        if total == 0 or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if held.exact is not None:
+            ids, floats = held.exact
+            scores = floats @ query
+        else:
+            ids, halves = _candidates(held.segments, sign_bits(query[None, :])[0], min(total, k * OVERSAMPLE))
+            scores = halves.astype(np.float32) @ query
+        keep = min(k, len(scores))
+        top = np.argpartition(-scores, keep - 1)[:keep]
+        order = top[np.lexsort((ids[top], -scores[top]))]
+        return [(int(ids[i]), float(1.0 - scores[i])) for i in order]
+
+    def held_count(self, base_id: int) -> int:
+        held = self._held.get(base_id)
+        return 0 if held is None else held.size
+
+    def forget(self, base_id: int) -> None:
+        with self._lock:
+            self._held.pop(base_id, None)
+
+    # -- freshness ----------------------------------------------------------------------------
+
+    def _current(self, conn: Connection, base: Base) -> _Held:
+        key = (base.id, base.created_at)
+        version = vectors_version(conn, base.id)
+        held = self._held.get(base.id)
+        if held is not None and held.key == key and held.version == version:
+            return held
+        with self._lock:
+            held = self._held.get(base.id)
+            if held is None or held.key != key:
+                held = _load(conn, base, key, version)
+            elif held.version != version:
+                held = _refresh(conn, base, held, version)
+            self._held[base.id] = held
+            return held
+
+
+def _rows(conn: Connection, base: Base, after: int) -> tuple[list[int], Halves]:
+    rows = conn.execute(
+        text("SELECT id, vector_f16 FROM chunks WHERE base_id = :b AND id > :after ORDER BY id"),
+        {"b": base.id, "after": after},
+    ).all()
+    ids = [int(r[0]) for r in rows]
+    halves = np.empty((len(rows), base.dimension), dtype=np.float16)
+    missing: list[int] = []
+    for n, (_id, blob) in enumerate(rows):
+        if blob is None:
+            missing.append(n)
+        else:
+            halves[n] = np.frombuffer(blob, dtype=np.float16)
+    for n in missing:  # written by a process older than migration 0007: read the float vector
+        found = conn.execute(
+            text(f"SELECT embedding FROM {vec_table(base.id)} WHERE rowid = :id"), {"id": ids[n]}
+        ).first()
+        halves[n] = 0 if found is None else np.frombuffer(found[0], dtype=np.float32).astype(np.float16)
+    return ids, halves
+
+
+def _load(conn: Connection, base: Base, key: tuple[int, float], version: int) -> _Held:
+    ids, halves = _rows(conn, base, 0)
+    segments = (_Segment.build(ids, halves),) if ids else ()
+    return _Held.build(key, version, ids[-1] if ids else 0, segments)
+
+
+def _refresh(conn: Connection, base: Base, held: _Held, version: int) -> _Held:
+    ids, halves = _rows(conn, base, held.last_id)
+    segments = held.segments + ((_Segment.build(ids, halves),) if ids else ())
+    live = int(conn.execute(text("SELECT count(*) FROM chunks WHERE base_id = :b"), {"b": base.id}).scalar_one())
+    size = sum(len(s.ids) for s in segments)
+    if size - live > DEAD_SHARE * max(live, 1) and size - live > 100:
+        return _load(conn, base, held.key, version)
+    if len(segments) > COMPACT_SEGMENTS:
+        all_ids, all_halves = _concat(segments)
+        segments = (_Segment(all_ids, np.concatenate([s.bits for s in segments]), all_halves),)
+    return _Held.build(held.key, version, ids[-1] if ids else held.last_id, segments)
+
+
+def _concat(segments: tuple[_Segment, ...]) -> tuple[Ids, Halves]:
+    if len(segments) == 1:
+        return segments[0].ids, segments[0].halves
+    return np.concatenate([s.ids for s in segments]), np.concatenate([s.halves for s in segments])
+
+
+def _candidates(segments: tuple[_Segment, ...], query_bits: Bits, count: int) -> tuple[Ids, Halves]:
+    """The ``count`` held vectors nearest to the query by Hamming distance of their sign bits."""
+    distances = np.concatenate([np.bitwise_count(s.bits ^ query_bits).sum(axis=1, dtype=np.int32) for s in segments])
+    chosen = np.argpartition(distances, count - 1)[:count] if count < len(distances) else np.arange(len(distances))
+    starts = np.cumsum([0] + [len(s.ids) for s in segments])
+    ids = np.empty(len(chosen), dtype=np.int64)
+    halves = np.empty((len(chosen), segments[0].halves.shape[1]), dtype=np.float16)
+    where = np.searchsorted(starts, chosen, side="right") - 1
+    for n, segment in enumerate(segments):
+        mask = where == n
+        if mask.any():
+            local = chosen[mask] - starts[n]
+            ids[mask] = segment.ids[local]
+            halves[mask] = segment.halves[local]
+    return ids, halves
