@@ -6,9 +6,7 @@ do (add to the selected base through an ``Op``, or say why it cannot).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from PySide6.QtCore import QAbstractItemModel, QMimeData, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, QTimer, Signal
 from PySide6.QtGui import QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QPainter, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -22,14 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.drops import accept_paths, take_paths
 from app.item_model import DETAILS, NAME, PROGRESS, STATUS, ItemTreeModel, ProgressRole, StatusRole
-
-
-def local_paths(mime: QMimeData) -> list[Path]:
-    """The local files and folders a drag carries (anything else is ignored)."""
-    if not mime.hasUrls():
-        return []
-    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]
 
 
 class ProgressDelegate(QStyledItemDelegate):
@@ -114,25 +106,15 @@ class ItemTreeView(QTreeView):
         header.resizeSection(DETAILS, 240)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if local_paths(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        accept_paths(event)
 
     def dragMoveEvent(self, event: QDragMoveEvent) -> None:
-        if local_paths(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        accept_paths(event)
 
     def dropEvent(self, event: QDropEvent) -> None:
-        paths = local_paths(event.mimeData())
-        if not paths:
-            event.ignore()
-            return
-        event.setDropAction(Qt.DropAction.CopyAction)
-        event.accept()
-        self.paths_dropped.emit(paths)
+        paths = take_paths(event)
+        if paths:
+            self.paths_dropped.emit(paths)
 
 
-__all__ = ["DETAILS", "STATUS", "ItemTreeView", "ProgressDelegate", "local_paths"]
+__all__ = ["DETAILS", "STATUS", "ItemTreeView", "ProgressDelegate"]

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.item_view import local_paths
+from app.drops import accept_paths, take_paths
 
 
 class DropZone(QFrame):
@@ -44,30 +44,19 @@ class DropZone(QFrame):
         self.style().polish(self)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if local_paths(event.mimeData()):
-            self._set_active(True)
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        self._set_active(accept_paths(event))
 
     def dragMoveEvent(self, event: QDragMoveEvent) -> None:
-        if local_paths(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        accept_paths(event)
 
     def dragLeaveEvent(self, event: Any) -> None:
         self._set_active(False)
 
     def dropEvent(self, event: QDropEvent) -> None:
         self._set_active(False)
-        paths = local_paths(event.mimeData())
-        if not paths:
-            event.ignore()
-            return
-        event.setDropAction(Qt.DropAction.CopyAction)
-        event.accept()
-        self.dropped.emit(paths)
+        paths = take_paths(event)
+        if paths:
+            self.dropped.emit(paths)
 
 
 def read_only_table(headers: list[str], stretch: int) -> QTableWidget:

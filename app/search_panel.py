@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ class SearchResultsModel(QAbstractTableModel):
         self.hits = list(hits)
         self.endResetModel()
 
-    def remove_items(self, item_ids: set[int]) -> int:
+    def remove_items(self, item_ids: Collection[int]) -> int:
         """Drop every hit of these items; returns how many went."""
         removed = 0
         for row in reversed(range(len(self.hits))):

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NewType, Protocol
 
 from sqlalchemy import Connection, and_, insert, select, update
 
@@ -31,9 +31,12 @@ class DatabaseLike(Protocol):
     def read(self) -> Any: ...  # context manager yielding a Connection in a read snapshot
 
 
+JobId = NewType("JobId", int)  # a row of the jobs table
+
+
 @dataclass(frozen=True)
 class JobRecord:
-    id: int
+    id: JobId
     type: str
     base_id: int | None
     payload: dict[str, Any]
@@ -88,7 +91,7 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class Enqueued:
-    job_id: int
+    job_id: JobId
     created: bool  # False: an existing live job with the same key was returned
 
 
@@ -148,7 +151,7 @@ class JobQueue:
             self.transport.wake(conn.connection.driver_connection, int(job_id))
         except Exception as exc:  # the caller decides: roll back or compensate
             raise EnqueueError(f"could not enqueue {job_type}: {exc}") from exc
-        return Enqueued(int(job_id), created=True)
+        return Enqueued(JobId(int(job_id)), created=True)
 
     # -- reading ------------------------------------------------------------------------------
 

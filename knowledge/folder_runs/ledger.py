@@ -10,9 +10,11 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, select, update
 
 from jobs.errors import Superseded
+from jobs.queue import JobId
 from knowledge.folder_runs.rules import COMMITTED
 from knowledge.library import audit
 from knowledge.library import items as tree
+from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import (
     DISPOSITIONS,
@@ -29,17 +31,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunRecord:
-    id: int
-    base_id: int
+    id: RunId
+    base_id: BaseId
     folder: str
     idempotency_key: str
     approved_by: str
     status: str
-    job_id: int | None
+    job_id: JobId | None
     owner_attempt: int | None
     declared_size: int
     walked: int
-    container_item_id: int | None
+    container_item_id: ItemId | None
     error: str | None
     reverted_by: str | None
     created_at: float

@@ -24,6 +24,7 @@ from knowledge.ingest.material import (
 from knowledge.library import blobs
 from knowledge.library import items as tree
 from knowledge.library.bases import Base
+from knowledge.library.ids import ItemId
 from knowledge.sources import SourceRejected
 from knowledge.sources.files import read_source
 
@@ -113,7 +114,7 @@ def _placeholder_item(base: Base, path: Path, relative: str) -> tree.Item:
     """The item a prepared source will become (its row is only created inside the transaction)."""
     now = time.time()
     return tree.Item(
-        id=0, base_id=base.id, parent_id=None, root_id=None, type="file", name=path.name,
+        id=ItemId(0), base_id=base.id, parent_id=None, root_id=None, type="file", name=path.name,
         source_path=str(path), relative_path=relative, status="processing", error_code=None, error_message=None,
         content_sha256=None, size=None, mtime=None, blob_sha256=None, text_sha256=None, note_text=None, parser=None,
         parser_version=None, chunker_version=None, model_fingerprint=None, chunk_count=0, metadata={},

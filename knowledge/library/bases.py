@@ -19,6 +19,7 @@ from jobs.queue import JobQueue
 from jobs.schema import jobs
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.library import blobs, index
+from knowledge.library.ids import BaseId
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, identities, items
 
@@ -29,7 +30,7 @@ DEFAULT_CHUNK_OVERLAP = 32
 
 @dataclass(frozen=True)
 class Base:
-    id: int
+    id: BaseId
     name: str
     model_id: str
     dimension: int

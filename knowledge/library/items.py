@@ -20,7 +20,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, and_, bindparam, func, insert, select, text, update
 
+from jobs.queue import JobId
 from knowledge.errors import NotFound
+from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 CONTAINER_TYPES = ("directory",)
@@ -28,10 +30,10 @@ CONTAINER_TYPES = ("directory",)
 
 @dataclass(frozen=True)
 class Item:
-    id: int
-    base_id: int
-    parent_id: int | None
-    root_id: int | None
+    id: ItemId
+    base_id: BaseId
+    parent_id: ItemId | None
+    root_id: ItemId | None
     type: str
     name: str
     source_path: str | None
@@ -52,8 +54,8 @@ class Item:
     chunk_count: int
     metadata: dict[str, Any]
     generation: int
-    job_id: int | None
-    run_id: int | None
+    job_id: JobId | None
+    run_id: RunId | None
     owner: str | None
     created_at: float
     updated_at: float
@@ -160,7 +162,7 @@ def ancestor_ids(conn: Connection, item_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-def subtree_ids(conn: Connection, root_ids: Sequence[int]) -> list[int]:
+def subtree_ids(conn: Connection, root_ids: Sequence[int]) -> list[ItemId]:
     """Every item in the subtrees of ``root_ids``, roots included (resolve inside the write transaction)."""
     if not root_ids:
         return []
@@ -171,7 +173,7 @@ def subtree_ids(conn: Connection, root_ids: Sequence[int]) -> list[int]:
         ).bindparams(bindparam("roots", expanding=True)),
         {"roots": list(root_ids)},
     ).all()
-    return [r[0] for r in rows]
+    return [ItemId(r[0]) for r in rows]
 
 
 def subtree_items(conn: Connection, root_ids: Sequence[int]) -> list[Item]:
@@ -225,7 +227,7 @@ def set_subtree_status(
     *,
     error_code: str | None = None,
     error_message: str | None = None,
-) -> list[int]:
+) -> list[ItemId]:
     """Set a whole subtree's status, membership resolved here, then reconcile the containers above."""
     ids = subtree_ids(conn, root_ids)
     _update_statuses(conn, ids, {"status": status, "error_code": error_code, "error_message": error_message})
@@ -233,7 +235,7 @@ def set_subtree_status(
     return ids
 
 
-def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[int]:
+def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[ItemId]:
     """Mark whole subtrees ``deleting`` (hidden at once). No reconciliation: delete owns them now."""
     ids = subtree_ids(conn, root_ids)
     for start in range(0, len(ids), 500):
@@ -324,7 +326,7 @@ class NewItem:
     error: Reason | None = None
 
 
-def create_item(conn: Connection, new: NewItem) -> int:
+def create_item(conn: Connection, new: NewItem) -> ItemId:
     now = time.time()
     pk = conn.execute(
         insert(items).values(
@@ -346,7 +348,7 @@ def create_item(conn: Connection, new: NewItem) -> int:
         )
     ).inserted_primary_key
     assert pk is not None
-    item_id = int(pk[0])
+    item_id = ItemId(int(pk[0]))
     if new.root_id is None:
         conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
     return item_id

@@ -24,6 +24,7 @@ from knowledge.ingest.material import (
 from knowledge.ingest.models import model_spec
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, find_base
+from knowledge.library.ids import ItemId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _still_ours(conn: Connection, item_id: int, generation: int) -> bool:
 
 
 def _commit_outcomes(
-    quire: Quire, conn: Connection, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[int, int]
+    quire: Quire, conn: Connection, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[ItemId, int]
 ) -> int:
     written: list[int] = []
     now = time.time()

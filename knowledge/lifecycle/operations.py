@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, and_, select, update
 
+from jobs.queue import JobId
 from knowledge.errors import GuardRejected, InvalidInput
 from knowledge.library import items as tree
 from knowledge.library.bases import (
@@ -33,6 +34,7 @@ from knowledge.library.bases import (
     assert_base_writable,
     resolve_base,
 )
+from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
 from knowledge.store.schema import chunks, items
 
@@ -71,10 +73,10 @@ ItemInput = PathInput | NoteInput
 class Changes:
     """What an operation changed, for views to refresh from."""
 
-    base_id: int
-    created: list[int] = field(default_factory=list)
-    statuses: dict[int, str] = field(default_factory=dict)
-    job_ids: list[int] = field(default_factory=list)
+    base_id: BaseId
+    created: list[ItemId] = field(default_factory=list)
+    statuses: dict[ItemId, str] = field(default_factory=dict)
+    job_ids: list[JobId] = field(default_factory=list)
     noop: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -91,7 +93,7 @@ class Scheduled(NamedTuple):
     """An accepted item on its way to a job: a folder gets prepare-root, a leaf index-documents, and an
     item with an ``invalid`` reason is failed with no job."""
 
-    item_id: int
+    item_id: ItemId
     kind: str
     invalid: Reason | None
 
@@ -190,7 +192,7 @@ def schedule(
     accepted: Sequence[Scheduled],
     changes: Changes,
     *,
-    sizes: Mapping[int, int] | None = None,
+    sizes: Mapping[ItemId, int] | None = None,
 ) -> None:
     """Schedule accepted items in order; on an enqueue failure, compensate and re-raise.
 
@@ -208,7 +210,7 @@ def schedule(
             raise
 
 
-def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[int, int]) -> list[list[Scheduled]]:
+def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[ItemId, int]) -> list[list[Scheduled]]:
     groups: list[list[Scheduled]] = []
     leaves: list[Scheduled] = []
     leaf_bytes = 0
@@ -258,7 +260,7 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
         changes.job_ids.append(job.job_id)
 
 
-def _fail_unscheduled(quire: Quire, item_ids: Sequence[int], changes: Changes) -> None:
+def _fail_unscheduled(quire: Quire, item_ids: Sequence[ItemId], changes: Changes) -> None:
     with quire.db.write() as conn:
         tree.set_status(
             conn, list(item_ids), "failed", error_code="enqueue_failed", error_message="could not schedule indexing"

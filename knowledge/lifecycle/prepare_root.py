@@ -18,6 +18,7 @@ from knowledge.ingest.walk import Entry, Walk, walk
 from knowledge.library import blobs, index
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, find_base
+from knowledge.library.ids import ItemId
 from knowledge.library.items import NewItem, Reason, create_item
 from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.sources import PARSER_VERSIONS, is_supported
@@ -90,7 +91,7 @@ _KIND_FAILURES: dict[str, Reason] = {
 @dataclass
 class _Expansion:
     to_schedule: list[Scheduled] = field(default_factory=list)
-    sizes: dict[int, int] = field(default_factory=dict)  # bytes of the scheduled files, as walked
+    sizes: dict[ItemId, int] = field(default_factory=dict)  # bytes of the scheduled files, as walked
     created: int = 0
     kept: int = 0
     reset: int = 0
@@ -127,7 +128,7 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
         if i.id != root.id and i.status != "deleting" and i.relative_path is not None
     }
     plan = _Expansion()
-    parents: dict[str, int] = {"": root.id}
+    parents: dict[str, ItemId] = {"": root.id}
     seen: set[int] = set()
     excluded_dirs: list[str] = []
     for entry in found.entries:
@@ -167,8 +168,8 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
 
 
 def _create_child(
-    conn: Connection, root: tree.Item, entry: Entry, kind: str, parent_id: int, failure: Reason | None
-) -> int:
+    conn: Connection, root: tree.Item, entry: Entry, kind: str, parent_id: ItemId, failure: Reason | None
+) -> ItemId:
     return create_item(
         conn,
         NewItem(

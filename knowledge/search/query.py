@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,7 +142,7 @@ def fts_query(query: str, keep: Callable[[list[str]], list[str]] | None = None) 
 # -- candidates --------------------------------------------------------------------------------
 
 
-def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: set[int] | None) -> dict[int, Any]:
+def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: AbstractSet[int] | None) -> dict[int, Any]:
     if not chunk_ids:
         return {}
     rows = conn.execute(
@@ -165,7 +166,7 @@ def vector_candidates(
     base: Base,
     vector: np.ndarray,
     depth: int,
-    allowed: set[int] | None,
+    allowed: AbstractSet[int] | None,
     *,
     index: VectorIndex,
 ) -> list[tuple[Any, float]]:
@@ -185,7 +186,7 @@ def keyword_candidates(
     base: Base,
     query: str,
     depth: int,
-    allowed: set[int] | None,
+    allowed: AbstractSet[int] | None,
     *,
     stats: TermStats | None = None,
 ) -> list[tuple[Any, float]]:
@@ -265,7 +266,7 @@ def search(
         background = _Background(keyword) if parallel else None
         vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
 
-        def both(conn: Connection, allowed: set[int] | None) -> list[tuple[Any, float]]:
+        def both(conn: Connection, allowed: AbstractSet[int] | None) -> list[tuple[Any, float]]:
             by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)
             if mode == "vector":
                 return by_vector
@@ -285,7 +286,7 @@ def _in_snapshot(
     quire: Quire,
     base: Base,
     subtree: int | None,
-    fn: Callable[[Connection, set[int] | None], list[tuple[Any, float]]],
+    fn: Callable[[Connection, AbstractSet[int] | None], list[tuple[Any, float]]],
 ) -> list[tuple[Any, float]]:
     """``fn(conn, allowed)`` in one read snapshot; ``allowed`` is the subtree's item ids (None: all)."""
     with quire.db.read() as conn:
