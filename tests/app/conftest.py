@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,43 +25,10 @@ from knowledge.bases import Base
 from knowledge.items import Item
 from knowledge.runtime import Quire
 from tests.conftest import REPO
+from tests.support.prompters import ScriptedPrompter
 
 SAMPLE = REPO / "resources" / "sample"
 WORKER_TIMEOUT_MS = 120_000
-
-
-@dataclass
-class ScriptedPrompter:
-    """Answers the window's questions from a script and records what it was asked."""
-
-    confirm_answers: list[bool] = field(default_factory=list)
-    texts: list[str | None] = field(default_factory=list)
-    notes: list[tuple[str, str] | None] = field(default_factory=list)
-    files: list[list[Path]] = field(default_factory=list)
-    folders: list[Path | None] = field(default_factory=list)
-    asked: list[str] = field(default_factory=list)
-    opened: list[Path] = field(default_factory=list)
-
-    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
-        self.asked.append(text)
-        return self.confirm_answers.pop(0) if self.confirm_answers else True
-
-    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
-        self.asked.append(title)
-        return self.texts.pop(0) if self.texts else None
-
-    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
-        return self.notes.pop(0) if self.notes else None
-
-    def choose_files(self, parent: QWidget) -> list[Path]:
-        return self.files.pop(0) if self.files else []
-
-    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
-        return self.folders.pop(0) if self.folders else None
-
-    def open_path(self, path: Path) -> bool:
-        self.opened.append(path)
-        return True
 
 
 @pytest.fixture
@@ -105,18 +71,6 @@ def open_window(qtbot: QtBot, data_dir: Path, prompter: ScriptedPrompter) -> Ite
         window.shutdown()
         window.close()
     ops.wait_for_ops(10_000)
-
-
-def make_folder(root: Path, files: dict[str, bytes | str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 def copy_sample(target: Path) -> Path:
