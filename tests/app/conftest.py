@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,11 +25,30 @@ from knowledge import bases
 from knowledge.bases import Base
 from knowledge.items import Item
 from knowledge.runtime import Quire
+from knowledge.store.database import Database
 from tests.conftest import REPO
 from tests.support.prompters import ScriptedPrompter
 
 SAMPLE = REPO / "resources" / "sample"
 WORKER_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(autouse=True)
+def main_thread_never_writes() -> Iterator[None]:
+    """Every GUI test runs with the store refusing a write that ``app/`` code opens on the Qt main thread.
+
+    The window's writes belong in ``app.ops.Op`` worker threads; the test body may still set up data on
+    the main thread (its calls do not pass through ``app.``). A refusal raises in the GUI code and is
+    recorded, so one swallowed by a broad ``except`` (the Op bridge logs callback errors) fails here.
+    """
+    refused_before = len(Database.refused_writes())
+    Database.forbid_writes_on(threading.main_thread(), called_from="app.")
+    try:
+        yield
+    finally:
+        Database.forbid_writes_on(None)
+    refused = Database.refused_writes()[refused_before:]
+    assert not refused, "the GUI opened a write on the main thread:\n" + "\n---\n".join(refused)
 
 
 @pytest.fixture
