@@ -149,8 +149,17 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
             found |= {h.item_name for h in search(quire, "kb", "zebrafish", mode=mode, limit=50)}
         return found
 
+    # By keyword, "zebrafish" only ever matches kept.txt (the notes hold "zebrafish17", one token), so
+    # visible_hits() alone cannot see a deleted note through the keyword index: ask for the notes' tokens.
+    def deleted_by_keyword() -> set[str]:
+        return {h.item_name for h in search(quire, "kb", "zebrafish17 zebrafish1234", mode="keyword", limit=50)}
+
+    assert deleted_by_keyword() == {"note0017.txt", "note1234.txt"}  # findable before the delete
+    assert visible_hits() - {"kept.txt"}  # and by vector, before the delete
+
     operations.delete_items(quire, "kb", [big_root])
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
 
     worker = start_worker(data_dir)
     try:
@@ -161,11 +170,13 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
         kill(worker)
     assert set(mid) == {"deleting", "completed"} and mid["completed"] == 2
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
 
     restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
     assert restart.returncode == 0, restart.stderr
     assert status_counts(quire) == {"completed": 2}
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
     m = material_counts(quire, base.id)
     assert m["chunks"] == m["vectors"] == m["keywords"] == 1
     assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)
