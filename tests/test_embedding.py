@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
-
-# The model must load offline; the encoder sets this itself, the test process does too.
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import numpy as np
 import pytest
@@ -171,13 +168,35 @@ def test_bf16_stays_close_to_fp32(spec: ModelSpec, fp32: Encoder) -> None:
     assert float(np.min(np.sum(low * full, axis=1))) >= 0.99
 
 
+# Run in a fresh interpreter whose environment has no offline flags: the encoder must set them itself
+# before the first Hugging Face import, and loading + encoding must not so much as resolve a host name.
+_OFFLINE_PROBE = """
+import json, os, sys
+events = []
+NETWORK = ("socket.connect", "socket.getaddrinfo")
+sys.addaudithook(lambda event, args: events.append(event) if event in NETWORK else None)
+from knowledge.ingest.embedding import Encoder, default_model_spec
+v = Encoder(default_model_spec(), precision='fp32', threads=1).encode_query('hello')
+import huggingface_hub.constants
+print(json.dumps({
+    "shape": list(v.shape),
+    "env": [os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE")],
+    "hub_offline": huggingface_hub.constants.HF_HUB_OFFLINE,
+    "network": events,
+}))
+"""
+
+
 @pytest.mark.model
 def test_model_loads_without_any_network() -> None:
-    # A dead endpoint: any attempt to reach the Hub would fail the load.
-    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_OFFLINE="1")
-    code = (
-        "from knowledge.ingest.embedding import Encoder, default_model_spec\n"
-        "v = Encoder(default_model_spec(), precision='fp32', threads=1).encode_query('hello')\n"
-        "assert v.shape == (384,)\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a dead endpoint, should anything still try the Hub
+    done = subprocess.run(
+        [sys.executable, "-c", _OFFLINE_PROBE], cwd=REPO, env=env, timeout=120, capture_output=True, text=True
     )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    assert probe["shape"] == [384]
+    assert probe["env"] == ["1", "1"]  # set by the encoder, not inherited: the test removed them
+    assert probe["hub_offline"] is True  # and set early enough for huggingface_hub to read them at import
+    assert probe["network"] == []  # no socket was connected, no host name looked up

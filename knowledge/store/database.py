@@ -13,6 +13,11 @@ decides transaction boundaries. Those are ours:
 * ``Database.read()`` issues a deferred ``BEGIN``: a consistent WAL snapshot for multi-query reads,
   never blocking writers.
 * Autocommit statements are for pragmas and maintenance only.
+* A test guard (``Database.forbid_writes_on``) makes ``write()`` refuse to open on one thread — the GUI
+  tests name the Qt main thread for calls coming from ``app.``: the window must never wait on SQLite's
+  write lock there (its writes run in ``app.ops.Op`` worker threads). Refusals raise
+  ``WriteOnForbiddenThread`` (an ``AssertionError``: no ``except KnowledgeError`` turns it into a message)
+  and are also recorded, so a refusal swallowed by a broad ``except`` still fails the test that made it.
 
 Other processes (CLI, worker, GUI) share the file through SQLite's own locking with a busy timeout.
 """
@@ -20,10 +25,12 @@ Other processes (CLI, worker, GUI) share the file through SQLite's own locking w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import apsw
 import sqlite_vec
@@ -57,8 +64,18 @@ def open_raw_connection(path: Path | str) -> apsw.Connection:
     return conn
 
 
+class WriteOnForbiddenThread(AssertionError):
+    """A write transaction was opened on the thread a test guard forbids (the GUI's main thread)."""
+
+
 class Database:
     """Owns the engine for one database file. Create one per process and pass it down."""
+
+    # Test guard, process-wide (off in the product): the thread that may not open a write, the modules
+    # whose calls it applies to, and the stacks of the writes it refused.
+    _write_forbidden_on: ClassVar[threading.Thread | None] = None
+    _write_forbidden_from: ClassVar[str | None] = None
+    _refused_writes: ClassVar[list[str]] = []
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -83,11 +100,42 @@ class Database:
     def dispose(self) -> None:
         self.engine.dispose()
 
+    # -- test guard ---------------------------------------------------------------------------
+
+    @classmethod
+    def forbid_writes_on(cls, thread: threading.Thread | None, *, called_from: str | None = None) -> None:
+        """Refuse every ``write()`` opened on ``thread``; ``None`` lifts the guard.
+
+        With ``called_from`` (a module-name prefix such as ``"app."``) only writes whose call stack passes
+        through such a module are refused: the GUI tests forbid the *window's* main-thread writes while the
+        test body itself still sets up data on that thread.
+        """
+        cls._write_forbidden_on = thread
+        cls._write_forbidden_from = called_from
+
+    @classmethod
+    def refused_writes(cls) -> list[str]:
+        """The call stacks of every write the guard refused in this process, oldest first."""
+        return list(cls._refused_writes)
+
+    @classmethod
+    def _check_write_thread(cls) -> None:
+        forbidden = cls._write_forbidden_on
+        if forbidden is None or threading.current_thread() is not forbidden:
+            return
+        prefix = cls._write_forbidden_from
+        if prefix is not None and not _stack_passes_through(prefix):
+            return
+        stack = "".join(traceback.format_stack(limit=16)[:-2])
+        cls._refused_writes.append(stack)
+        raise WriteOnForbiddenThread(f"a write transaction was opened on {forbidden.name}:\n{stack}")
+
     # -- transactions -------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (``BEGIN IMMEDIATE``); nested calls on one thread become savepoints."""
+        self._check_write_thread()
         outer: Connection | None = getattr(self._local, "write_conn", None)
         if outer is not None:
             with _mapped_errors(), outer.begin_nested():
@@ -130,6 +178,15 @@ class Database:
         with _mapped_errors(), self.engine.connect() as conn:
             yield conn
             conn.rollback()
+
+
+def _stack_passes_through(module_prefix: str) -> bool:
+    frame = inspect.currentframe()
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(module_prefix):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def raw_apsw(conn: Connection) -> apsw.Connection:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -25,44 +25,30 @@ from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.library.bases import Base
 from knowledge.library.items import Item
+from knowledge.store.database import Database
 from tests.conftest import REPO
+from tests.support.prompters import ScriptedPrompter
 
 SAMPLE = REPO / "resources" / "sample"
 WORKER_TIMEOUT_MS = 120_000
 
 
-@dataclass
-class ScriptedPrompter:
-    """Answers the window's questions from a script and records what it was asked."""
+@pytest.fixture(autouse=True)
+def main_thread_never_writes() -> Iterator[None]:
+    """Every GUI test runs with the store refusing a write that ``app/`` code opens on the Qt main thread.
 
-    confirm_answers: list[bool] = field(default_factory=list)
-    texts: list[str | None] = field(default_factory=list)
-    notes: list[tuple[str, str] | None] = field(default_factory=list)
-    files: list[list[Path]] = field(default_factory=list)
-    folders: list[Path | None] = field(default_factory=list)
-    asked: list[str] = field(default_factory=list)
-    opened: list[Path] = field(default_factory=list)
-
-    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
-        self.asked.append(text)
-        return self.confirm_answers.pop(0) if self.confirm_answers else True
-
-    def ask_text(self, parent: QWidget, title: str, label: str, text: str = "") -> str | None:
-        self.asked.append(title)
-        return self.texts.pop(0) if self.texts else None
-
-    def ask_note(self, parent: QWidget) -> tuple[str, str] | None:
-        return self.notes.pop(0) if self.notes else None
-
-    def choose_files(self, parent: QWidget) -> list[Path]:
-        return self.files.pop(0) if self.files else []
-
-    def choose_folder(self, parent: QWidget, title: str) -> Path | None:
-        return self.folders.pop(0) if self.folders else None
-
-    def open_path(self, path: Path) -> bool:
-        self.opened.append(path)
-        return True
+    The window's writes belong in ``app.ops.Op`` worker threads; the test body may still set up data on
+    the main thread (its calls do not pass through ``app.``). A refusal raises in the GUI code and is
+    recorded, so one swallowed by a broad ``except`` (the Op bridge logs callback errors) fails here.
+    """
+    refused_before = len(Database.refused_writes())
+    Database.forbid_writes_on(threading.main_thread(), called_from="app.")
+    try:
+        yield
+    finally:
+        Database.forbid_writes_on(None)
+    refused = Database.refused_writes()[refused_before:]
+    assert not refused, "the GUI opened a write on the main thread:\n" + "\n---\n".join(refused)
 
 
 @pytest.fixture
@@ -105,18 +91,6 @@ def open_window(qtbot: QtBot, data_dir: Path, prompter: ScriptedPrompter) -> Ite
         window.shutdown()
         window.close()
     ops.wait_for_ops(10_000)
-
-
-def make_folder(root: Path, files: dict[str, bytes | str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 def copy_sample(target: Path) -> Path:

@@ -8,21 +8,21 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.run_reads import PreviewOutcome
+from app.folder_runs_panel import PreviewOutcome
 from knowledge import folder_runs
 from knowledge.folder_runs import StartResult
 from knowledge.job_types import open_quire
 from knowledge.library import audit
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,
-    ScriptedPrompter,
     WindowFactory,
     create_base,
     drop_paths,
     load_all,
-    make_folder,
     tree_items,
 )
+from tests.support.files import write_tree
+from tests.support.prompters import ScriptedPrompter
 
 
 def _table(table: object) -> list[list[str]]:
@@ -37,7 +37,7 @@ def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path, prompter: ScriptedPrompter
 ) -> None:
     base = create_base(data_dir, "projects")
-    folder = make_folder(
+    folder = write_tree(
         tmp_path / "project",
         {
             "readme.md": "# Project\n\nThe telescope mount needs a counterweight of four kilograms.\n",
@@ -127,7 +127,7 @@ def test_a_folder_over_the_cap_is_refused_with_the_sub_folders_that_would_fit(
     files: dict[str, bytes | str] = {f"big/part{n}/f{m}.txt": "x" for n in range(2) for m in range(2)}
     files.update({"small/a.txt": "a", "small/b.txt": "b", "top.txt": "t"})
     files.update({f"huge/f{m}.txt": "y" for m in range(6)})
-    folder = make_folder(tmp_path / "tree", files)
+    folder = write_tree(tmp_path / "tree", files)
     quire = open_quire(data_dir)
     try:
         folder_runs.set_descendant_cap(quire, 4)

@@ -18,17 +18,17 @@ from app.search_panel import HTML_ROLE, LOCATION, SCORE, SNIPPET, SOURCE
 from knowledge.store.schema import ACTIVE_STATUSES
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,
-    ScriptedPrompter,
     WindowFactory,
     copy_sample,
     create_base,
     drop_paths,
     load_all,
-    make_folder,
     row_text,
     select_ids,
     tree_items,
 )
+from tests.support.files import write_tree
+from tests.support.prompters import ScriptedPrompter
 
 
 def _settled(qtbot: QtBot, window: object) -> bool:
@@ -42,7 +42,7 @@ def test_a_dropped_folder_is_added_and_its_rows_move_to_completed_or_failed_with
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path
 ) -> None:
     create_base(data_dir, "inbox")
-    folder = make_folder(
+    folder = write_tree(
         tmp_path / "mixed",
         {
             "guide.md": "# Guide\n\nHow to prune apple trees in late winter, before the buds break.\n",

@@ -17,16 +17,16 @@ from knowledge.library import items as tree
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput
 from tests.app.conftest import (
-    ScriptedPrompter,
     WindowFactory,
     create_base,
     drop_paths,
     load_all,
-    make_folder,
     row_text,
     select_ids,
     tree_items,
 )
+from tests.support.files import write_tree
+from tests.support.prompters import ScriptedPrompter
 
 
 def test_bases_sidebar_creates_renames_locks_and_deletes_after_confirmation(
@@ -109,7 +109,7 @@ def test_dropping_onto_a_locked_or_failed_base_says_why(
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path
 ) -> None:
     base = create_base(data_dir, "archive")
-    folder = make_folder(tmp_path / "drop", {"a.md": "# A\n\nalpha"})
+    folder = write_tree(tmp_path / "drop", {"a.md": "# A\n\nalpha"})
     quire = open_quire(data_dir)
     try:
         bases.set_locked(quire.db, base.id, True)
@@ -134,7 +134,7 @@ def test_reindex_and_chunks_are_disabled_where_guards_refuse_and_stale_calls_are
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path
 ) -> None:
     base = create_base(data_dir, "guards")
-    folder = make_folder(tmp_path / "files", {"a.md": "# A\n\nalpha", "c.bin": b"\x00\x01"})
+    folder = write_tree(tmp_path / "files", {"a.md": "# A\n\nalpha", "c.bin": b"\x00\x01"})
     window = open_window()  # no worker: a.md stays active, c.bin fails at once (unsupported)
     window.add_paths([folder / "a.md", folder / "c.bin"])
     qtbot.waitUntil(lambda: len(tree_items(window.model)) == 2, timeout=10_000)

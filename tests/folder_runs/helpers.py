@@ -12,6 +12,7 @@ from knowledge.folder_runs import Principal
 from knowledge.library import audit, bases
 from knowledge.library.bases import Base
 from knowledge.runtime import Quire
+from tests.support.files import write_tree
 
 PERSON = Principal.person("ada")
 OTHER_PERSON = Principal.person("grace")
@@ -41,17 +42,6 @@ def doc_text(n: int) -> str:
     """A short, unique document: a marker word pair plus a sentence."""
     a, b = WORDS[n % len(WORDS)], WORDS[(n * 7 + 3) % len(WORDS)]
     return f"Note {n} marker{n}x about {a} and {b}. The {a} lies beyond the {b} in record {n}.\n"
-
-
-def write_tree(folder: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return folder
 
 
 def make_docs(folder: Path, count: int, prefix: str = "doc") -> Path:

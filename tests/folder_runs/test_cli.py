@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import quire_cli
-from tests.folder_runs.helpers import make_docs, write_tree
+from tests.folder_runs.helpers import make_docs
+from tests.support.files import write_tree
 
 
 def ok(*args: str, data_dir: Path) -> Any:

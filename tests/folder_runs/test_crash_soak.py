@@ -29,7 +29,8 @@ from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
-from tests.folder_runs.helpers import PERSON, doc_text, entries, make_base, make_docs, rows, scalar, write_tree
+from tests.folder_runs.helpers import PERSON, doc_text, entries, make_base, make_docs, rows, scalar
+from tests.support.files import write_tree
 
 SEED = 20261202
 KILLS = 22

@@ -32,8 +32,8 @@ from tests.folder_runs.helpers import (
     row_counts,
     rows,
     scalar,
-    write_tree,
 )
+from tests.support.files import write_tree
 
 
 def dispositions(quire: Quire, run_id: int) -> dict[str, tuple[str, str | None]]:

@@ -21,8 +21,8 @@ from tests.folder_runs.helpers import (
     drain,
     make_base,
     row_counts,
-    write_tree,
 )
+from tests.support.files import write_tree
 
 
 def tree_of(folder: Path, dirs: int, files_per_dir: int, top_files: int = 0) -> Path:

@@ -28,8 +28,8 @@ from tests.folder_runs.helpers import (
     make_docs,
     row_counts,
     rows,
-    write_tree,
 )
+from tests.support.files import write_tree
 
 
 @pytest.fixture

@@ -7,6 +7,9 @@ import signal
 import threading
 import time
 
+from sqlalchemy import text
+
+from jobs.errors import Superseded
 from jobs.registry import JobType
 from jobs.runtime import JobContext, Worker
 from knowledge.job_types import open_quire
@@ -18,12 +21,21 @@ from tests.support import jobtypes
 def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
     jobtypes.register(quire)
     started, gate = threading.Event(), threading.Event()
+    fenced: list[BaseException | None] = []  # what the handler's write after the gate came to
 
     def handler(ctx: JobContext) -> None:
         started.set()
         gate.wait(60)
-        with ctx.write():
-            pass
+        try:
+            with ctx.write() as conn:
+                conn.execute(
+                    text("INSERT INTO test_writes (job_id, attempt, step) VALUES (:j, :a, 0)"),
+                    {"j": ctx.job_id, "a": ctx.attempt},
+                )
+        except BaseException as exc:
+            fenced.append(exc)
+            raise
+        fenced.append(None)
 
     quire.registry.register(JobType("test.long", handler, "abandon", on_abandon=jobtypes.abandon_hook))
     with quire.db.write() as conn:
@@ -43,6 +55,10 @@ def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
     report = open_quire(quire.data_dir).recover()  # the next start: the stopped session is gone
     assert job in report.cancelled
     gate.set()  # the orphaned handler wakes up: its fenced write stands down
+    wait_until(lambda: fenced, timeout=30)
+    assert isinstance(fenced[0], Superseded), fenced  # refused by the fence, not committed
+    with quire.db.read() as conn:
+        assert conn.execute(text("SELECT count(*) FROM test_writes")).scalar_one() == 0
     wait_until(lambda: quire.queue.get(job).status == "cancelled")
     assert quire.queue.get(job).attempt == 1
 

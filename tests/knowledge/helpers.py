@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sqlalchemy import text
 
 from knowledge.library import bases
@@ -17,17 +15,6 @@ def make_base(quire: Quire, name: str = "kb", precision: str = "fp32") -> Base:
 
     spec = model_spec("all-MiniLM-L6-v2")
     return bases.create_base(quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=precision)
-
-
-def write_files(folder: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return folder
 
 
 def drain(quire: Quire, timeout: float = 300) -> int:

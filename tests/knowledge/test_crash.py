@@ -16,7 +16,8 @@ from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
-from tests.knowledge.helpers import drain, make_base, material_counts, write_files
+from tests.knowledge.helpers import drain, make_base, material_counts
+from tests.support.files import write_tree
 
 WORDS = [
     "protein",
@@ -93,7 +94,7 @@ def test_sigkill_mid_index_documents_parks_items_and_reindex_recovers(
 ) -> None:
     rng = random.Random(7)
     base = make_base(quire)
-    write_files(tmp_path / "docs", {f"doc{n:02}.txt": prose(rng, 500) for n in range(40)})
+    write_tree(tmp_path / "docs", {f"doc{n:02}.txt": prose(rng, 500) for n in range(40)})
     operations.add_items(quire, "kb", [PathInput(tmp_path / "docs")])
 
     worker = start_worker(data_dir)
@@ -131,8 +132,8 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     rng = random.Random(11)
     base = make_base(quire)
     files = {f"d{n // 400}/note{n:04}.txt": f"zebrafish{n} {prose(rng, 10)}" for n in range(2000)}
-    write_files(tmp_path / "big", files)
-    write_files(tmp_path / "keep", {"kept.txt": "zebrafish kept outside the deleted folder"})
+    write_tree(tmp_path / "big", files)
+    write_tree(tmp_path / "keep", {"kept.txt": "zebrafish kept outside the deleted folder"})
     added = operations.add_items(quire, "kb", [PathInput(tmp_path / "big"), PathInput(tmp_path / "keep")])
     drain(quire, timeout=600)
     big_root = added.created[0]
@@ -148,8 +149,17 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
             found |= {h.item_name for h in search(quire, "kb", "zebrafish", mode=mode, limit=50)}
         return found
 
+    # By keyword, "zebrafish" only ever matches kept.txt (the notes hold "zebrafish17", one token), so
+    # visible_hits() alone cannot see a deleted note through the keyword index: ask for the notes' tokens.
+    def deleted_by_keyword() -> set[str]:
+        return {h.item_name for h in search(quire, "kb", "zebrafish17 zebrafish1234", mode="keyword", limit=50)}
+
+    assert deleted_by_keyword() == {"note0017.txt", "note1234.txt"}  # findable before the delete
+    assert visible_hits() - {"kept.txt"}  # and by vector, before the delete
+
     operations.delete_items(quire, "kb", [big_root])
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
 
     worker = start_worker(data_dir)
     try:
@@ -160,11 +170,13 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
         kill(worker)
     assert set(mid) == {"deleting", "completed"} and mid["completed"] == 2
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
 
     restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
     assert restart.returncode == 0, restart.stderr
     assert status_counts(quire) == {"completed": 2}
     assert visible_hits() == {"kept.txt"}
+    assert deleted_by_keyword() == set()
     m = material_counts(quire, base.id)
     assert m["chunks"] == m["vectors"] == m["keywords"] == 1
     assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)

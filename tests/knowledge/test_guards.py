@@ -15,7 +15,8 @@ from knowledge.library import bases
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
-from tests.knowledge.helpers import drain, make_base, statuses, write_files
+from tests.knowledge.helpers import drain, make_base, statuses
+from tests.support.files import write_tree
 
 
 def fail_enqueue_on(quire: Quire, monkeypatch: pytest.MonkeyPatch, call: int) -> list[str]:
@@ -75,8 +76,8 @@ def test_add_with_no_inputs_is_a_noop(quire: Quire) -> None:
 
 def test_add_sets_containers_preparing_and_leaves_processing(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
-    write_files(tmp_path / "folder", {"a.txt": "alpha"})
-    write_files(tmp_path, {"b.txt": "beta"})
+    write_tree(tmp_path / "folder", {"a.txt": "alpha"})
+    write_tree(tmp_path, {"b.txt": "beta"})
     changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "folder"), PathInput(tmp_path / "b.txt")])
     folder_id, file_id = changes.created
     assert item_status(quire, folder_id) == "preparing"
@@ -98,9 +99,9 @@ def test_add_enqueue_failure_fails_the_failing_and_later_items_only(
     quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_base(quire)
-    write_files(tmp_path / "one", {"a.txt": "alpha"})
-    write_files(tmp_path / "two", {"b.txt": "beta"})
-    write_files(tmp_path / "three", {"c.txt": "gamma"})
+    write_tree(tmp_path / "one", {"a.txt": "alpha"})
+    write_tree(tmp_path / "two", {"b.txt": "beta"})
+    write_tree(tmp_path / "three", {"c.txt": "gamma"})
     fail_enqueue_on(quire, monkeypatch, call=2)
     inputs = [PathInput(tmp_path / n) for n in ("one", "two", "three")]
     with pytest.raises(EnqueueError, match="injected"):
@@ -119,7 +120,7 @@ def test_add_enqueue_failure_fails_the_failing_and_later_items_only(
 def indexed(quire: Quire, tmp_path: Path) -> dict[str, int]:
     """A completed folder (two files in a sub-folder) and a completed note."""
     make_base(quire)
-    write_files(tmp_path / "docs", {"sub/a.txt": "alpha particles", "sub/b.txt": "beta decay"})
+    write_tree(tmp_path / "docs", {"sub/a.txt": "alpha particles", "sub/b.txt": "beta decay"})
     changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "docs"), NoteInput("gamma rays")])
     drain(quire)
     ids = {i.relative_path or i.name: i.id for i in operations.list_items(quire, "kb", flat=True)}

@@ -16,8 +16,9 @@ from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
-from tests.knowledge.helpers import drain, make_base, material_counts, write_files
+from tests.knowledge.helpers import drain, make_base, material_counts
 from tests.sources.builders import make_pdf
+from tests.support.files import write_tree
 
 
 class CountingEncoder(Encoder):
@@ -51,7 +52,7 @@ def test_broken_inputs_fail_precisely_and_good_files_complete(quire: Quire, tmp_
     make_base(quire)
     folder = tmp_path / "mixed"
     good_pdf = make_pdf([["Page one talks about glaciers."], ["Page two talks about rivers."]])
-    write_files(
+    write_tree(
         folder,
         {
             "good.txt": "A perfectly good text file about volcanoes.",
@@ -98,7 +99,7 @@ def test_broken_inputs_fail_precisely_and_good_files_complete(quire: Quire, tmp_
 
 def test_readding_an_unchanged_file_embeds_nothing_new(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
     base = make_base(quire)
-    write_files(tmp_path, {"paper.md": "# Results\n\n" + "The enzyme binds the receptor. " * 120})
+    write_tree(tmp_path, {"paper.md": "# Results\n\n" + "The enzyme binds the receptor. " * 120})
     first = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")]).created[0]
     drain(quire)
     embedded_first = len(counting.texts_seen)
@@ -147,7 +148,7 @@ def test_owned_copies_serve_reindex_when_the_original_is_gone(quire: Quire, tmp_
 
 def test_line_locations_and_notes(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
-    write_files(tmp_path, {"code.py": "import os\n\n\ndef greet():\n    return 'hello quasar'\n"})
+    write_tree(tmp_path, {"code.py": "import os\n\n\ndef greet():\n    return 'hello quasar'\n"})
     ids = operations.add_items(quire, "kb", [PathInput(tmp_path / "code.py"), NoteInput("pulsar note", "Pulsars")])
     drain(quire)
     hit = search(quire, "kb", "quasar", mode="keyword")[0]
@@ -159,9 +160,7 @@ def test_line_locations_and_notes(quire: Quire, tmp_path: Path) -> None:
 
 def test_reindexing_a_folder_redoes_only_what_changed(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
     make_base(quire)
-    folder = write_files(
-        tmp_path / "lib", {f"f{n}.txt": f"File {n} describes mineral {n} in detail." for n in range(6)}
-    )
+    folder = write_tree(tmp_path / "lib", {f"f{n}.txt": f"File {n} describes mineral {n} in detail." for n in range(6)})
     root = operations.add_items(quire, "kb", [PathInput(folder)]).created[0]
     drain(quire)
     before = {i.relative_path: (i.id, i.updated_at) for i in operations.list_items(quire, "kb", flat=True)}

@@ -11,7 +11,8 @@ from sqlalchemy import text
 from knowledge.lifecycle import index_documents, operations, recovery, reindex_subtree
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
-from tests.knowledge.helpers import drain, make_base, write_files
+from tests.knowledge.helpers import drain, make_base
+from tests.support.files import write_tree
 
 
 def item_statuses(quire: Quire) -> dict[int, str]:
@@ -22,7 +23,7 @@ def item_statuses(quire: Quire) -> dict[int, str]:
 @pytest.fixture
 def folder(quire: Quire, tmp_path: Path) -> int:
     make_base(quire)
-    write_files(tmp_path / "docs", {"a.txt": "alpha", "b.txt": "beta"})
+    write_tree(tmp_path / "docs", {"a.txt": "alpha", "b.txt": "beta"})
     root = operations.add_items(quire, "kb", [PathInput(tmp_path / "docs")]).created[0]
     drain(quire)
     return root

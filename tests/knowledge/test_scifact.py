@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
-from knowledge.search import search
+from knowledge.search import Hit, search
 from tests.knowledge.helpers import drain, make_base
 
 
@@ -28,7 +29,9 @@ def _scifact_dir() -> Path:
 
 
 SCIFACT = _scifact_dir()
-QUERIES = 40
+# 200 training queries: on the first 40 alone hybrid and vector tie (nDCG@10 0.880 vs 0.885), too few to
+# tell fusion from either single mode; at 100 they still tie (0.871 vs 0.873); at 200 hybrid leads both.
+QUERIES = 200
 DISTRACTORS = 400
 
 
@@ -46,6 +49,18 @@ def load_subset() -> tuple[dict[str, dict[str, str]], list[tuple[str, str, set[s
     return {d: corpus[d] for d in sorted(wanted)}, chosen
 
 
+def _documents_in_order(hits: list[Hit]) -> list[str]:
+    """The documents of a ranked hit list, first appearance only (several chunks may share one document)."""
+    return list(dict.fromkeys(Path(h.item_name).stem for h in hits))
+
+
+def ndcg_at_10(ranked: list[str], relevant: set[str]) -> float:
+    """Binary-relevance nDCG@10 (as BEIR scores SciFact): discounted gain over the ideal ordering's."""
+    gain = sum(1 / math.log2(rank + 2) for rank, doc in enumerate(ranked[:10]) if doc in relevant)
+    ideal = sum(1 / math.log2(rank + 2) for rank in range(min(len(relevant), 10)))
+    return gain / ideal
+
+
 @pytest.mark.skipif(not SCIFACT.exists(), reason="shared/data/scifact is not beside the repository")
 def test_known_queries_find_their_documents(quire: Quire, tmp_path: Path) -> None:
     docs, queries = load_subset()
@@ -58,13 +73,21 @@ def test_known_queries_find_their_documents(quire: Quire, tmp_path: Path) -> Non
     drain(quire, timeout=900)
     assert {i.status for i in operations.list_items(quire, "kb", flat=True)} == {"completed"}
 
-    found = {}
+    found: dict[str, float] = {}
+    quality: dict[str, float] = {}
     for mode in ("hybrid", "vector", "keyword"):
-        hits = 0
+        hits, gain = 0, 0.0
         for _qid, text, relevant in queries:
-            top = {Path(h.item_name).stem for h in search(quire, "kb", text, mode=mode, limit=10)}
-            hits += bool(top & relevant)
+            ranked = _documents_in_order(search(quire, "kb", text, mode=mode, limit=10))
+            hits += bool(set(ranked) & relevant)
+            gain += ndcg_at_10(ranked, relevant)
         found[mode] = hits / len(queries)
-    # measured on this subset (one run): hybrid 0.925, vector 0.95, keyword 0.90
+        quality[mode] = gain / len(queries)
+    # measured on this subset (one run, bf16): hit@10 hybrid 0.95, vector 0.92, keyword 0.92;
+    # nDCG@10 hybrid 0.888, vector 0.852, keyword 0.847 (FACTS.md: the full training split ranks them alike)
     assert found["hybrid"] >= 0.85, found
     assert found["vector"] >= 0.8 and found["keyword"] >= 0.75, found
+    # fusion must earn its keep: a broken fuse (one ranking ignored, ranks reversed) falls to or below a
+    # single mode, so hybrid has to beat the better of the two by a clear margin, and find as many
+    assert quality["hybrid"] >= max(quality["vector"], quality["keyword"]) + 0.015, quality
+    assert found["hybrid"] >= max(found["vector"], found["keyword"]), found

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,6 +71,58 @@ def test_chmod_000_file_is_unreadable(write: Writer) -> None:
         assert (error.code, error.reason) == ("unreadable", "file cannot be read (permission denied)")
     finally:
         path.chmod(0o600)
+
+
+NOBODY = 65534  # the conventional unprivileged uid/gid
+
+
+def _parse_as_nobody(path: Path) -> list[str]:
+    """``parse_source(path)`` in a forked child that dropped root for ``nobody``: [code, reason] or ["read"]."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        outcome: list[str]
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                parse_source(path)
+                outcome = ["read"]
+            except SourceRejected as error:
+                outcome = [error.code, error.reason]
+        except BaseException as exc:
+            outcome = ["child failed", repr(exc)]
+        finally:
+            try:
+                os.write(write_end, json.dumps(outcome).encode())
+            finally:
+                os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return list(json.loads(answer))
+
+
+def test_chmod_000_file_is_unreadable_to_a_process_without_root(tmp_path: Path) -> None:
+    """The chmod-000 test above skips as root (root reads anyway); here root forks a child that drops to
+    ``nobody`` first, so the kernel itself refuses the open — no patched ``os.open``."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges; as a user, test_chmod_000_file_is_unreadable covers this")
+    folder = Path(tempfile.mkdtemp(prefix="quire-chmod-"))  # pytest's tmp_path is root-only (0700)
+    try:
+        folder.chmod(0o755)
+        readable, locked = folder / "open.txt", folder / "locked.txt"
+        readable.write_bytes(b"anyone may read this")
+        locked.write_bytes(b"secret")
+        locked.chmod(0)
+        assert _parse_as_nobody(readable) == ["read"]  # the child can read at all: only the bits stop it
+        assert _parse_as_nobody(locked) == ["unreadable", "file cannot be read (permission denied)"]
+        assert parse_source(locked).text == "secret"  # root still can: the denial was the kernel's
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_permission_error_on_open_is_unreadable(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:

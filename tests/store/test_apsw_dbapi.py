@@ -36,8 +36,15 @@ def test_commit_and_rollback(db: Database) -> None:
         conn.execute(insert(things).values(name="kept"))
     with pytest.raises(RuntimeError), db.write() as conn:
         conn.execute(insert(things).values(name="dropped"))
+        raw = raw_apsw(conn)
+        assert raw.in_transaction
         raise RuntimeError("boom")
     assert names(db) == ["kept"]
+    # Other connections never see an uncommitted row, so the line above alone would also pass if the
+    # failed write's connection went back to the pool still inside its transaction (holding the write
+    # lock). That connection itself must have rolled back: no transaction open, and the row gone.
+    assert not raw.in_transaction
+    assert [r[0] for r in raw.execute("SELECT name FROM things ORDER BY id")] == ["kept"]
 
 
 def test_nested_write_is_a_savepoint(db: Database) -> None:
