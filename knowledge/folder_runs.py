@@ -72,9 +72,10 @@ from jobs.schema import LIVE_STATUSES, jobs
 from knowledge import audit, blobs
 from knowledge import items as tree
 from knowledge import walk as walking
+from knowledge.agents.principal import Principal, require_person
 from knowledge.bases import Base, load_base, resolve_base
 from knowledge.chunking import CHUNKER_VERSION
-from knowledge.errors import Conflict, Forbidden, GuardRejected, InvalidInput, KnowledgeError, NotFound
+from knowledge.errors import Conflict, GuardRejected, InvalidInput, KnowledgeError, NotFound
 from knowledge.material import MAX_SOURCE_BYTES, BatchStats, Prepared, chunk_document, embed_batch, sha256_text
 from knowledge.operations import DELETE_SUBTREE, create_item, idempotency_key
 from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported, parse_bytes
@@ -133,29 +134,9 @@ class _Stale(Exception):
 # -- principals --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who asks: a person (the GUI, the CLI in a terminal) or an agent (local API, MCP tools, automation)."""
-
-    kind: Literal["person", "agent"]
-    name: str
-
-    @classmethod
-    def person(cls, name: str) -> Principal:
-        return cls("person", name)
-
-    @classmethod
-    def agent(cls, name: str) -> Principal:
-        return cls("agent", name)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{self.name}"
-
-
 def _require_person(principal: Principal, action: str) -> None:
-    if principal.kind != "person":
-        raise Forbidden(f"an agent may not {action} a folder run; a person has to approve it")
+    # the principal is a typed value (knowledge.agents.principal); an agent acting in the context counts too
+    require_person(f"{action} a folder run", principal)
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -173,6 +154,7 @@ def descendant_cap(conn: Connection) -> int:
 
 
 def set_descendant_cap(quire: Quire, cap: int) -> None:
+    require_person("change the folder-run cap")
     if cap < 0:
         raise InvalidInput("the cap must be zero or more")
     with quire.db.write() as conn:
@@ -396,8 +378,11 @@ def start_run(
     folder: str | os.PathLike[str],
     *,
     key: str | None = None,
+    proposed_by: str | None = None,
 ) -> StartResult:
-    """Create (or replay) a run over ``folder`` into ``base_ref``; see the module docstring for the order."""
+    """Create (or replay) a run over ``folder`` into ``base_ref``; see the module docstring for the order.
+
+    ``proposed_by`` names the agent whose proposal the person approved (kept in the created entry)."""
     _require_person(principal, "start")
     if key is not None and not (1 <= len(key.strip()) <= 200):
         raise InvalidInput("an idempotency key is 1 to 200 characters")
@@ -413,7 +398,7 @@ def start_run(
         existing = conn.execute(select(folder_runs).where(folder_runs.c.idempotency_key == key)).first()
         if existing is not None:
             return _replay(conn, existing, fingerprint, plan, key)
-        return _create(quire, conn, base, plan, principal, key, fingerprint)
+        return _create(quire, conn, base, plan, principal, key, fingerprint, proposed_by)
 
 
 def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: str) -> StartResult:
@@ -431,7 +416,14 @@ def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: st
 
 
 def _create(
-    quire: Quire, conn: Connection, base: Base, plan: Preview, principal: Principal, key: str, fingerprint: str
+    quire: Quire,
+    conn: Connection,
+    base: Base,
+    plan: Preview,
+    principal: Principal,
+    key: str,
+    fingerprint: str,
+    proposed_by: str | None = None,
 ) -> StartResult:
     now = time.time()
     pk = conn.execute(
@@ -480,6 +472,7 @@ def _create(
             **_size_and_counts(conn, run_id, len(plan.eligible)),
             "walked": plan.walked,
             "unreadable_folders": len(plan.unreadable_folders),
+            **({"proposed_by": proposed_by} if proposed_by else {}),
         },
     )
     return StartResult("created", run_id, job.job_id, key)

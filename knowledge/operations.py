@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from knowledge import items as tree
+from knowledge.agents.principal import require_person
 from knowledge.bases import (
     Base,
     assert_base_can_run_runtime_operation,
@@ -136,6 +137,7 @@ def _plan(inp: ItemInput) -> _Planned:
 
 
 def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *, owner: str | None = None) -> Changes:
+    require_person("add items")  # an agent proposes instead (knowledge.agents.proposals)
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
@@ -302,6 +304,7 @@ def _fail_unscheduled(quire: Quire, item_ids: Sequence[int], changes: Changes) -
 
 
 def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> Changes:
+    require_person("delete items")
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_writable(base)
@@ -336,6 +339,7 @@ def assert_subtrees_can_reindex(conn: Connection, roots: Sequence[tree.Item]) ->
 
 
 def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> Changes:
+    require_person("reindex items")
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_can_run_runtime_operation(base)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from knowledge import audit, folder_runs
+from knowledge.agents.principal import Principal
 from knowledge.cli.commands_core import opened
 from knowledge.cli.main import Output, UsageError
-from knowledge.folder_runs import Principal
 
 
 def principal_of(args: argparse.Namespace) -> Principal:

@@ -9,6 +9,7 @@ modules; each exposes ``add_commands(subparsers)`` and sets ``func`` on its pars
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -28,6 +29,7 @@ COMMAND_MODULES = [
     "knowledge.cli.commands_core",
     "knowledge.cli.commands_knowledge",
     "knowledge.cli.commands_runs",
+    "knowledge.cli.commands_mcp",
 ]
 
 
@@ -108,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.as_agent = getattr(args, "as_agent", None)
     out = Output(args.json)
     try:
-        code = args.func(args, out)
+        with _acting(args.as_agent):  # the operations judge the agent, not each command
+            code = args.func(args, out)
         return int(code or EXIT_OK)
     except (KnowledgeError, UsageError) as exc:
         return _fail(out, exc, exit_code_for(exc))
@@ -117,6 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: a message, not a traceback
         logging.getLogger("quire").debug("unexpected error", exc_info=True)
         return _fail(out, exc, EXIT_OTHER)
+
+
+def _acting(agent: str | None) -> contextlib.AbstractContextManager[object]:
+    from knowledge.agents.principal import Principal, acting_as
+
+    return acting_as(Principal.agent(agent)) if agent else contextlib.nullcontext()
 
 
 def _fail(out: Output, exc: BaseException, code: int) -> int:

@@ -1,0 +1,1 @@
+"""Agents (MCP clients) read knowledge bases and propose additions; a person approves (issue 13)."""
