@@ -10,9 +10,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from knowledge import audit
+from knowledge.agents import reads
 from knowledge.agents.server import QuireMCP, RateLimit
 from knowledge.runtime import Quire
-from tests.agents.helpers import error_text, indexed_base, payload, run
+from tests.agents.helpers import PARAGRAPHS, error_text, indexed_base, payload, run
 
 TOOLS = {"list_bases", "search", "read", "list_items", "status", "propose_folder_run", "propose_note"}
 
@@ -88,8 +89,11 @@ def test_lists_tools_and_resources_searches_and_reads_a_chunk_with_neighbours(qu
 
 
 @pytest.mark.model
-def test_list_items_pages_with_a_cursor_and_status_reports_the_base(quire: Quire, tmp_path: Path) -> None:
+def test_list_items_pages_with_a_cursor_and_status_reports_the_base(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base, ids = indexed_base(quire, tmp_path)
+    monkeypatch.setattr(reads, "LIMITS", reads.Limits(page_chars=700))
     server = QuireMCP(quire, agent="claude").server
     folder = next(i for name, i in ids.items() if name.startswith("src-"))
 
@@ -108,9 +112,20 @@ def test_list_items_pages_with_a_cursor_and_status_reports_the_base(quire: Quire
                     break
             top = payload(await client.call_tool("list_items", {"base": base.name, "folder": folder}))
             state = payload(await client.call_tool("status", {"base": base.name}))
-            return pages, top, state
+            first = payload(await client.call_tool("read", {"base": base.name, "item": ids["logbook.md"]}))
+            text_pages = [first] + [
+                payload(await client.call_tool("read", {"base": base.name, "item": ids["logbook.md"], "page": n}))
+                for n in range(1, int(first["pages"]))  # type: ignore[call-overload]
+            ]
+            beyond = error_text(
+                await client.call_tool("read", {"base": base.name, "item": ids["logbook.md"], "page": 99})
+            )
+            return pages, top, state, text_pages, beyond
 
-    pages, top, state = run(session)
+    pages, top, state, text_pages, beyond = run(session)
+    assert len(text_pages) > 2 and all(len(p["text"]) <= 700 for p in text_pages)  # type: ignore[arg-type]
+    assert "".join(p["text"] for p in text_pages).strip().endswith(PARAGRAPHS[-1].strip())  # type: ignore[misc]
+    assert "invalid_input" in beyond
     names = [i["name"] for p in pages for i in p["items"]]  # type: ignore[attr-defined]
     assert names == ["bread.md", "orbits.md", "volcano.md"] and len(pages) == 2
     assert all(i["status"] == "completed" and i["reason"] is None for p in pages for i in p["items"])  # type: ignore[attr-defined]

@@ -77,3 +77,11 @@ def test_cli_lists_accepts_and_dismisses(data_dir: Path, quire: Quire) -> None:
     assert json.loads(quire_cli("--json", "proposals", "list", data_dir=data_dir).stdout)["proposals"] == []
     every = json.loads(quire_cli("--json", "proposals", "list", "--all", data_dir=data_dir).stdout)["proposals"]
     assert {p["id"]: p["status"] for p in every} == {keep.id: "accepted", drop.id: "dismissed"}
+
+
+def test_the_table_mirror_matches_the_frozen_ddl(quire: Quire) -> None:
+    from knowledge.store.schema_agents import agent_proposals
+
+    with quire.db.read() as conn:
+        columns = [r[1] for r in conn.execute(text("PRAGMA table_info(agent_proposals)")).all()]
+    assert columns == [c.name for c in agent_proposals.columns]
