@@ -31,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from knowledge.agents import access, proposals, reads
 from knowledge.agents.principal import Principal, acting_as
 from knowledge.bases import list_bases
-from knowledge.errors import KnowledgeError, NotFound
+from knowledge.errors import Forbidden, KnowledgeError, NotFound
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -96,9 +96,18 @@ class QuireMCP:
     """The MCP server of one open data directory."""
 
     def __init__(
-        self, quire: Quire, *, agent: str | None = None, rate: RateLimit | None = None, **server_options: Any
+        self,
+        quire: Quire,
+        *,
+        agent: str | None = None,
+        rate: RateLimit | None = None,
+        require_enabled: bool = False,
+        **server_options: Any,
     ) -> None:
+        """``require_enabled``: refuse every call while agent access is off (``quire mcp`` sets it, so
+        turning access off in the window stops a running server too)."""
         self.quire = quire
+        self.require_enabled = require_enabled
         self.agent = clean_agent_name(agent) if agent else None
         self.rate = rate or RateLimit()
         self.server: MCPServer[Any] = MCPServer(
@@ -112,11 +121,19 @@ class QuireMCP:
     def principal(self, ctx: Context[Any, Any] | None) -> Principal:
         return Principal.agent(self.agent or clean_agent_name(_client_name(ctx)))
 
+    def _refuse_if_off(self) -> None:
+        if self.require_enabled and not access.is_enabled(self.quire):
+            raise Forbidden("agent access is off for this data directory; a person can turn it on in Quire")
+
     def _call(self, ctx: Context[Any, Any] | None, tool: str, fn: Callable[[], T]) -> T:
         who = self.principal(ctx)
         wait = self.rate.take(who.label)
         if wait > 0:
             raise ToolError(f"rate_limited: too many calls from {who.name}; retry in {wait:.1f} s")
+        try:
+            self._refuse_if_off()
+        except KnowledgeError as exc:
+            raise ToolError(_knowledge_message(exc)) from None
         ok = False
         try:
             with acting_as(who):
@@ -144,6 +161,7 @@ class QuireMCP:
         if self.rate.take(who.label) > 0:
             raise ResourceError("rate_limited: too many calls; retry shortly")
         try:
+            self._refuse_if_off()
             with acting_as(who):
                 return json.dumps(fn(), default=str)
         except NotFound as exc:
@@ -311,6 +329,7 @@ def http_app(quire: Quire, port: int, *, agent: str | None = None, rate: RateLim
         quire,
         agent=agent,
         rate=rate,
+        require_enabled=True,
         token_verifier=DataDirTokenVerifier(quire),
         auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=AnyHttpUrl(f"{url}/mcp")),
     )
@@ -321,6 +340,9 @@ def serve_http(quire: Quire, port: int, *, agent: str | None = None) -> None:
     """Serve until interrupted, on 127.0.0.1 only (never another interface)."""
     import uvicorn
 
+    from knowledge.agents import tokens
+
+    tokens.ensure_token(quire.data_dir)  # a token file removed by hand is replaced, never "no token needed"
     app = http_app(quire, port, agent=agent)
     log.warning("Quire MCP server on http://%s:%d/mcp (bearer token required)", HOST, port)
     uvicorn.run(app, host=HOST, port=port, log_level="warning", access_log=False)

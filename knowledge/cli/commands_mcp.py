@@ -71,7 +71,7 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
         if args.http is not None:
             server.serve_http(quire, args.http, agent=args.agent)
         else:
-            server.QuireMCP(quire, agent=args.agent).server.run("stdio")
+            server.QuireMCP(quire, agent=args.agent, require_enabled=True).server.run("stdio")
     return 0
 
 

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from knowledge.agents import access, tokens
 from knowledge.agents.principal import Principal
 from knowledge.runtime import Quire
-from tests.agents.helpers import indexed_base, payload, run
+from tests.agents.helpers import error_text, indexed_base, payload, run
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
 
@@ -55,6 +55,28 @@ def test_stdio_child_process_lists_searches_and_reads(quire: Quire, data_dir: Pa
 
     actors = {e.actor for e in audit.list_entries(quire.db, actions=[audit.AGENT_CALL])}
     assert actors == {"agent:desktop"}
+
+
+def test_turning_access_off_stops_a_running_stdio_server(quire: Quire, data_dir: Path) -> None:
+    make_base(quire, "kb")
+    access.set_enabled(quire, PERSON, True)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "knowledge.cli", "--data-dir", str(data_dir), "mcp"],
+        cwd=str(REPO),
+        env=_env(),
+    )
+
+    async def session() -> tuple[list[str], str]:
+        async with Client(params, read_timeout_seconds=60) as client:
+            before = payload(await client.call_tool("list_bases", {}))
+            access.set_enabled(quire, PERSON, False)  # a person turns it off while the client is connected
+            after = error_text(await client.call_tool("list_bases", {}))
+            return [b["name"] for b in before["bases"]], after  # type: ignore[index]
+
+    names, refused = run(session)
+    assert names == ["kb"]
+    assert "forbidden" in refused and "agent access is off" in refused
 
 
 def test_mcp_refuses_while_agent_access_is_off(data_dir: Path) -> None:
