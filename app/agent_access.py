@@ -46,7 +46,7 @@ def read_state(quire: Quire) -> AccessState:
 
 def config_text(config: dict[str, Any]) -> str:
     http = config["http"]
-    return (
+    return str(
         "Claude Desktop (claude_desktop_config.json), or any client that launches a command (stdio):\n"
         + json.dumps({"mcpServers": config["mcpServers"]}, indent=2)
         + "\n\nOver HTTP: run\n  "

@@ -7,7 +7,7 @@ folder-run panel. The list refreshes when the panel is shown, on Refresh, and on
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -76,7 +76,8 @@ class ProposalsPanel(QWidget):
         self.refresh()
         self.timer.start()
 
-    def hideEvent(self, event: object) -> None:  # type: ignore[override]
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
         self.timer.stop()
 
     def refresh(self) -> None:

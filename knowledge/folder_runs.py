@@ -72,7 +72,8 @@ from jobs.schema import LIVE_STATUSES, jobs
 from knowledge import audit, blobs
 from knowledge import items as tree
 from knowledge import walk as walking
-from knowledge.agents.principal import Principal, require_person
+from knowledge.agents.principal import Principal as Principal  # re-exported: callers import it from here too
+from knowledge.agents.principal import require_person
 from knowledge.bases import Base, load_base, resolve_base
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, KnowledgeError, NotFound
