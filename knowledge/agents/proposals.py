@@ -83,6 +83,15 @@ class Proposal:
 # -- filing (agents and people) ------------------------------------------------------------------
 
 
+def agent_preview(preview: dict[str, Any]) -> dict[str, Any]:
+    """A preview as an agent sees it: without content fingerprints (an agent has no use for them, and
+    they would let it fingerprint files it cannot read)."""
+    shown = dict(preview)
+    for key in ("eligible", "ineligible"):
+        shown[key] = [{f: v for f, v in entry.items() if f != "sha256"} for entry in preview.get(key, [])]
+    return shown
+
+
 def propose_folder_run(
     quire: Quire, principal: Principal, base_ref: str | int, folder: str | os.PathLike[str]
 ) -> tuple[Proposal, folder_runs.Preview]:

@@ -252,7 +252,8 @@ class QuireMCP:
         def propose_folder_run(ctx: Context[Any, Any], base: str, folder: str) -> dict[str, Any]:
             def answer() -> dict[str, Any]:
                 proposal, plan = proposals.propose_folder_run(q, self.principal(ctx), base, folder)
-                return {"proposal_id": proposal.id, "status": proposal.status, "preview": plan.as_dict()}
+                preview = proposals.agent_preview(plan.as_dict())
+                return {"proposal_id": proposal.id, "status": proposal.status, "preview": preview}
 
             return self._call(ctx, "propose_folder_run", answer)
 

@@ -52,6 +52,7 @@ def test_agent_proposal_is_started_by_a_person_in_the_window(
     preview = proposed["preview"]
     assert [e["path"] for e in preview["eligible"]] == ["a.md", "sub/b.txt"]  # type: ignore[index]
     assert preview["cap"] == 200 and preview["ineligible"]  # type: ignore[index]
+    assert all("sha256" not in e for e in preview["eligible"] + preview["ineligible"])  # type: ignore[index,operator]
     assert "not_found" in refused and "folder not found" in refused
 
     window = open_window()
