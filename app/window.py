@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import ops
+from app.agent_access import AgentAccessPage
 from app.bases_panel import BasesPanel
 from app.chunk_viewer import ChunkViewer
 from app.context import AppContext, why_base_refuses_changes
@@ -41,6 +42,7 @@ from app.notices import MessageBar
 from app.ops import Op
 from app.poller import Poller
 from app.prompts import Prompter, QtPrompter
+from app.proposals_panel import ProposalsPanel
 from app.resources import icon
 from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
@@ -99,6 +101,10 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self._items_page(), "Items")
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.folder_runs_panel, "Folder runs")
+        self.proposals_panel = ProposalsPanel(self.ctx)
+        self.agent_access_page = AgentAccessPage(self.ctx)
+        self.tabs.addTab(self.proposals_panel, "Proposals")
+        self.tabs.addTab(self.agent_access_page, "Agent access")
         splitter = QSplitter()
         splitter.addWidget(self.bases_panel)
         splitter.addWidget(self.tabs)

@@ -22,18 +22,31 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "errors": set(),
     "paths": set(),
     "instance_lock": {"errors"},
+    "principal": {"errors"},
     "store": {"errors"},
     "sources": {"errors"},
-    "library": {"errors", "store"},
+    "library": {"errors", "store", "principal"},
     "ingest": {"errors", "store", "sources", "library"},
     "search": {"errors", "store", "library", "ingest"},
-    "lifecycle": {"errors", "store", "sources", "library", "ingest"},
-    "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle"},
+    "lifecycle": {"errors", "store", "sources", "library", "ingest", "principal"},
+    "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal"},
     "runtime": {"errors", "store", "library", "ingest", "search"},
     "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime"},
     "job_types": {"runtime", "lifecycle", "folder_runs"},
+    "agents": {
+        "errors",
+        "store",
+        "library",
+        "ingest",
+        "search",
+        "lifecycle",
+        "folder_runs",
+        "principal",
+        "runtime",
+        "app_queries",
+    },
 }
-FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs"}
+FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents"}
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:

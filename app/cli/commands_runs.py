@@ -14,8 +14,8 @@ from typing import Any
 from app.cli.commands_core import opened
 from app.cli.main import Output, UsageError
 from knowledge import folder_runs
-from knowledge.folder_runs import Principal
 from knowledge.library import audit
+from knowledge.principal import Principal
 
 
 def principal_of(args: argparse.Namespace) -> Principal:

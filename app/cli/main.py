@@ -10,6 +10,7 @@ only ``quire gui`` does, inside its command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -61,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    from app.cli import commands_core, commands_knowledge, commands_runs  # they import Output/UsageError from here
+    from app.cli import commands_core, commands_knowledge, commands_mcp, commands_runs  # they import from here
 
-    for commands in (commands_core, commands_knowledge, commands_runs):
+    for commands in (commands_core, commands_knowledge, commands_runs, commands_mcp):
         commands.add_commands(sub, common)
     return parser
 
@@ -104,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.as_agent = getattr(args, "as_agent", None)
     out = Output(args.json)
     try:
-        code = args.func(args, out)
+        with _acting(args.as_agent):  # the operations judge the agent, not each command
+            code = args.func(args, out)
         return int(code or EXIT_OK)
     except (KnowledgeError, UsageError) as exc:
         return _fail(out, exc, exit_code_for(exc))
@@ -113,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: a message, not a traceback
         logging.getLogger("quire").debug("unexpected error", exc_info=True)
         return _fail(out, exc, EXIT_OTHER)
+
+
+def _acting(agent: str | None) -> contextlib.AbstractContextManager[object]:
+    from knowledge.principal import Principal, acting_as
+
+    return acting_as(Principal.agent(agent)) if agent else contextlib.nullcontext()
 
 
 def _fail(out: Output, exc: BaseException, code: int) -> int:

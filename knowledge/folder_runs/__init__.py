@@ -54,7 +54,6 @@ from jobs.registry import JobType
 from knowledge.folder_runs.execute import execute_run
 from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
 from knowledge.folder_runs.preview import Preview, PreviewEntry, preview
-from knowledge.folder_runs.principal import Principal
 from knowledge.folder_runs.reading import RunDetail, RunSummary, SourceOutcome, list_runs, show_run
 from knowledge.folder_runs.repair import repair_stranded_runs
 from knowledge.folder_runs.revert import RevertResult, revert_run
@@ -68,6 +67,7 @@ from knowledge.folder_runs.rules import (
     RunFault,
 )
 from knowledge.folder_runs.start import StartResult, request_fingerprint, start_run
+from knowledge.principal import Principal
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire

@@ -14,6 +14,7 @@ from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.folder_runs.rules import CAP_SETTING, DEFAULT_CAP, FOLDER_NOT_FOUND
 from knowledge.ingest import walk as walking
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, assert_base_writable, resolve_base
+from knowledge.principal import require_person
 from knowledge.store.schema import settings
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def descendant_cap(conn: Connection) -> int:
 
 
 def set_descendant_cap(quire: Quire, cap: int) -> None:
+    require_person("change the folder-run cap")
     if cap < 0:
         raise InvalidInput("the cap must be zero or more")
     with quire.db.write() as conn:

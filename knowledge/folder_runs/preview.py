@@ -13,13 +13,13 @@ from sqlalchemy import Connection, and_, or_, select
 
 from knowledge.errors import NotFound
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
-from knowledge.folder_runs.principal import Principal
 from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTooLarge
 from knowledge.ingest.chunking import CHUNKER_VERSION
 from knowledge.ingest.material import MAX_SOURCE_BYTES
 from knowledge.ingest.walk import CapExceeded, Entry, walk
 from knowledge.library import blobs
 from knowledge.library.bases import Base
+from knowledge.principal import Principal
 from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported
 from knowledge.sources.files import read_source
 from knowledge.store.schema import items

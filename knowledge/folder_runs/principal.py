@@ -1,15 +1,15 @@
-"""Who asks: a person may start and revert runs; an agent may only preview and read (seed 000)."""
+"""Who a run acts for: a person may start and revert runs (an agent only previews and reads, seed 000),
+and the items a run writes belong to the base's ingest-agent identity."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, and_, select
 
 from jobs.errors import HandBack
-from knowledge.errors import Forbidden
+from knowledge.principal import Principal, require_person
 from knowledge.store.schema import identities
 
 if TYPE_CHECKING:
@@ -18,32 +18,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# -- principals --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who asks: a person (the GUI, the CLI in a terminal) or an agent (local API, MCP tools, automation)."""
-
-    kind: Literal["person", "agent"]
-    name: str
-
-    @classmethod
-    def person(cls, name: str) -> Principal:
-        return cls("person", name)
-
-    @classmethod
-    def agent(cls, name: str) -> Principal:
-        return cls("agent", name)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{self.name}"
-
-
-def require_person(principal: Principal, action: str) -> None:
-    if principal.kind != "person":
-        raise Forbidden(f"an agent may not {action} a folder run; a person has to approve it")
+def require_person_for_run(principal: Principal, action: str) -> None:
+    """Only a person starts or reverts a run (an agent named here or acting in the context is refused)."""
+    require_person(f"{action} a folder run", principal)
 
 
 def ingest_agent(quire: Quire, base_id: int, conn: Connection | None = None) -> str:

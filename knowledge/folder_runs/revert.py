@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge.errors import Conflict, NotFound
 from knowledge.folder_runs.ledger import load_run, run_containers, size_and_counts, transition
-from knowledge.folder_runs.principal import Principal, require_person
+from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.library import audit
 from knowledge.library import items as tree
 from knowledge.library.bases import assert_base_writable, load_base
 from knowledge.lifecycle.operations import DELETE_SUBTREE, idempotency_key
+from knowledge.principal import Principal
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -36,7 +37,7 @@ class RevertResult:
 
 def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
     """Undo a completed run as a group: one audited transaction (its items ``deleting``, cleanup queued)."""
-    require_person(principal, "revert")
+    require_person_for_run(principal, "revert")
     with quire.db.write() as conn:
         run = load_run(conn, run_id)
         if run is None:

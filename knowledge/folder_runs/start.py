@@ -17,10 +17,11 @@ from knowledge.errors import Conflict, InvalidInput
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
 from knowledge.folder_runs.ledger import size_and_counts, transition
 from knowledge.folder_runs.preview import Preview, build_preview
-from knowledge.folder_runs.principal import Principal, require_person
+from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.folder_runs.rules import JOB_TYPE
 from knowledge.library import audit
 from knowledge.library.bases import Base
+from knowledge.principal import Principal
 from knowledge.store.schema_runs import (
     folder_run_sources,
     folder_runs,
@@ -59,9 +60,12 @@ def start_run(
     folder: str | os.PathLike[str],
     *,
     key: str | None = None,
+    proposed_by: str | None = None,
 ) -> StartResult:
-    """Create (or replay) a run over ``folder`` into ``base_ref``; see the module docstring for the order."""
-    require_person(principal, "start")
+    """Create (or replay) a run over ``folder`` into ``base_ref``; see the module docstring for the order.
+
+    ``proposed_by`` names the agent whose proposal the person approved (kept in the created entry)."""
+    require_person_for_run(principal, "start")
     if key is not None and not (1 <= len(key.strip()) <= 200):
         raise InvalidInput("an idempotency key is 1 to 200 characters")
     key = key.strip() if key is not None else f"run-{uuid.uuid4().hex}"
@@ -76,7 +80,7 @@ def start_run(
         existing = conn.execute(select(folder_runs).where(folder_runs.c.idempotency_key == key)).first()
         if existing is not None:
             return _replay(conn, existing, fingerprint, plan, key)
-        return _create(quire, conn, base, plan, principal, key, fingerprint)
+        return _create(quire, conn, base, plan, principal, key, fingerprint, proposed_by)
 
 
 def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: str) -> StartResult:
@@ -94,7 +98,14 @@ def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: st
 
 
 def _create(
-    quire: Quire, conn: Connection, base: Base, plan: Preview, principal: Principal, key: str, fingerprint: str
+    quire: Quire,
+    conn: Connection,
+    base: Base,
+    plan: Preview,
+    principal: Principal,
+    key: str,
+    fingerprint: str,
+    proposed_by: str | None,
 ) -> StartResult:
     now = time.time()
     pk = conn.execute(
@@ -142,6 +153,7 @@ def _create(
             **size_and_counts(conn, run_id, len(plan.eligible)),
             "walked": plan.walked,
             "unreadable_folders": len(plan.unreadable_folders),
+            **({"proposed_by": proposed_by} if proposed_by else {}),
         },
         values={"job_id": job.job_id},
     )

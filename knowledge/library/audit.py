@@ -34,9 +34,20 @@ RUN_FAILED = "ingest.folder_run.failed"
 RUN_REVERTED = "ingest.folder_run.reverted"
 BATCH_COMMITTED = "ingest.batch.committed"
 WALK_UNREADABLE = "ingest.folder_run.unreadable_folder"  # a read entry
+# Agents (MCP, knowledge.agents): calls they made, proposals they filed, what a person decided.
+AGENT_CALL = "agent.call"
+PROPOSAL_FILED = "agent.proposal.filed"
+PROPOSAL_ACCEPTED = "agent.proposal.accepted"
+PROPOSAL_DISMISSED = "agent.proposal.dismissed"
+AGENT_ACCESS_CHANGED = "agent.access.changed"
+AGENT_TOKEN_REVOKED = "agent.token.revoked"
+AGENT_ACTIONS = frozenset(
+    {AGENT_CALL, PROPOSAL_FILED, PROPOSAL_ACCEPTED, PROPOSAL_DISMISSED, AGENT_ACCESS_CHANGED, AGENT_TOKEN_REVOKED}
+)
 
-ACTIONS = frozenset(
-    {RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, BATCH_COMMITTED, WALK_UNREADABLE}
+ACTIONS = (
+    frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, BATCH_COMMITTED, WALK_UNREADABLE})
+    | AGENT_ACTIONS
 )
 READ_ACTIONS = frozenset({WALK_UNREADABLE})
 SYSTEM_ACTOR = "system"

@@ -20,6 +20,7 @@ from jobs.schema import jobs
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.library import blobs, index
 from knowledge.library.ids import BaseId
+from knowledge.principal import require_person
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, identities, items
 
@@ -168,6 +169,7 @@ def create_base(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
 ) -> Base:
+    require_person("create a knowledge base")
     clean = _validate_name(name)
     if not 16 <= chunk_size <= 254:
         raise InvalidInput("chunk size must be between 16 and 254 tokens (the model reads at most 256)")
@@ -202,6 +204,7 @@ def create_base(
 
 
 def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
+    require_person("rename a knowledge base")
     clean = _validate_name(new_name)
     try:
         with db.write() as conn:
@@ -213,6 +216,7 @@ def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
 
 
 def set_locked(db: Database, ref: str | int, locked: bool) -> Base:
+    require_person("lock or unlock a knowledge base")
     with db.write() as conn:
         base = resolve_base(conn, ref)
         conn.execute(update(bases).where(bases.c.id == base.id).values(locked=int(locked), updated_at=time.time()))
@@ -235,6 +239,7 @@ def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path)
     cancelled in the same transaction, so none of them can write into a base that no longer exists.
     Owned files no other base references are purged in the same transaction.
     """
+    require_person("delete a knowledge base")
     with db.write() as conn:
         base = resolve_base(conn, ref)
         queue.cancel_base(conn, base.id)

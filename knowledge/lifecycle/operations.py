@@ -36,6 +36,7 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.principal import require_person
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def _plan(inp: ItemInput) -> _Planned:
 
 
 def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *, owner: str | None = None) -> Changes:
+    require_person("add items")  # an agent proposes instead (knowledge.agents.proposals)
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
@@ -273,6 +275,7 @@ def _fail_unscheduled(quire: Quire, item_ids: Sequence[ItemId], changes: Changes
 
 
 def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> Changes:
+    require_person("delete items")
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_writable(base)
@@ -307,6 +310,7 @@ def assert_subtrees_can_reindex(conn: Connection, roots: Sequence[tree.Item]) ->
 
 
 def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> Changes:
+    require_person("reindex items")
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_can_run_runtime_operation(base)

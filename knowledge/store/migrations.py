@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from knowledge.store import schema, schema_runs
+from knowledge.store import schema, schema_agents, schema_runs
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
 
@@ -74,6 +74,11 @@ def _items_updated_index(conn: Connection) -> None:
     poll scans the whole base (measured ~26 ms at 100k items)."""
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_updated ON items (base_id, updated_at)")
 
+def _agent_proposals(conn: Connection) -> None:
+    """Pending proposals agents file and a person accepts or dismisses (frozen DDL, issue 13)."""
+    for ddl in schema_agents.AGENT_PROPOSALS_DDL:
+        conn.exec_driver_sql(ddl)
+
 
 def _search_vectors(conn: Connection) -> None:
     """A float16 copy of every chunk's vector in ``chunks.vector_f16``, read by the in-memory search
@@ -111,6 +116,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0005_items_parent_index", _items_parent_index),
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
+    Migration("0008_agent_proposals", _agent_proposals),
 ]
 
 

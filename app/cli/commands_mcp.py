@@ -1,0 +1,102 @@
+"""Agent commands: ``mcp`` (serve the bases to AI agents) and ``proposals list|accept|dismiss`` (a person's).
+
+``quire mcp`` serves over stdio (what Claude Desktop and editors launch) or, with ``--http PORT``, over
+Streamable HTTP on 127.0.0.1 with the data directory's bearer token. It refuses (exit 5) while agent
+access is off for the data directory; ``--enable`` / ``--disable`` switch it (a person only, like the
+window's Agent access page). ``--print-config`` is the only command that prints the token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from app.cli.commands_core import opened
+from app.cli.commands_runs import principal_of
+from app.cli.main import Output, UsageError
+from knowledge.agents import access, proposals
+from knowledge.errors import Forbidden
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("mcp", parents=[common], help="serve the knowledge bases to AI agents (MCP)")
+    p.add_argument("--agent", help="the agent name every call is recorded under (default: the client's name)")
+    p.add_argument("--http", type=int, metavar="PORT", help="Streamable HTTP on 127.0.0.1:PORT (token required)")
+    p.add_argument("--print-config", action="store_true", help="print the client configuration (with the token)")
+    switch = p.add_mutually_exclusive_group()
+    switch.add_argument("--enable", action="store_true", help="turn agent access on for this data directory")
+    switch.add_argument("--disable", action="store_true", help="turn agent access off")
+    p.add_argument("--revoke-token", action="store_true", help="replace the HTTP token (old clients are refused)")
+    p.set_defaults(func=cmd_mcp)
+
+    prop = sub.add_parser("proposals", parents=[common], help="agents' proposals: list, accept, dismiss")
+    psub = prop.add_subparsers(dest="proposals_command", metavar="ACTION", parser_class=type(prop))
+    psub.required = True
+    q = psub.add_parser("list", parents=[common], help="pending proposals (--all: every proposal)")
+    q.add_argument("--all", action="store_true")
+    q.add_argument("--limit", type=int, default=200)
+    q.set_defaults(func=cmd_proposals_list)
+    for action, fn in (("accept", cmd_proposals_accept), ("dismiss", cmd_proposals_dismiss)):
+        q = psub.add_parser(action, parents=[common], help=f"{action} a pending proposal")
+        q.add_argument("proposal", type=int)
+        q.set_defaults(func=fn)
+
+
+def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
+    if args.http is not None and not 1 <= args.http <= 65535:
+        raise UsageError("--http takes a port between 1 and 65535")
+    with opened(args) as quire:
+        if args.enable or args.disable:
+            on = access.set_enabled(quire, principal_of(args), bool(args.enable))
+            out.emit({"enabled": on}, f"agent access is {'on' if on else 'off'} for {quire.data_dir}")
+        if args.revoke_token:
+            access.revoke_token(quire, principal_of(args))
+            out.emit({"revoked": True}, "token replaced; clients using the old one are refused")
+        if args.print_config:
+            config = access.client_config(
+                Path(args.data_dir), port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
+            )
+            out.emit({**config, "enabled": access.is_enabled(quire)}, lambda d: json.dumps(d, indent=2))
+        if args.enable or args.disable or args.revoke_token or args.print_config:
+            return 0
+        if not access.is_enabled(quire):
+            raise Forbidden(
+                "agent access is off for this data directory; turn it on in the window (Agent access) "
+                "or with `quire mcp --enable`"
+            )
+        from knowledge.agents import server
+
+        if args.http is not None:
+            server.serve_http(quire, args.http, agent=args.agent)
+        else:
+            server.QuireMCP(quire, agent=args.agent, require_enabled=True).server.run("stdio")
+    return 0
+
+
+def _proposal_line(p: dict[str, Any]) -> str:
+    what = p["folder"] or p["note_title"]
+    return f"{p['id']:>5} {p['status']:<9} {p['kind']:<10} {p['proposed_by']:<24} {p['base_name']}  {what}"
+
+
+def cmd_proposals_list(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        found = proposals.list_proposals(quire, status=None if args.all else "pending", limit=args.limit)
+    rows = [p.as_dict() for p in found]
+    out.emit({"proposals": rows}, lambda d: "\n".join(_proposal_line(p) for p in d["proposals"]) or "no proposals")
+    return 0
+
+
+def cmd_proposals_accept(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        decision = proposals.accept_proposal(quire, principal_of(args), args.proposal)
+    out.emit(decision.as_dict(), lambda d: f"proposal {args.proposal} accepted; `quire worker` does the work")
+    return 0
+
+
+def cmd_proposals_dismiss(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        proposals.dismiss_proposal(quire, principal_of(args), args.proposal)
+    out.emit({"proposal": args.proposal, "status": "dismissed"}, f"proposal {args.proposal} dismissed")
+    return 0

@@ -1,0 +1,349 @@
+"""``quire mcp``: the knowledge bases served to AI agents over MCP (official SDK, ``mcp`` 2.x).
+
+Contract
+* Every tool call and resource read acts as an **agent principal** (``--agent NAME``, else the name the
+  client gives, else ``mcp-client``) inside :func:`acting_as`, so the operations layer refuses any
+  write whatever a handler does; there is no way to act as a person through this server. The only
+  things an agent can file are proposals (``knowledge.agents.proposals``), which a person decides.
+* Answers are bounded (``reads.LIMITS``), calls are rate-limited per agent (a token bucket), and every
+  tool call is audited as ``agent.call`` (tool and outcome, never arguments).
+* Errors are clear MCP errors: a knowledge error becomes a tool error (``isError``) or a resource error
+  carrying its code and message; anything unexpected is logged here and answered with a generic
+  message, so no stack trace and no path of another base ever reaches the client.
+* HTTP (:func:`serve_http`) binds 127.0.0.1 only and requires the data directory's bearer token
+  (``knowledge.agents.tokens``), re-read on every request so revocation applies at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+
+from knowledge.agents import access, proposals, reads
+from knowledge.errors import Forbidden, KnowledgeError, NotFound
+from knowledge.library.bases import list_bases
+from knowledge.principal import Principal, acting_as
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from knowledge.runtime import Quire
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_AGENT = "mcp-client"
+HOST = "127.0.0.1"
+INSTRUCTIONS = (
+    "Quire's local knowledge bases. Read with list_bases, search, read, list_items and status; cite chunks by "
+    "their citation id. You cannot change anything: propose_folder_run and propose_note file a proposal that "
+    "a person accepts or dismisses in Quire."
+)
+
+
+@dataclass
+class RateLimit:
+    """A token bucket per agent: ``burst`` calls at once, refilled at ``per_second``."""
+
+    per_second: float = 10.0
+    burst: int = 40
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, who: str, now: float | None = None) -> float:
+        """0 if the call may go ahead, else the seconds to wait before the next one would."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, last = self._buckets.get(who, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.per_second)
+            if tokens < 1.0:
+                self._buckets[who] = (tokens, now)
+                return (1.0 - tokens) / self.per_second
+            self._buckets[who] = (tokens - 1.0, now)
+            return 0.0
+
+
+def clean_agent_name(name: str | None) -> str:
+    """A short, printable agent name (it ends up in audit entries and the window)."""
+    cleaned = re.sub(r"[^A-Za-z0-9 ._@-]+", "-", (name or "").strip())[:64].strip(" -")
+    return cleaned or DEFAULT_AGENT
+
+
+def _client_name(ctx: Context[Any, Any] | None) -> str | None:
+    """The name the client gave in its handshake, when the transport carries one."""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+    except Exception:  # outside a request, or a transport without a session handshake
+        return None
+    info = getattr(params, "client_info", None)
+    return getattr(info, "name", None)
+
+
+def _knowledge_message(exc: KnowledgeError) -> str:
+    return f"{exc.code}: {exc}"
+
+
+class QuireMCP:
+    """The MCP server of one open data directory."""
+
+    def __init__(
+        self,
+        quire: Quire,
+        *,
+        agent: str | None = None,
+        rate: RateLimit | None = None,
+        require_enabled: bool = False,
+        **server_options: Any,
+    ) -> None:
+        """``require_enabled``: refuse every call while agent access is off (``quire mcp`` sets it, so
+        turning access off in the window stops a running server too)."""
+        self.quire = quire
+        self.require_enabled = require_enabled
+        self.agent = clean_agent_name(agent) if agent else None
+        self.rate = rate or RateLimit()
+        self.server: MCPServer[Any] = MCPServer(
+            "quire", instructions=INSTRUCTIONS, log_level="WARNING", **server_options
+        )
+        self._add_tools()
+        self._add_resources()
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def principal(self, ctx: Context[Any, Any] | None) -> Principal:
+        return Principal.agent(self.agent or clean_agent_name(_client_name(ctx)))
+
+    def _refuse_if_off(self) -> None:
+        if self.require_enabled and not access.is_enabled(self.quire):
+            raise Forbidden("agent access is off for this data directory; a person can turn it on in Quire")
+
+    def _call(self, ctx: Context[Any, Any] | None, tool: str, fn: Callable[[], T]) -> T:
+        who = self.principal(ctx)
+        wait = self.rate.take(who.label)
+        if wait > 0:
+            raise ToolError(f"rate_limited: too many calls from {who.name}; retry in {wait:.1f} s")
+        try:
+            self._refuse_if_off()
+        except KnowledgeError as exc:
+            raise ToolError(_knowledge_message(exc)) from None
+        ok = False
+        try:
+            with acting_as(who):
+                result = fn()
+            ok = True
+            return result
+        except KnowledgeError as exc:
+            raise ToolError(_knowledge_message(exc)) from None
+        except ToolError:
+            raise
+        except Exception:
+            log.exception("MCP tool %s failed", tool)
+            raise ToolError("internal_error: Quire could not answer this call; its log has the details") from None
+        finally:
+            self._audit(who, tool, ok)
+
+    def _audit(self, who: Principal, tool: str, ok: bool) -> None:
+        try:
+            access.record_call(self.quire, who, tool, ok)
+        except Exception:  # an audit hiccup (a busy database) must not turn an answer into an error
+            log.warning("could not record an agent call in the audit log", exc_info=True)
+
+    def _read(self, fn: Callable[[], dict[str, Any]]) -> str:
+        who = self.principal(None)
+        if self.rate.take(who.label) > 0:
+            raise ResourceError("rate_limited: too many calls; retry shortly")
+        try:
+            self._refuse_if_off()
+            with acting_as(who):
+                return json.dumps(fn(), default=str)
+        except NotFound as exc:
+            raise ResourceNotFoundError(_knowledge_message(exc)) from None
+        except KnowledgeError as exc:
+            raise ResourceError(_knowledge_message(exc)) from None
+        except Exception:
+            log.exception("MCP resource read failed")
+            raise ResourceError("internal_error: Quire could not read this resource") from None
+
+    # -- tools -------------------------------------------------------------------------------------
+
+    def _add_tools(self) -> None:
+        q = self.quire
+        mcp = self.server
+
+        @mcp.tool(description="The knowledge bases: id, name, status (ok/failed), locked, item counts.")
+        def list_bases(ctx: Context[Any, Any]) -> dict[str, Any]:
+            return self._call(ctx, "list_bases", lambda: {"bases": reads.bases_overview(q)})
+
+        @mcp.tool(
+            description=(
+                "Search one knowledge base. mode: hybrid (default), vector or keyword. limit: 1-25. subtree: an "
+                "item id (a folder) to search under. Each hit has the chunk text, its item, source path, "
+                "page/line location, score and a stable citation id."
+            )
+        )
+        def search(
+            ctx: Context[Any, Any],
+            base: str,
+            query: str,
+            mode: str = "hybrid",
+            limit: int = 10,
+            subtree: int | None = None,
+        ) -> dict[str, Any]:
+            return self._call(
+                ctx, "search", lambda: reads.search_base(q, base, query, mode=mode, limit=limit, subtree=subtree)
+            )
+
+        @mcp.tool(
+            description=(
+                "Read from a knowledge base: give chunk (a chunk id from search) to get it with up to `neighbours` "
+                "(0-3) chunks on each side, or item (a completed file or note) to get its text one page at a time."
+            )
+        )
+        def read(
+            ctx: Context[Any, Any],
+            base: str,
+            chunk: int | None = None,
+            item: int | None = None,
+            neighbours: int = 1,
+            page: int = 0,
+        ) -> dict[str, Any]:
+            def answer() -> dict[str, Any]:
+                if (chunk is None) == (item is None):
+                    raise ToolError("invalid_input: give exactly one of chunk or item")
+                if chunk is not None:
+                    return reads.read_chunk(q, base, chunk, neighbours=neighbours)
+                assert item is not None
+                return reads.read_item_text(q, base, item, page=page)
+
+            return self._call(ctx, "read", answer)
+
+        @mcp.tool(
+            description=(
+                "A folder's children (folder: an item id; none for the top level) with status and failure reason, "
+                "folders first then by name. limit 1-100; pass next_cursor back as cursor for the next page."
+            )
+        )
+        def list_items(
+            ctx: Context[Any, Any], base: str, folder: int | None = None, cursor: str | None = None, limit: int = 50
+        ) -> dict[str, Any]:
+            return self._call(
+                ctx, "list_items", lambda: reads.list_children(q, base, folder=folder, cursor=cursor, limit=limit)
+            )
+
+        @mcp.tool(description="Jobs in flight and failed items with reasons, for one base or all of them.")
+        def status(ctx: Context[Any, Any], base: str | None = None) -> dict[str, Any]:
+            return self._call(ctx, "status", lambda: reads.status(q, base))
+
+        @mcp.tool(
+            description=(
+                "Propose ingesting a local folder into a base as one folder run. Returns the preview (eligible and "
+                "ineligible files with reasons, the cap) and files a pending proposal; nothing is added until a "
+                "person starts the run in Quire."
+            )
+        )
+        def propose_folder_run(ctx: Context[Any, Any], base: str, folder: str) -> dict[str, Any]:
+            def answer() -> dict[str, Any]:
+                proposal, plan = proposals.propose_folder_run(q, self.principal(ctx), base, folder)
+                preview = proposals.agent_preview(plan.as_dict())
+                return {"proposal_id": proposal.id, "status": proposal.status, "preview": preview}
+
+            return self._call(ctx, "propose_folder_run", answer)
+
+        @mcp.tool(description="Propose adding a text note to a base; a person accepts or dismisses it in Quire.")
+        def propose_note(ctx: Context[Any, Any], base: str, text: str, title: str | None = None) -> dict[str, Any]:
+            def answer() -> dict[str, Any]:
+                proposal = proposals.propose_note(q, self.principal(ctx), base, text, title)
+                return {"proposal_id": proposal.id, "status": proposal.status, "preview": proposal.preview}
+
+            return self._call(ctx, "propose_note", answer)
+
+    # -- resources ---------------------------------------------------------------------------------
+
+    def _add_resources(self) -> None:
+        q = self.quire
+        mcp = self.server
+
+        @mcp.resource("quire://bases", name="bases", mime_type="application/json", description="All bases")
+        def bases_resource() -> str:
+            return self._read(lambda: {"bases": [reads.base_view(b) for b in list_bases(q.db)]})
+
+        @mcp.resource("quire://bases/{base}", name="base", mime_type="application/json", description="One base")
+        def base_resource(base: str) -> str:
+            return self._read(lambda: reads.base_resource(q, base))
+
+        @mcp.resource(
+            "quire://items/{base}/{item}", name="item", mime_type="application/json", description="One item"
+        )
+        def item_resource(base: str, item: str) -> str:
+            return self._read(lambda: reads.item_resource(q, base, _as_id(item, "item")))
+
+        @mcp.resource(
+            "quire://chunks/{base}/{chunk}",
+            name="chunk",
+            mime_type="application/json",
+            description="One chunk with its neighbours",
+        )
+        def chunk_resource(base: str, chunk: str) -> str:
+            return self._read(lambda: reads.read_chunk(q, base, _as_id(chunk, "chunk"), neighbours=1))
+
+
+def _as_id(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise NotFound(f"{what} {text!r} not found")
+    return int(text)
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+
+class DataDirTokenVerifier:
+    """Bearer tokens checked against the data directory's token file on every request."""
+
+    def __init__(self, quire: Quire) -> None:
+        self.quire = quire
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        from knowledge.agents import tokens
+
+        if not tokens.verify(self.quire.data_dir, token):
+            return None
+        return AccessToken(token="<redacted>", client_id="quire-http", scopes=[])
+
+
+def http_app(quire: Quire, port: int, *, agent: str | None = None, rate: RateLimit | None = None) -> Starlette:
+    """The Streamable HTTP app: bearer token required, for a server bound to 127.0.0.1."""
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
+
+    url = f"http://{HOST}:{port}"
+    holder = QuireMCP(
+        quire,
+        agent=agent,
+        rate=rate,
+        require_enabled=True,
+        token_verifier=DataDirTokenVerifier(quire),
+        auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=AnyHttpUrl(f"{url}/mcp")),
+    )
+    return holder.server.streamable_http_app(host=HOST)
+
+
+def serve_http(quire: Quire, port: int, *, agent: str | None = None) -> None:
+    """Serve until interrupted, on 127.0.0.1 only (never another interface)."""
+    import uvicorn
+
+    from knowledge.agents import tokens
+
+    tokens.ensure_token(quire.data_dir)  # a token file removed by hand is replaced, never "no token needed"
+    app = http_app(quire, port, agent=agent)
+    log.warning("Quire MCP server on http://%s:%d/mcp (bearer token required)", HOST, port)
+    uvicorn.run(app, host=HOST, port=port, log_level="warning", access_log=False)
