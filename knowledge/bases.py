@@ -21,6 +21,7 @@ from knowledge import blobs, index
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, identities, items
+from knowledge.store.schema_portable import base_imports
 
 INGEST_AGENT_NAME = "ingest-agent"
 DEFAULT_CHUNK_SIZE = 254  # model max 256 tokens, less [CLS] and [SEP]
@@ -93,13 +94,18 @@ def load_base(conn: Connection, base_id: int) -> Base:
     return Base.from_row(row)
 
 
+def _visible() -> Any:
+    """Bases not being imported: a half-imported base is never listed, found, searched or changed."""
+    return bases.c.id.not_in(select(base_imports.c.base_id))
+
+
 def resolve_base(conn: Connection, ref: str | int) -> Base:
-    """A base by id or by name (names are case-insensitive)."""
+    """A base by id or by name (names are case-insensitive); bases being imported are not found."""
     if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        row = conn.execute(select(bases).where(bases.c.id == int(ref))).first()
+        row = conn.execute(select(bases).where(bases.c.id == int(ref), _visible())).first()
         if row is not None:
             return Base.from_row(row)
-    row = conn.execute(select(bases).where(func.lower(bases.c.name) == str(ref).lower())).first()
+    row = conn.execute(select(bases).where(func.lower(bases.c.name) == str(ref).lower(), _visible())).first()
     if row is None:
         raise NotFound(f"knowledge base {ref!r} not found")
     return Base.from_row(row)
@@ -107,7 +113,7 @@ def resolve_base(conn: Connection, ref: str | int) -> Base:
 
 def list_bases(db: Database) -> list[Base]:
     with db.read() as conn:
-        return [Base.from_row(r) for r in conn.execute(select(bases).order_by(bases.c.name)).all()]
+        return [Base.from_row(r) for r in conn.execute(select(bases).where(_visible()).order_by(bases.c.name)).all()]
 
 
 def get_base(db: Database, ref: str | int) -> Base:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # Modules that add job types and repair scans: each exposes ``register(quire: Quire) -> None``.
 # Kept as a list so feature packages plug in without the runtime importing their heavy dependencies.
-JOB_MODULES: list[str] = ["knowledge.knowledge_jobs", "knowledge.folder_runs"]
+JOB_MODULES: list[str] = ["knowledge.knowledge_jobs", "knowledge.folder_runs", "knowledge.portable.import_"]
 
 
 @dataclass
@@ -54,8 +54,7 @@ class Quire:
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False, register_jobs: bool = True) -> Quire:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        db = Database.in_dir(data_dir)
+        db = Database.in_dir(data_dir)  # creates the directory owner-only
         migrate(db)
         transport = Transport(lambda: apsw_dbapi.Connection(open_raw_connection(db.path)))
         registry = Registry()

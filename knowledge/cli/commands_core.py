@@ -116,8 +116,13 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
     import apsw
     import sqlalchemy
 
+    from knowledge.portable import diagnose
     from knowledge.store.migrations import applied_migrations
 
+    diagnosis = diagnose.preflight(Path(args.data_dir))  # read-only: never opens the file for writing
+    if not diagnosis.ok:
+        out.emit({"ok": False, "data_dir": str(args.data_dir), **diagnosis.as_dict()}, _diagnosis_text)
+        return 1
     with opened(args) as quire, quire.db.read() as conn:
         integrity = conn.exec_driver_sql("PRAGMA integrity_check").scalar()
         vec_version = conn.exec_driver_sql("SELECT vec_version()").scalar()
@@ -139,10 +144,18 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         "model_path": _model_path(),
         "cpu_count": os.cpu_count(),
     }
+    report["privacy"] = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
     ok = integrity == "ok"
     report["ok"] = ok
     out.emit(report, lambda d: "\n".join(f"{k:>14}: {v}" for k, v in d.items()))
     return 0 if ok else 1
+
+
+def _diagnosis_text(d: dict[str, Any]) -> str:
+    lines = [f"problem: {d['message']}"]
+    lines += [f"  integrity: {p}" for p in d["integrity"][:20]]
+    lines += [f"  way back: {w}" for w in d["ways_back"]]
+    return "\n".join(lines)
 
 
 def _quire_version() -> str:

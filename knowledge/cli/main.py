@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "knowledge.cli.commands_core",
     "knowledge.cli.commands_knowledge",
     "knowledge.cli.commands_runs",
+    "knowledge.cli.commands_portable",
 ]
 
 

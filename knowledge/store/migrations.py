@@ -18,7 +18,7 @@ from sqlalchemy import Connection, text
 
 from jobs import schema as jobs_schema
 from jobs.transport import HUEY_DDL
-from knowledge.store import schema, schema_runs
+from knowledge.store import schema, schema_portable, schema_runs
 from knowledge.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,12 @@ def _search_vectors(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
 
 
+def _base_imports(conn: Connection) -> None:
+    """Imports in progress (``knowledge.portable``): a base being imported stays hidden until done."""
+    for ddl in schema_portable.BASE_IMPORTS_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -116,6 +122,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0005_items_parent_index", _items_parent_index),
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
+    Migration("0008_base_imports", _base_imports),
 ]
 
 
