@@ -97,6 +97,10 @@ def _open_export(path: Path) -> apsw.Connection:
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except apsw.Error:
+        with open(path, "rb") as f:
+            header = f.read(16)
+        if header == b"SQLite format 3\x00":  # a database, cut short or overwritten
+            raise ImportRefused("damaged", f"{path.name} is damaged (truncated or overwritten); export again") from None
         raise ImportRefused("not_an_export", f"{path.name} is not a Quire base export (not a database)") from None
     return conn
 
