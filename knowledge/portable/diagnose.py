@@ -74,13 +74,35 @@ def check_database(db_path: Path) -> Diagnosis:
     try:
         try:
             problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(100)")]
-        except apsw.Error as exc:
-            return _damaged(db_path, [str(exc)], [])
+        except apsw.Error as exc:  # the check itself stopped on the damage: check table by table
+            problems, tables = _table_by_table(conn)
+            return _damaged(db_path, [str(exc), *problems], tables)
         if problems == ["ok"]:
             return Diagnosis(True, integrity=problems)
         return _damaged(db_path, problems, _tables_named(conn, problems))
     finally:
         conn.close()
+
+
+def _table_by_table(conn: apsw.Connection) -> tuple[list[str], list[str]]:
+    """``PRAGMA integrity_check(TABLE)`` and a full read of each table, one at a time."""
+    try:
+        names = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except apsw.Error as exc:
+        return [f"the schema cannot be read: {exc}"], ["sqlite_master (the schema itself)"]
+    problems: list[str] = []
+    damaged: list[str] = []
+    for name in names:
+        quoted = name.replace('"', '""')
+        try:
+            found = [str(r[0]) for r in conn.execute(f'PRAGMA integrity_check("{quoted}")')]
+            conn.execute(f'SELECT count(*) FROM "{quoted}"').fetchall()
+        except apsw.Error as exc:
+            found = [str(exc)]
+        if found != ["ok"]:
+            damaged.append(name)
+            problems.extend(f"{name}: {line}" for line in found[:5])
+    return problems, damaged
 
 
 def _tables_named(conn: apsw.Connection, problems: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ from knowledge.errors import Conflict, NotFound
 from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import ImportRefused, import_base, validate_export
-from knowledge.portable.relocate import NOT_ON_THIS_MACHINE, relocate_base
+from knowledge.portable.relocate import NOT_ON_THIS_MACHINE
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.portable.helpers import base_content, synthetic_base, table_counts

@@ -1,0 +1,205 @@
+"""Owner-only by default; online backups and restores; doctor on widened, damaged and unusable data dirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from sqlalchemy import text
+
+from knowledge import blobs
+from knowledge.portable.backup import BackupRefused, backup_data_dir, check_backup, restore_backup
+from knowledge.portable.export import export_base
+from knowledge.runtime import Quire
+from knowledge.store.database import DB_FILENAME
+from tests.conftest import quire_cli
+from tests.portable.helpers import base_content, synthetic_base
+
+
+@pytest.fixture(autouse=True)
+def desktop_umask() -> Iterator[None]:
+    """A typical desktop umask (022): without care, new files would be world-readable."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _all_private(root: Path) -> list[str]:
+    """Paths under root (itself included) that group or others can read; empty when all is private."""
+    wide = [str(root)] if _mode(root) & 0o077 else []
+    for p in root.rglob("*"):
+        if _mode(p) & 0o077:
+            wide.append(f"{p} {oct(_mode(p))}")
+    return wide
+
+
+def test_fresh_data_dir_database_wal_and_blobs_are_owner_only(tmp_path: Path) -> None:
+    data_dir = tmp_path / "nested" / "data"
+    quire = Quire.open(data_dir)
+    try:
+        synthetic_base(quire, "kb", files=3, chunks_per_file=2)
+        assert (data_dir / f"{DB_FILENAME}-wal").exists()  # open: the WAL is there, and private too
+        assert _mode(data_dir) == 0o700
+        assert _mode(data_dir.parent) == 0o700
+        assert _mode(data_dir / DB_FILENAME) == 0o600
+        assert list((data_dir / "blobs").rglob("*"))
+        assert _all_private(data_dir) == []
+    finally:
+        quire.close()
+
+
+def test_export_and_backup_are_owner_only(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=3, chunks_per_file=2)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    result = export_base(quire, "kb", shared / "kb.quirebase")
+    assert _mode(Path(result.path)) == 0o600
+    backup = backup_data_dir(quire, shared / "backups")
+    assert _all_private(Path(backup.path)) == []
+    assert backup.blobs == 3
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[Quire]:
+    """A data directory Quire created itself (the shared fixture's directory is made by the test harness)."""
+    q = Quire.open(tmp_path / "fresh")
+    yield q
+    q.close()
+
+
+def test_doctor_flags_a_widened_data_dir_and_backup(fresh: Quire, tmp_path: Path) -> None:
+    quire = fresh
+    synthetic_base(quire, "kb", files=2, chunks_per_file=2)
+    backup = Path(backup_data_dir(quire, tmp_path / "backups").path)
+    clean = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    assert clean["ok"] and clean["privacy"] == []
+    os.chmod(quire.data_dir, 0o755)
+    os.chmod(quire.data_dir / DB_FILENAME, 0o644)
+    os.chmod(backup, 0o755)
+    report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    by_what = {w["what"]: w for w in report["privacy"]}
+    assert set(by_what) == {"data directory", "backup"}
+    assert DB_FILENAME in by_what["data directory"]["readable_by_others"]
+    assert by_what["data directory"]["fix"].startswith("chmod -R go-rwx")
+    # the advice works
+    os.system(by_what["data directory"]["fix"])  # the exact command doctor tells people to run
+    os.system(by_what["backup"]["fix"])
+    assert json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)["privacy"] == []
+
+
+def test_backup_while_writing_restores_to_the_same_content(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=8, chunks_per_file=3)
+    before = base_content(quire, "kb")
+    done = quire_cli("--json", "backup", str(tmp_path / "backups"), data_dir=quire.data_dir)
+    assert done.returncode == 0, done.stderr
+    backup = Path(json.loads(done.stdout)["path"])
+    synthetic_base(quire, "later", files=2, chunks_per_file=2, seed=9)  # after the backup: not in it
+    checked = check_backup(backup)
+    assert checked.integrity == "ok" and checked.blobs_missing == []
+    target = tmp_path / "restored"
+    restored = quire_cli("--json", "restore", str(backup), data_dir=target)
+    assert restored.returncode == 0, restored.stderr
+    again = Quire.open(target)
+    try:
+        assert base_content(again, "kb") == before
+        assert [b for b in json.loads(quire_cli("--json", "base", "list", data_dir=target).stdout)["bases"]]
+        assert {
+            b["name"] for b in json.loads(quire_cli("--json", "base", "list", data_dir=target).stdout)["bases"]
+        } == {"kb"}
+        for sha in (r[7] for r in before["items"] if r[7]):
+            assert blobs.blob_path(again.blobs_dir, sha).is_file()
+    finally:
+        again.close()
+    assert _all_private(target) == []
+
+
+def test_restore_refuses_a_non_empty_dir_without_force(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=2, chunks_per_file=2)
+    backup = Path(backup_data_dir(quire, tmp_path / "backups").path)
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("mine")
+    refused = quire_cli("--json", "restore", str(backup), data_dir=occupied)
+    assert refused.returncode == 4
+    assert (occupied / "keep.txt").read_text() == "mine" and not (occupied / DB_FILENAME).exists()
+    forced = restore_backup(backup, occupied, force=True)
+    assert (Path(forced["moved_aside"]) / "keep.txt").read_text() == "mine"
+    assert (occupied / DB_FILENAME).exists()
+
+
+def test_a_damaged_backup_is_refused(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=2, chunks_per_file=2)
+    backup = Path(backup_data_dir(quire, tmp_path / "backups").path)
+    db = backup / DB_FILENAME
+    with open(db, "r+b") as f:
+        f.truncate(db.stat().st_size // 2)
+    with pytest.raises(BackupRefused, match="damaged"):
+        check_backup(backup)
+    assert not (tmp_path / "target").exists() or not any((tmp_path / "target").iterdir())
+
+
+def _damage_a_table(db_path: Path) -> None:
+    """Overwrite the pages of the chunks table's b-tree with noise (what a torn copy looks like)."""
+    conn = apsw.Connection(str(db_path))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    page_size = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'").fetchall()[0][0]
+    conn.close()
+    with open(db_path, "r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(bytes((n * 37) % 251 for n in range(page_size)))
+
+
+def test_doctor_diagnoses_a_damaged_database_without_changing_it(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=30, chunks_per_file=6)
+    backup_data_dir(quire, tmp_path / "backups")
+    data_dir = quire.data_dir
+    quire.close()
+    _damage_a_table(data_dir / DB_FILENAME)
+    damaged = (data_dir / DB_FILENAME).read_bytes()
+    done = quire_cli("--json", "doctor", data_dir=data_dir)
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["problem"] == "damaged"
+    assert report["integrity"] and report["integrity"] != ["ok"]
+    assert "chunks" in report["damaged_tables"], report["integrity"][:5]
+    assert any("quire restore" in w and str(tmp_path / "backups") in w for w in report["ways_back"])
+    assert any(".recover" in w for w in report["ways_back"])
+    assert (data_dir / DB_FILENAME).read_bytes() == damaged  # never modified
+    text_out = quire_cli("doctor", data_dir=data_dir).stdout
+    assert "damaged" in text_out and "way back" in text_out
+
+
+def test_doctor_on_a_file_and_on_a_read_only_dir(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    done = quire_cli("--json", "doctor", data_dir=a_file)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["problem"] == "not_a_directory"
+    assert "is a file, not a folder" in report["message"] and "Errno" not in report["message"]
+    if os.geteuid() == 0:
+        pytest.skip("root can write anywhere: the read-only case cannot be shown as root")
+    locked = tmp_path / "locked"
+    Quire.open(locked).close()
+    os.chmod(locked, 0o500)
+    try:
+        report = json.loads(quire_cli("--json", "doctor", data_dir=locked).stdout)
+        assert report["problem"] == "read_only" and "Errno" not in report["message"]
+    finally:
+        os.chmod(locked, 0o700)
+
+
+def test_recorded_last_backup(quire: Quire, tmp_path: Path) -> None:
+    result = backup_data_dir(quire, tmp_path / "b")
+    with quire.db.read() as conn:
+        value = conn.execute(text("SELECT value FROM settings WHERE key = 'backup.last_path'")).scalar_one()
+    assert value == result.path
