@@ -40,6 +40,8 @@ class ScriptedPrompter:
     notes: list[tuple[str, str] | None] = field(default_factory=list)
     files: list[list[Path]] = field(default_factory=list)
     folders: list[Path | None] = field(default_factory=list)
+    save_files: list[Path | None] = field(default_factory=list)
+    open_files: list[Path | None] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
     opened: list[Path] = field(default_factory=list)
 
@@ -63,6 +65,14 @@ class ScriptedPrompter:
     def open_path(self, path: Path) -> bool:
         self.opened.append(path)
         return True
+
+    def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None:
+        self.asked.append(title)
+        return self.save_files.pop(0) if self.save_files else None
+
+    def choose_open_file(self, parent: QWidget, title: str) -> Path | None:
+        self.asked.append(title)
+        return self.open_files.pop(0) if self.open_files else None
 
 
 @pytest.fixture

@@ -1,0 +1,69 @@
+"""Export base… / Import base… in the bases sidebar: progress while it runs, a summary at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from knowledge.runtime import Quire
+from tests.app.conftest import ScriptedPrompter, WindowFactory
+from tests.portable.helpers import base_content, synthetic_base
+
+
+def test_export_then_import_from_the_sidebar(
+    qtbot: QtBot, open_window: WindowFactory, prompter: ScriptedPrompter, data_dir: Path, tmp_path: Path
+) -> None:
+    quire = Quire.open(data_dir)
+    try:
+        synthetic_base(quire, "Research", files=300, chunks_per_file=4)
+        expected = base_content(quire, "Research")
+    finally:
+        quire.close()
+    window = open_window()
+    panel = window.bases_panel
+    qtbot.waitUntil(lambda: [b.name for b in window.ctx.bases] == ["Research"], timeout=10_000)
+    window.ctx.select_base(window.ctx.bases[0])
+    assert panel.export_button.isEnabled()
+
+    shown: list[tuple[int, int]] = []
+    panel.progress.valueChanged.connect(lambda v: shown.append((v, panel.progress.maximum())))
+    file = tmp_path / "research.quirebase"
+    prompter.save_files = [file]
+    panel.export_button.click()
+    status = window.statusBar()
+    qtbot.waitUntil(lambda: "Exported 'Research'" in status.currentMessage(), timeout=60_000)
+    assert "301 items, 1200 chunks, 300 files" in status.currentMessage()
+    assert file.is_file()
+    assert not panel.progress.isVisible()
+    assert any(v > 0 for v, _m in shown)  # the bar moved while the export ran
+
+    # importing the same file here: the name is taken, so the window asks for another one
+    shown.clear()
+    prompter.open_files = [file]
+    prompter.texts = ["Research (copy)"]
+    panel.import_button.click()
+    qtbot.waitUntil(lambda: "Imported 'Research (copy)'" in status.currentMessage(), timeout=60_000)
+    assert "301 items, 1200 chunks, searchable now" in status.currentMessage()
+    assert prompter.asked.count("Import knowledge base") == 2  # the file, then the new name
+    qtbot.waitUntil(lambda: window.ctx.base is not None and window.ctx.base.name == "Research (copy)", timeout=10_000)
+    assert sorted(b.name for b in window.ctx.bases) == ["Research", "Research (copy)"]
+    assert any(v > 0 for v, _m in shown)
+    check = Quire.open(data_dir)
+    try:
+        assert base_content(check, "Research (copy)")["chunks"] == expected["chunks"]
+    finally:
+        check.close()
+
+
+def test_a_refused_import_says_why(
+    qtbot: QtBot, open_window: WindowFactory, prompter: ScriptedPrompter, tmp_path: Path
+) -> None:
+    window = open_window()
+    bogus = tmp_path / "bogus.quirebase"
+    bogus.write_text("not a base")
+    prompter.open_files = [bogus]
+    window.bases_panel.import_button.click()
+    qtbot.waitUntil(lambda: "not a Quire base export" in window.message_bar.text(), timeout=30_000)
+    assert window.ctx.bases == []
+    assert not window.bases_panel.progress.isVisible()
