@@ -22,7 +22,15 @@ WORKER_NICENESS = 10
 
 @contextlib.contextmanager
 def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[Quire]:
-    quire = Quire.open(Path(args.data_dir), hosts_worker=hosts_worker)
+    try:
+        quire = Quire.open(Path(args.data_dir), hosts_worker=hosts_worker)
+    except Exception:
+        from knowledge.portable.diagnose import explain_open_failure
+
+        problem = explain_open_failure(Path(args.data_dir))  # a sentence and the ways back, not an errno
+        if problem is not None:
+            raise problem from None
+        raise
     try:
         yield quire
     finally:

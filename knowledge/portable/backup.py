@@ -5,7 +5,8 @@
 then copies the blob files the *backed-up* database lists — so the copy is consistent with itself even
 while a worker keeps writing. Everything is written into ``.<name>.partial`` and renamed when complete,
 owner-only (0700 folder, 0600 files), with a ``manifest.json`` (format, time, counts) and an integrity
-check of the copy. The last backup's location is kept in the ``settings`` table, for ``quire doctor``.
+check of the copy. The last backup's location is kept in the ``settings`` table and in ``last-backup.json`` beside the
+database (readable even when the database is not), for ``quire doctor``.
 
 ``check_backup`` and ``restore_backup`` read a backup without changing it. A restore refuses a
 non-empty target directory unless ``force`` is given; then the old contents are moved aside to
@@ -37,6 +38,7 @@ BACKUP_FORMAT = "quire-backup"
 BACKUP_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LAST_BACKUP_KEY = "backup.last_path"
+LAST_BACKUP_FILE = "last-backup.json"  # beside the database: readable when the database is not
 
 
 class BackupRefused(GuardRejected):
@@ -99,6 +101,7 @@ def backup_data_dir(quire: Quire, target_root: Path, *, progress: Progress | Non
             text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
             {"k": LAST_BACKUP_KEY, "v": str(final)},
         )
+    write_private_bytes(quire.data_dir / LAST_BACKUP_FILE, json.dumps({"path": str(final)}).encode())
     size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
     return BackupResult(str(final), copied, missing, size, round(time.monotonic() - started, 3))
 

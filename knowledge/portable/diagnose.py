@@ -9,6 +9,7 @@ directory that is a file, missing, or read-only gets a plain sentence instead of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -17,10 +18,12 @@ from typing import Any
 
 import apsw
 
+from knowledge.errors import KnowledgeError
 from knowledge.portable.permissions import exposed, fix_command
 from knowledge.store.database import DB_FILENAME
 
 LAST_BACKUP_KEY = "backup.last_path"
+LAST_BACKUP_FILE = "last-backup.json"
 
 
 @dataclass
@@ -123,6 +126,11 @@ def _tables_named(conn: apsw.Connection, problems: list[str]) -> list[str]:
 
 def _last_backup(db_path: Path) -> str | None:
     try:
+        recorded = json.loads((db_path.parent / LAST_BACKUP_FILE).read_text(encoding="utf-8"))
+        return str(recorded["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
         conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
             rows = conn.execute("SELECT value FROM settings WHERE key = ?", (LAST_BACKUP_KEY,)).fetchall()
@@ -179,3 +187,19 @@ def privacy_warnings(data_dir: Path, backups: list[Path] | None = None) -> list[
 def known_backups(db_path: Path) -> list[Path]:
     last = _last_backup(db_path)
     return [Path(last)] if last else []
+
+
+class DataDirProblem(KnowledgeError):
+    """The data directory cannot be opened; the message says why and how to get back (read-only diagnosis)."""
+
+    def __init__(self, diagnosis: Diagnosis) -> None:
+        ways = "".join(f"\n• {w}" for w in diagnosis.ways_back)
+        super().__init__(f"{diagnosis.message}{ways}")
+        self.code = diagnosis.problem or "data_dir_problem"
+        self.diagnosis = diagnosis
+
+
+def explain_open_failure(data_dir: Path) -> DataDirProblem | None:
+    """After opening failed: a diagnosis of the data directory, or None when it finds nothing wrong."""
+    diagnosis = preflight(data_dir)
+    return None if diagnosis.ok else DataDirProblem(diagnosis)

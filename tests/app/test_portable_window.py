@@ -67,3 +67,30 @@ def test_a_refused_import_says_why(
     qtbot.waitUntil(lambda: "not a Quire base export" in window.message_bar.text(), timeout=30_000)
     assert window.ctx.bases == []
     assert not window.bases_panel.progress.isVisible()
+
+
+def test_a_damaged_database_is_diagnosed_at_start(
+    qtbot: QtBot, prompter: ScriptedPrompter, data_dir: Path, tmp_path: Path
+) -> None:
+    from app.window import MainWindow
+    from knowledge.portable.backup import backup_data_dir
+    from knowledge.store.database import DB_FILENAME
+    from tests.portable.test_private_backup_doctor import damage_table
+
+    quire = Quire.open(data_dir)
+    try:
+        synthetic_base(quire, "Research", files=5, chunks_per_file=2)
+        backup_data_dir(quire, tmp_path / "backups")
+    finally:
+        quire.close()
+    damage_table(data_dir / DB_FILENAME, "sqlite_master")
+    before = (data_dir / DB_FILENAME).read_bytes()
+    window = MainWindow(data_dir, prompter=prompter, start_worker=False)
+    qtbot.addWidget(window)
+    window.show()
+    window.start()
+    qtbot.waitUntil(lambda: "is damaged" in window.message_bar.text(), timeout=30_000)
+    text = window.message_bar.text()
+    assert "quire restore" in text and str(tmp_path / "backups") in text and ".recover" in text
+    assert (data_dir / DB_FILENAME).read_bytes() == before
+    window.shutdown()

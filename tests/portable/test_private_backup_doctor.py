@@ -147,16 +147,22 @@ def test_a_damaged_backup_is_refused(quire: Quire, tmp_path: Path) -> None:
     assert not (tmp_path / "target").exists() or not any((tmp_path / "target").iterdir())
 
 
-def _damage_a_table(db_path: Path) -> None:
-    """Overwrite the pages of the chunks table's b-tree with noise (what a torn copy looks like)."""
+def damage_table(db_path: Path, table: str = "chunks") -> None:
+    """Overwrite the root page of a table's b-tree with noise (what a torn copy looks like).
+
+    ``sqlite_master`` damages the schema page's b-tree part (the 100-byte file header is kept)."""
     conn = apsw.Connection(str(db_path))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     page_size = conn.execute("PRAGMA page_size").fetchall()[0][0]
-    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'").fetchall()[0][0]
+    if table == "sqlite_master":
+        offset, length = 100, page_size - 100
+    else:
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchall()[0][0]
+        offset, length = (root - 1) * page_size, page_size
     conn.close()
     with open(db_path, "r+b") as f:
-        f.seek((root - 1) * page_size)
-        f.write(bytes((n * 37) % 251 for n in range(page_size)))
+        f.seek(offset)
+        f.write(bytes((n * 37) % 251 for n in range(length)))
 
 
 def test_doctor_diagnoses_a_damaged_database_without_changing_it(quire: Quire, tmp_path: Path) -> None:
@@ -164,7 +170,7 @@ def test_doctor_diagnoses_a_damaged_database_without_changing_it(quire: Quire, t
     backup_data_dir(quire, tmp_path / "backups")
     data_dir = quire.data_dir
     quire.close()
-    _damage_a_table(data_dir / DB_FILENAME)
+    damage_table(data_dir / DB_FILENAME)
     damaged = (data_dir / DB_FILENAME).read_bytes()
     done = quire_cli("--json", "doctor", data_dir=data_dir)
     assert done.returncode == 1
@@ -203,3 +209,12 @@ def test_recorded_last_backup(quire: Quire, tmp_path: Path) -> None:
     with quire.db.read() as conn:
         value = conn.execute(text("SELECT value FROM settings WHERE key = 'backup.last_path'")).scalar_one()
     assert value == result.path
+
+
+def test_any_command_on_a_file_says_so(tmp_path: Path) -> None:
+    a_file = tmp_path / "data"
+    a_file.write_text("x")
+    done = quire_cli("--json", "base", "list", data_dir=a_file)
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "not_a_directory" and "Errno" not in error["message"]
