@@ -126,6 +126,9 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self._build_status_bar()
+        from app.backup_menu import BackupMenu
+
+        self.backup_menu = BackupMenu(self, self.ctx)
         self.poll_timer = QTimer(self)
         self.poll_timer.setInterval(poll_ms)
         self.poll_timer.timeout.connect(self.poll_now)

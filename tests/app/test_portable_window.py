@@ -94,3 +94,32 @@ def test_a_damaged_database_is_diagnosed_at_start(
     assert "quire restore" in text and str(tmp_path / "backups") in text and ".recover" in text
     assert (data_dir / DB_FILENAME).read_bytes() == before
     window.shutdown()
+
+
+def test_file_menu_backs_up_and_restores(
+    qtbot: QtBot, open_window: WindowFactory, prompter: ScriptedPrompter, data_dir: Path, tmp_path: Path
+) -> None:
+    quire = Quire.open(data_dir)
+    try:
+        synthetic_base(quire, "Research", files=20, chunks_per_file=2)
+        expected = base_content(quire, "Research")
+    finally:
+        quire.close()
+    window = open_window()
+    menu = window.backup_menu
+    status = window.statusBar()
+    prompter.folders = [tmp_path / "backups"]
+    menu.backup_action.trigger()
+    qtbot.waitUntil(lambda: "Backed up to" in status.currentMessage(), timeout=60_000)
+    assert "20 owned files" in status.currentMessage()
+    (made,) = [p for p in (tmp_path / "backups").iterdir() if p.name.startswith("quire-backup-")]
+    assert not menu.progress.isVisible()
+
+    prompter.folders = [made, tmp_path / "restored"]
+    menu.restore_action.trigger()
+    qtbot.waitUntil(lambda: "Restored into" in status.currentMessage(), timeout=60_000)
+    again = Quire.open(tmp_path / "restored")
+    try:
+        assert base_content(again, "Research") == expected
+    finally:
+        again.close()
