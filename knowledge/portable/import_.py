@@ -37,7 +37,8 @@ from sqlalchemy import Connection, delete, func, insert, select, text, update
 from jobs.sessions import _process_started_at, is_alive
 from knowledge import blobs, index
 from knowledge.bases import INGEST_AGENT_NAME, load_base
-from knowledge.errors import Conflict, GuardRejected, InvalidInput
+from knowledge.bases import _validate_name as validate_name
+from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
 from knowledge.portable import fileformat as ff
 from knowledge.runtime import Quire
 from knowledge.store.schema import ACTIVE_STATUSES, bases, identities, items
@@ -92,7 +93,7 @@ class ImportResult:
 
 def _open_export(path: Path) -> apsw.Connection:
     if not path.is_file():
-        raise ImportRefused("not_found", f"{path.name} does not exist or is not a file")
+        raise NotFound(f"{path.name} does not exist or is not a file")
     try:
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
@@ -199,9 +200,7 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
     report("validate", 0, 1)
     info = validate_export(Path(path))
     report("validate", 1, 1)
-    final_name = (name or str(info.base["name"])).strip()
-    if not final_name:
-        raise InvalidInput("a knowledge base needs a name")
+    final_name = validate_name(name or str(info.base["name"]))
     conn = _open_export(info.path)
     try:
         state, resumed = _begin_or_resume(quire, info, conn, final_name)
