@@ -1,4 +1,4 @@
-"""Portable bases: ``base export``, ``base import``, ``base relocate``, ``backup``, ``restore``.
+"""Portable bases: ``base export``, ``base import``, ``base relocate``, ``backup``, ``restore``, ``salvage``.
 
 The ``base`` actions are added to the ``base`` parser that ``commands_knowledge`` defines (this module
 is listed after it in ``COMMAND_MODULES``).
@@ -47,6 +47,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="move a non-empty data directory aside first")
     p.add_argument("--check-only", action="store_true", help="only check the backup")
     p.set_defaults(func=cmd_restore)
+    p = sub.add_parser(
+        "salvage", parents=[common], help="copy what a damaged database can still give into a new data directory"
+    )
+    p.add_argument("--to", type=Path, required=True, help="a new, empty data directory")
+    p.set_defaults(func=cmd_salvage)
 
 
 class _Progress:
@@ -133,4 +138,19 @@ def cmd_restore(args: argparse.Namespace, out: Output) -> int:
         return 0 if not checked.blobs_missing else 1
     result = restore_backup(args.backup, Path(args.data_dir), force=args.force)
     out.emit(result, lambda r: f"restored {r['restored_from']} into {r['data_dir']}")
+    return 0
+
+
+def cmd_salvage(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.portable.salvage import salvage
+
+    result = salvage(Path(args.data_dir), args.to)  # the damaged directory is only read
+    out.emit(
+        result.as_dict(),
+        lambda r: (
+            f"salvaged into {r['to']}: "
+            + ", ".join(f"{t} {v['copied']}" for t, v in r["tables"].items() if v["copied"])
+            + f"\n{r['items_parked']} item(s) lost chunks and are parked for reindex"
+        ),
+    )
     return 0

@@ -3,7 +3,7 @@
 Everything here only reads: the database is opened read-only (``SQLITE_OPEN_READONLY``), nothing is
 migrated, repaired or rewritten. A damaged database gets the integrity check's own words, the tables
 those words point at, and the ways back (restore the latest backup; salvage what SQLite can still read
-with the SQLite shell's ``.recover`` into a new database, then re-derive indexes by reindexing). A data
+into a new data directory with ``quire salvage --to DIR`` (or the SQLite shell's ``.recover``)). A data
 directory that is a file, missing, or read-only gets a plain sentence instead of an errno.
 """
 
@@ -150,9 +150,10 @@ def _damaged(db_path: Path, problems: list[str], tables: list[str]) -> Diagnosis
         else "restore a backup you made with `quire backup DIR`: quire restore BACKUP --data-dir NEW_DIR"
     )
     salvage = (
-        f"salvage what SQLite can still read into a new database with the SQLite shell: "
-        f"sqlite3 '{db_path}' .recover | sqlite3 NEW_DIR/{DB_FILENAME}, copy the blobs folder beside it, then "
-        "open NEW_DIR and reindex the bases whose search fails (vectors and keyword tables are re-derived)"
+        "salvage what can still be read into a new data directory: quire --data-dir "
+        f"'{db_path.parent}' salvage --to NEW_DIR (rows in damaged pages are lost; items that lost chunks are "
+        "parked for reindex; search indexes are re-derived). Without Quire: sqlite3 "
+        f"'{db_path}' .recover | sqlite3 NEW_DIR/{DB_FILENAME}"
     )
     where = f" (in {', '.join(tables)})" if tables else ""
     return Diagnosis(

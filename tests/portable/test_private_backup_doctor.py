@@ -218,3 +218,60 @@ def test_any_command_on_a_file_says_so(tmp_path: Path) -> None:
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "not_a_directory" and "Errno" not in error["message"]
+
+
+def _damage_a_leaf(db_path: Path, table: str) -> None:
+    conn = apsw.Connection(str(db_path))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    page_size = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    leaves = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", (table,)
+        )
+    ]
+    conn.close()
+    assert len(leaves) > 3
+    with open(db_path, "r+b") as f:
+        f.seek((leaves[len(leaves) // 2] - 1) * page_size)
+        f.write(bytes((n * 37) % 251 for n in range(page_size)))
+
+
+def test_salvage_copies_what_is_readable_and_parks_the_rest(quire: Quire, tmp_path: Path) -> None:
+    synthetic_base(quire, "kb", files=60, chunks_per_file=6)
+    before = base_content(quire, "kb")
+    data_dir = quire.data_dir
+    quire.close()
+    _damage_a_leaf(data_dir / DB_FILENAME, "chunks")
+    damaged = (data_dir / DB_FILENAME).read_bytes()
+    assert json.loads(quire_cli("--json", "doctor", data_dir=data_dir).stdout)["problem"] == "damaged"
+    new_dir = tmp_path / "salvaged"
+    done = quire_cli("--json", "salvage", "--to", str(new_dir), data_dir=data_dir)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (data_dir / DB_FILENAME).read_bytes() == damaged  # the damaged file is only read
+    assert report["tables"]["chunks"]["unreadable_spans"] >= 1
+    assert json.loads(quire_cli("--json", "doctor", data_dir=new_dir).stdout)["ok"] is True
+    again = Quire.open(new_dir)
+    try:
+        after = base_content(again, "kb")
+        assert [i[2] for i in after["items"]] == [i[2] for i in before["items"]]  # every item survived
+        kept = set(after["chunks"])
+        assert kept < set(before["chunks"])
+        assert len(before["chunks"]) - len(kept) <= 10  # one leaf page's rows, not more
+        assert after["fts_rows"] == len(kept)  # keyword rows re-derived for what survived
+        parked = [i for i in after["items"] if i[5] == "failed"]
+        assert len(parked) == report["items_parked"] >= 1
+        lost_from = {c[0] for c in set(before["chunks"]) - kept}
+        assert {(i[3], i[2]) for i in parked} == lost_from  # exactly the items that lost chunks
+        hits = search_keyword(again)
+        assert hits
+    finally:
+        again.close()
+    assert report["blob_files"] == 60
+
+
+def search_keyword(quire: Quire) -> list[object]:
+    from knowledge.search import search
+
+    return list(search(quire, "kb", "protein", mode="keyword"))
