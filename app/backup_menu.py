@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMainWindow, QProgressBar
 
 from app.context import AppContext
@@ -25,6 +25,12 @@ def backup(quire: Quire, target: Path, progress: Any) -> BackupResult:
     return backup_data_dir(quire, target, progress=progress)
 
 
+def auto_backup(quire: Quire) -> BackupResult | None:
+    from knowledge.portable.backup import run_auto_backup_if_due
+
+    return run_auto_backup_if_due(quire)
+
+
 def restore(source: Path, target: Path) -> dict[str, Any]:
     from knowledge.portable.backup import restore_backup
 
@@ -35,8 +41,11 @@ class _Relay(QObject):
     changed = Signal(str, int, int)
 
 
+AUTO_CHECK_MS = 10 * 60 * 1000  # how often the window looks whether an automatic backup is due
+
+
 class BackupMenu(QObject):
-    def __init__(self, window: QMainWindow, ctx: AppContext) -> None:
+    def __init__(self, window: QMainWindow, ctx: AppContext, auto_check_ms: int = AUTO_CHECK_MS) -> None:
         super().__init__(window)
         self.window = window
         self.ctx = ctx
@@ -50,6 +59,28 @@ class BackupMenu(QObject):
         window.statusBar().addPermanentWidget(self.progress)
         self._relay = _Relay(self)
         self._relay.changed.connect(self._show_progress)
+        # automatic backups (configured with `quire backup --auto DIR`; off by default): checked while open
+        self._auto_running = False
+        self.auto_timer = QTimer(self)
+        self.auto_timer.setInterval(auto_check_ms)
+        self.auto_timer.timeout.connect(self.check_auto_backup)
+        ctx.ready_changed.connect(lambda ready: self.auto_timer.start() if ready else self.auto_timer.stop())
+
+    def check_auto_backup(self) -> None:
+        quire = self.ctx.quire
+        if quire is None or self._auto_running:
+            return
+        self._auto_running = True
+        Op(auto_backup, quire).bound_to(self).on_success(self._auto_done).on_failure(self._auto_failed).run()
+
+    def _auto_done(self, result: BackupResult | None) -> None:
+        self._auto_running = False
+        if result is not None:
+            self.ctx.info(f"Automatic backup written to {result.path}.")
+
+    def _auto_failed(self, exc: BaseException) -> None:
+        self._auto_running = False
+        self.ctx.fail(exc)
 
     def _show_progress(self, stage: str, done: int, total: int) -> None:
         self.progress.setVisible(True)

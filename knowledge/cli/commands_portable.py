@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.cli.commands_core import opened
-from knowledge.cli.main import Output
+from knowledge.cli.main import Output, UsageError
 
 
 def _base_actions(sub: Any) -> Any:
@@ -40,7 +40,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_base_relocate)
 
     p = sub.add_parser("backup", parents=[common], help="online backup of the data directory into DIR")
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, nargs="?")
+    p.add_argument("--keep", type=int, help="then keep only the newest N backups in DIR")
+    p.add_argument("--auto", action="store_true", help="instead: back up into DIR automatically (the window does)")
+    p.add_argument("--every-hours", type=float, default=24.0, help="with --auto: how often (default 24)")
+    p.add_argument("--auto-off", action="store_true", help="turn automatic backups off")
     p.set_defaults(func=cmd_backup)
     p = sub.add_parser("restore", parents=[common], help="check a backup and restore it into the data directory")
     p.add_argument("backup", type=Path)
@@ -121,11 +125,36 @@ def cmd_base_relocate(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_backup(args: argparse.Namespace, out: Output) -> int:
-    from knowledge.portable.backup import backup_data_dir
+    from knowledge.portable import backup
 
+    if args.auto_off or args.auto:
+        with opened(args) as quire:
+            if args.auto_off:
+                backup.set_auto_backup(quire, None)
+                out.emit({"auto": None}, "automatic backups are off")
+                return 0
+            if args.dir is None:
+                raise UsageError("--auto needs a DIR")
+            chosen = backup.set_auto_backup(quire, backup.AutoBackup(str(args.dir), args.every_hours, args.keep or 7))
+        assert chosen is not None
+        out.emit(
+            {"auto": chosen.as_dict()},
+            f"automatic backups into {chosen.dir} every {chosen.every_hours} h, keeping {chosen.keep} "
+            "(while the window is open)",
+        )
+        return 0
+    if args.dir is None:
+        raise UsageError("give the folder to back up into")
     with opened(args) as quire:
-        result = backup_data_dir(quire, args.dir, progress=_Progress(args.json))
-    out.emit(result.as_dict(), lambda r: f"\nbackup written to {r['path']} ({r['blobs']} owned files)")
+        result = backup.backup_data_dir(quire, args.dir, progress=_Progress(args.json))
+    removed = backup.prune_backups(Path(result.path).parent, args.keep) if args.keep else []
+    out.emit(
+        {**result.as_dict(), "removed": removed},
+        lambda r: (
+            f"\nbackup written to {r['path']} ({r['blobs']} owned files)"
+            + (f"; removed {len(r['removed'])} older backup(s)" if r["removed"] else "")
+        ),
+    )
     return 0
 
 

@@ -239,3 +239,91 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
         "blobs_missing": len(checked.blobs_missing),
         "moved_aside": moved_aside,
     }
+
+
+# -- keeping the last N, and automatic backups (off by default) ---------------------------------
+
+AUTO_KEY = "backup.auto"  # JSON {"dir", "every_hours", "keep"}; absent = off
+AUTO_LAST_KEY = "backup.auto.last_at"
+
+
+def prune_backups(root: Path, keep: int) -> list[str]:
+    """Remove the oldest Quire backups in ``root`` beyond the newest ``keep`` (only folders this code made)."""
+    if keep < 1:
+        raise InvalidInput("keep at least one backup")
+    made = []
+    for folder in Path(root).glob("quire-backup-*"):
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if manifest.get("format") == BACKUP_FORMAT:
+            made.append((float(manifest.get("created_at", 0)), folder))
+    made.sort()
+    removed = [folder for _at, folder in made[:-keep]]
+    for folder in removed:
+        shutil.rmtree(folder)
+    return [str(f) for f in removed]
+
+
+@dataclass(frozen=True)
+class AutoBackup:
+    dir: str
+    every_hours: float
+    keep: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _setting(quire: Quire, key: str) -> str | None:
+    with quire.db.read() as conn:
+        row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": key}).first()
+    return None if row is None else str(row[0])
+
+
+def _put(conn: Any, key: str, value: str) -> None:
+    conn.execute(
+        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+        {"k": key, "v": value},
+    )
+
+
+def auto_backup_settings(quire: Quire) -> AutoBackup | None:
+    raw = _setting(quire, AUTO_KEY)
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return AutoBackup(str(data["dir"]), float(data["every_hours"]), int(data["keep"]))
+
+
+def set_auto_backup(quire: Quire, settings: AutoBackup | None) -> AutoBackup | None:
+    """Turn automatic backups on (a folder, an interval, how many to keep) or off (``None``)."""
+    with quire.db.write() as conn:
+        if settings is None:
+            conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": AUTO_KEY})
+            return None
+        if settings.every_hours < 0 or settings.keep < 1:
+            raise InvalidInput("the interval cannot be negative and at least one backup is kept")
+        folder = Path(settings.dir).expanduser().resolve()
+        if folder == quire.data_dir or quire.data_dir in folder.parents:
+            raise InvalidInput("automatic backups cannot go inside the data directory they back up")
+        clean = AutoBackup(str(folder), settings.every_hours, settings.keep)
+        _put(conn, AUTO_KEY, json.dumps(clean.as_dict(), sort_keys=True))
+        return clean
+
+
+def run_auto_backup_if_due(quire: Quire, *, now: float | None = None) -> BackupResult | None:
+    """The scheduled backup, when one is configured and the last one is older than the interval."""
+    settings = auto_backup_settings(quire)
+    if settings is None:
+        return None
+    now = time.time() if now is None else now
+    last = float(_setting(quire, AUTO_LAST_KEY) or 0)
+    if now - last < settings.every_hours * 3600:
+        return None
+    result = backup_data_dir(quire, Path(settings.dir))
+    with quire.db.write() as conn:
+        _put(conn, AUTO_LAST_KEY, repr(now))
+    prune_backups(Path(settings.dir), settings.keep)
+    return result

@@ -123,3 +123,25 @@ def test_file_menu_backs_up_and_restores(
         assert base_content(again, "Research") == expected
     finally:
         again.close()
+
+
+def test_the_window_takes_automatic_backups_when_configured(
+    qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path
+) -> None:
+    from knowledge.portable.backup import AutoBackup, set_auto_backup
+
+    quire = Quire.open(data_dir)
+    try:
+        synthetic_base(quire, "Research", files=3, chunks_per_file=2)
+        set_auto_backup(quire, AutoBackup(str(tmp_path / "auto"), every_hours=0, keep=2))
+    finally:
+        quire.close()
+    window = open_window()
+    written: list[str] = []
+    window.ctx.message.connect(lambda _level, text: written.append(text) if "Automatic backup" in text else None)
+    window.backup_menu.auto_timer.setInterval(50)
+    window.backup_menu.auto_timer.start()
+    qtbot.waitUntil(lambda: len(written) >= 3, timeout=60_000)
+    window.backup_menu.auto_timer.stop()
+    qtbot.waitUntil(lambda: not window.backup_menu._auto_running, timeout=30_000)
+    assert len(list((tmp_path / "auto").glob("quire-backup-*"))) == 2

@@ -275,3 +275,34 @@ def search_keyword(quire: Quire) -> list[object]:
     from knowledge.search import search
 
     return list(search(quire, "kb", "protein", mode="keyword"))
+
+
+def test_backup_keep_and_automatic_schedule(quire: Quire, tmp_path: Path) -> None:
+    from knowledge.portable.backup import AutoBackup, run_auto_backup_if_due, set_auto_backup
+
+    synthetic_base(quire, "kb", files=2, chunks_per_file=2)
+    root = tmp_path / "backups"
+    for _ in range(3):
+        done = quire_cli("--json", "backup", str(root), "--keep", "2", data_dir=quire.data_dir)
+        assert done.returncode == 0, done.stderr
+    assert len(list(root.glob("quire-backup-*"))) == 2
+    assert json.loads(done.stdout)["removed"]  # the third run removed the oldest
+    (root / "quire-backup-not-ours").mkdir()  # folders it did not make are never removed
+
+    assert run_auto_backup_if_due(quire) is None  # off by default
+    auto = tmp_path / "auto"
+    on = quire_cli(
+        "--json", "backup", str(auto), "--auto", "--every-hours", "24", "--keep", "2", data_dir=quire.data_dir
+    )
+    assert json.loads(on.stdout)["auto"]["keep"] == 2
+    first = run_auto_backup_if_due(quire, now=1_000_000.0)
+    assert first is not None and Path(first.path).is_dir()
+    assert run_auto_backup_if_due(quire, now=1_000_000.0 + 3600) is None  # not due for 24 h
+    assert run_auto_backup_if_due(quire, now=1_000_000.0 + 25 * 3600) is not None
+    assert run_auto_backup_if_due(quire, now=1_000_000.0 + 50 * 3600) is not None
+    assert len(list(auto.glob("quire-backup-*"))) == 2
+    set_auto_backup(quire, None)
+    assert run_auto_backup_if_due(quire, now=1_000_000.0 + 99 * 3600) is None
+    assert (root / "quire-backup-not-ours").is_dir()
+    with pytest.raises(Exception, match="inside the data directory"):
+        set_auto_backup(quire, AutoBackup(str(quire.data_dir / "b"), 1, 1))
