@@ -28,7 +28,7 @@ from typing import Any
 import apsw
 
 from knowledge import blobs, index
-from knowledge.bases import Base, resolve_base
+from knowledge.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.errors import Conflict, InvalidInput, StoreError
 from knowledge.portable import fileformat as ff
 from knowledge.portable.permissions import FILE_MODE, create_private_file
@@ -140,6 +140,7 @@ def export_base(quire: Quire, base_ref: str | int, target: Path, *, progress: Pr
         with quire.db.read() as conn:
             src = raw_apsw(conn)
             base = resolve_base(conn, base_ref)
+            assert_base_can_run_runtime_operation(base)  # a failed base's index cannot be read whole
             counts, meta = _snapshot_facts(src, base)
             copied = _copy_rows(src, writer, base, quire.blobs_dir, counts, report)
         checksum = writer.finish({**meta, "counts": json.dumps({**counts, **copied}, sort_keys=True)})

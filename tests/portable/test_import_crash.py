@@ -69,6 +69,7 @@ def _kill_import_after(data_dir: Path, file: Path, seed: int, low: int = 2) -> l
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else proc.returncode
     return seen
 
 
