@@ -30,7 +30,7 @@ base_imports = Table(
 )
 
 BASE_IMPORTS_DDL: tuple[str, ...] = (
-    """CREATE TABLE base_imports (
+    """CREATE TABLE IF NOT EXISTS base_imports (
         base_id INTEGER PRIMARY KEY REFERENCES bases(id) ON DELETE CASCADE,
         name TEXT NOT NULL,
         checksum TEXT NOT NULL,

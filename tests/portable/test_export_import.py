@@ -176,3 +176,13 @@ def test_a_base_being_imported_is_invisible(quire: Quire, target: Quire, tmp_pat
     import_base(target, file, progress=peek)
     assert peeks and all(p == [] for p in peeks)
     assert [b.name for b in bases.list_bases(target.db)] == ["kb"]
+
+
+def test_base_imports_table_mirrors_its_ddl(quire: Quire) -> None:
+    from sqlalchemy import text
+
+    from knowledge.store.schema_portable import base_imports
+
+    with quire.db.read() as conn:
+        columns = [r[1] for r in conn.execute(text("PRAGMA table_info(base_imports)")).all()]
+    assert columns == [c.name for c in base_imports.columns]
