@@ -193,13 +193,23 @@ def test_doctor_on_a_file_and_on_a_read_only_dir(tmp_path: Path) -> None:
     assert done.returncode == 1 and report["problem"] == "not_a_directory"
     assert "is a file, not a folder" in report["message"] and "Errno" not in report["message"]
     if os.geteuid() == 0:
-        pytest.skip("root can write anywhere: the read-only case cannot be shown as root")
+        # root writes anywhere a mode allows; a directory of a kernel file system it cannot write still shows it
+        locked = Path("/proc/sys")
+        if os.access(locked, os.W_OK):
+            pytest.skip("no read-only directory for root on this machine")
+        report = json.loads(quire_cli("--json", "doctor", data_dir=locked).stdout)
+        assert report["problem"] == "read_only" and "Errno" not in report["message"]
+        listed = quire_cli("--json", "base", "list", data_dir=locked)
+        assert json.loads(listed.stdout)["error"]["code"] == "read_only"
+        return
     locked = tmp_path / "locked"
     Quire.open(locked).close()
     os.chmod(locked, 0o500)
     try:
         report = json.loads(quire_cli("--json", "doctor", data_dir=locked).stdout)
         assert report["problem"] == "read_only" and "Errno" not in report["message"]
+        listed = quire_cli("--json", "base", "list", data_dir=locked)
+        assert json.loads(listed.stdout)["error"]["code"] == "read_only"
     finally:
         os.chmod(locked, 0o700)
 
