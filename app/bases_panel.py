@@ -1,4 +1,4 @@
-"""The bases sidebar: list, create, rename, lock/unlock, delete (after a confirmation).
+"""The bases sidebar: list, create, rename, lock/unlock, delete (after a confirmation), export and import.
 
 Threading contract: main thread; every read and write goes through an ``Op`` and the answer comes
 back on the main thread, where the shared ``AppContext`` is updated.
@@ -6,13 +6,16 @@ back on the main thread, where the shared ``AppContext`` is updated.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QMenu,
+    QProgressBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -21,7 +24,9 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.ops import Op
 from app.resources import icon
+from knowledge.errors import Conflict
 from knowledge.library import Base, bases
+from knowledge.portable import ExportResult, ImportResult
 from knowledge.runtime import Quire
 
 BaseIdRole = Qt.ItemDataRole.UserRole + 1
@@ -39,6 +44,27 @@ def create_default_base(quire: Quire, name: str) -> Base:
 
 def delete_base(quire: Quire, base_id: int) -> Base:
     return bases.delete_base(quire.db, quire.queue, base_id, quire.blobs_dir)
+
+
+def export_base(quire: Quire, base_id: int, path: Path, progress: object) -> ExportResult:
+    from knowledge.portable import export_base as export
+
+    return export(quire, base_id, path, progress=progress)  # type: ignore[arg-type]
+
+
+def import_base(quire: Quire, path: Path, name: str | None, progress: object) -> ImportResult:
+    from knowledge.portable import import_base as import_
+
+    return import_(quire, path, name=name, progress=progress)  # type: ignore[arg-type]
+
+
+class _ProgressRelay(QObject):
+    """Emitted from the Op's thread; delivered to the panel on the main thread (a queued connection)."""
+
+    changed = Signal(str, int, int)
+
+
+STAGE_WORDS = {"validate": "Checking", "items": "Items", "chunks": "Chunks", "blobs": "Files", "check": "Checking"}
 
 
 def base_label(base: Base) -> str:
@@ -59,6 +85,15 @@ class BasesPanel(QWidget):
         self.rename_button = self._tool("Rename", "Rename the selected base", self.rename_base)
         self.lock_button = self._tool("Lock", "Lock or unlock the selected base (read-only)", self.toggle_lock)
         self.delete_button = self._tool("Delete", "Delete the selected base and everything in it", self.delete_base)
+        self.export_button = self._tool(
+            "Export…", "Write the selected base, with its vectors, to one file", self.export_base
+        )
+        self.import_button = self._tool("Import…", "Make a new base from an exported file", self.import_base)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("portableProgress")
+        self.progress.setVisible(False)
+        self._relay = _ProgressRelay(self)
+        self._relay.changed.connect(self._show_progress)
         self._layout()
         ctx.bases_changed.connect(self._show_bases)
         ctx.base_changed.connect(self._show_selection)
@@ -79,11 +114,17 @@ class BasesPanel(QWidget):
         for b in (self.new_button, self.rename_button, self.lock_button, self.delete_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
+        portable = QHBoxLayout()
+        for b in (self.export_button, self.import_button):
+            portable.addWidget(b)
+        portable.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(title)
         layout.addWidget(self.list, 1)
         layout.addLayout(buttons)
+        layout.addLayout(portable)
+        layout.addWidget(self.progress)
 
     # -- showing ------------------------------------------------------------------------------
 
@@ -118,7 +159,8 @@ class BasesPanel(QWidget):
     def _update_buttons(self) -> None:
         base = self.ctx.base
         self.new_button.setEnabled(self.ctx.ready)
-        for b in (self.rename_button, self.lock_button, self.delete_button):
+        self.import_button.setEnabled(self.ctx.ready)
+        for b in (self.rename_button, self.lock_button, self.delete_button, self.export_button):
             b.setEnabled(self.ctx.ready and base is not None)
         self.lock_button.setText("Unlock" if base is not None and base.locked else "Lock")
 
@@ -129,6 +171,8 @@ class BasesPanel(QWidget):
             menu.addAction("Rename…", self.rename_base)
             menu.addAction(self.lock_button.text(), self.toggle_lock)
             menu.addAction("Delete…", self.delete_base)
+            menu.addAction("Export base…", self.export_base)
+        menu.addAction("Import base…", self.import_base)
         menu.popup(self.list.mapToGlobal(pos))
 
     # -- actions ------------------------------------------------------------------------------
@@ -194,3 +238,73 @@ class BasesPanel(QWidget):
         if self.ctx.base is not None and self.ctx.base.id == base.id:
             self.ctx.select_base(None)
         self.refresh()
+
+    # -- export and import ----------------------------------------------------------------------
+
+    def _show_progress(self, stage: str, done: int, total: int) -> None:
+        self.progress.setVisible(True)
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(min(done, max(total, 1)))
+        self.progress.setFormat(f"{STAGE_WORDS.get(stage, stage.capitalize())} %p%")
+
+    def _progress_done(self) -> None:
+        self.progress.setVisible(False)
+
+    def export_base(self) -> None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+        path = self.ctx.prompter.choose_save_file(self, "Export knowledge base", f"{base.name}.quirebase")
+        if path is None:
+            return
+        self._show_progress("validate", 0, 1)
+        Op(export_base, quire, base.id, path, self._relay.changed.emit).bound_to(self).on_success(
+            self._exported
+        ).on_failure(self._portable_failed).run()
+
+    def _exported(self, result: ExportResult) -> None:
+        self._progress_done()
+        note = (
+            f" {result.active_items} item(s) were still being indexed and were exported as they stand."
+            if result.active_items
+            else ""
+        )
+        self.ctx.info(
+            f"Exported {result.base!r}: {result.items} items, {result.chunks} chunks, {result.blobs} files "
+            f"to {Path(result.path).name}.{note}"
+        )
+
+    def import_base(self, path: Path | None = None, name: str | None = None) -> None:
+        quire = self.ctx.quire
+        if quire is None:
+            return
+        path = path or self.ctx.prompter.choose_open_file(self, "Import knowledge base")
+        if path is None:
+            return
+        self._show_progress("validate", 0, 1)
+        Op(import_base, quire, path, name, self._relay.changed.emit).bound_to(self).on_success(
+            self._imported
+        ).on_failure(lambda exc: self._import_failed(exc, path)).run()
+
+    def _import_failed(self, exc: BaseException, path: Path) -> None:
+        self._progress_done()
+        if isinstance(exc, Conflict) and "already exists" in str(exc):
+            name = self.ctx.prompter.ask_text(
+                self, "Import knowledge base", "A knowledge base of that name exists. Import it as:"
+            )
+            if name and name.strip():
+                self.import_base(path, name.strip())
+                return
+        self.ctx.fail(exc)
+
+    def _imported(self, result: ImportResult) -> None:
+        self._progress_done()
+        reindex = f" {result.marked_for_reindex} item(s) need a reindex." if result.marked_for_reindex else ""
+        self.ctx.info(
+            f"Imported {result.name!r}: {result.items} items, {result.chunks} chunks, searchable now.{reindex}"
+        )
+        self.refresh(select_id=result.base_id)
+
+    def _portable_failed(self, exc: BaseException) -> None:
+        self._progress_done()
+        self.ctx.fail(exc)

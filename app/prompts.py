@@ -32,6 +32,8 @@ class Prompter(Protocol):
     def choose_files(self, parent: QWidget) -> list[Path]: ...
     def choose_folder(self, parent: QWidget, title: str) -> Path | None: ...
     def open_path(self, path: Path) -> bool: ...
+    def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None: ...
+    def choose_open_file(self, parent: QWidget, title: str) -> Path | None: ...
 
 
 class NoteDialog(QDialog):
@@ -79,6 +81,14 @@ class QtPrompter:
     def open_path(self, path: Path) -> bool:
         return bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
 
+    def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None:
+        name, _filter = QFileDialog.getSaveFileName(parent, title, suggested, "Quire base (*.quirebase)")
+        return Path(name) if name else None
+
+    def choose_open_file(self, parent: QWidget, title: str) -> Path | None:
+        name, _filter = QFileDialog.getOpenFileName(parent, title, "", "Quire base (*.quirebase);;All files (*)")
+        return Path(name) if name else None
+
 
 class YesPrompter:
     """Answers yes and opens nothing: for scripts that drive the window themselves (screenshots, probes)."""
@@ -100,3 +110,9 @@ class YesPrompter:
 
     def open_path(self, path: Path) -> bool:
         return True
+
+    def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None:
+        return None
+
+    def choose_open_file(self, parent: QWidget, title: str) -> Path | None:
+        return None

@@ -49,8 +49,19 @@ class StartupResult:
 
 
 def open_and_recover(data_dir: Path) -> StartupResult:
-    """The app hosts the worker, so its session says so: an app crash's pending jobs are abandoned."""
-    quire = open_quire(data_dir, hosts_worker=True)
+    """The app hosts the worker, so its session says so: an app crash's pending jobs are abandoned.
+
+    When opening fails, a read-only diagnosis (damaged tables, a file in the way, no write access) and
+    the ways back replace the bare error."""
+    try:
+        quire = open_quire(data_dir, hosts_worker=True)
+    except Exception as exc:
+        from knowledge.portable import explain_open_failure
+
+        problem = explain_open_failure(data_dir)
+        if problem is not None:
+            raise problem from exc
+        raise
     report = quire.recover()
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 

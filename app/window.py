@@ -119,6 +119,9 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self._build_status_bar()
+        from app.backup_menu import BackupMenu
+
+        self.backup_menu = BackupMenu(self, self.ctx)
         self.poller = Poller(self.ctx, self.model, poll_ms, self)
         self.polled = self.poller.polled
         self.resize(1200, 760)

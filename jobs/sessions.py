@@ -23,7 +23,7 @@ _counter = itertools.count(1)
 STALE_HEARTBEAT_SECONDS = 120.0
 
 
-def _process_started_at(pid: int) -> float:
+def process_start_time(pid: int) -> float:
     return float(psutil.Process(pid).create_time())
 
 
@@ -38,7 +38,7 @@ class Session:
     @classmethod
     def for_this_process(cls, *, hosts_worker: bool) -> Session:
         pid = os.getpid()
-        started = _process_started_at(pid)
+        started = process_start_time(pid)
         host = socket.gethostname()
         return cls(f"{host}/{pid}/{started:.3f}/{next(_counter)}", host, pid, started, hosts_worker)
 
@@ -69,7 +69,7 @@ def is_alive(host: str, pid: int, process_started_at: float, heartbeat_at: float
     if host != socket.gethostname():
         return time.time() - heartbeat_at < STALE_HEARTBEAT_SECONDS
     try:
-        return abs(_process_started_at(pid) - process_started_at) < 1.0
+        return abs(process_start_time(pid) - process_started_at) < 1.0
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:

@@ -50,8 +50,7 @@ class Quire:
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
         """Open (and migrate) the data directory; job types are added by ``knowledge.job_types``."""
-        data_dir.mkdir(parents=True, exist_ok=True)
-        db = Database.in_dir(data_dir)
+        db = Database.in_dir(data_dir)  # creates the directory owner-only
         migrate(db)
         transport = Transport(lambda: apsw_dbapi.Connection(open_raw_connection(db.path)))
         registry = Registry()

@@ -23,7 +23,15 @@ WORKER_NICENESS = 10
 
 @contextlib.contextmanager
 def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[Quire]:
-    quire = open_quire(Path(args.data_dir), hosts_worker=hosts_worker)
+    try:
+        quire = open_quire(Path(args.data_dir), hosts_worker=hosts_worker)
+    except Exception:
+        from knowledge.portable import explain_open_failure
+
+        problem = explain_open_failure(Path(args.data_dir))  # a sentence and the ways back, not an errno
+        if problem is not None:
+            raise problem from None
+        raise
     try:
         yield quire
     finally:
@@ -114,8 +122,13 @@ def _stop_on_signals(stop: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.portable import diagnose
     from knowledge.store.health import database_health
 
+    diagnosis = diagnose.preflight(Path(args.data_dir))  # read-only: never opens the file for writing
+    if not diagnosis.ok:
+        out.emit({"ok": False, "data_dir": str(args.data_dir), **diagnosis.as_dict()}, _diagnosis_text)
+        return 1
     with opened(args) as quire:
         health = database_health(quire.db)
     report: dict[str, Any] = {
@@ -134,10 +147,18 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         "model_path": _model_path(),
         "cpu_count": os.cpu_count(),
     }
+    report["privacy"] = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
     ok = health.ok
     report["ok"] = ok
     out.emit(report, lambda d: "\n".join(f"{k:>14}: {v}" for k, v in d.items()))
     return 0 if ok else 1
+
+
+def _diagnosis_text(d: dict[str, Any]) -> str:
+    lines = [f"problem: {d['message']}"]
+    lines += [f"  integrity: {p}" for p in d["integrity"][:20]]
+    lines += [f"  way back: {w}" for w in d["ways_back"]]
+    return "\n".join(lines)
 
 
 def _quire_version() -> str:

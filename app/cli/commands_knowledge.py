@@ -170,7 +170,8 @@ def _person() -> str:
 
 def _item_line(i: dict[str, Any]) -> str:
     error = f"  {i['error_code']}: {i['error_message']}" if i["error_code"] else ""
-    return f"{i['id']:>6} {i['type']:<9} {i['status']:<10} {i['relative_path'] or i['name']}{error}"
+    away = "  (not on this machine)" if i.get("source") == "not on this machine" else ""
+    return f"{i['id']:>6} {i['type']:<9} {i['status']:<10} {i['relative_path'] or i['name']}{away}{error}"
 
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
@@ -178,7 +179,9 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
         found = lifecycle.list_items(
             quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
         )
-    rows = [i.as_dict() for i in found]
+    from knowledge.portable.relocate import source_presence
+
+    rows = [{**i.as_dict(), "source": source_presence(i.source_path)} for i in found]
     out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")
     return 0
 

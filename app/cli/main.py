@@ -62,9 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    from app.cli import commands_core, commands_knowledge, commands_mcp, commands_runs  # they import from here
+    # they import from here; commands_portable adds to the ``base`` group commands_knowledge made
+    from app.cli import commands_core, commands_knowledge, commands_mcp, commands_portable, commands_runs
 
-    for commands in (commands_core, commands_knowledge, commands_runs, commands_mcp):
+    for commands in (commands_core, commands_knowledge, commands_portable, commands_runs, commands_mcp):
         commands.add_commands(sub, common)
     return parser
 

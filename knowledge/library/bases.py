@@ -23,6 +23,7 @@ from knowledge.library.ids import BaseId
 from knowledge.principal import require_person
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, identities, items
+from knowledge.store.schema_portable import base_imports
 
 INGEST_AGENT_NAME = "ingest-agent"
 DEFAULT_CHUNK_SIZE = 254  # model max 256 tokens, less [CLS] and [SEP]
@@ -117,13 +118,18 @@ def find_base(db: Database, base_id: int) -> Base | None:
         return None
 
 
+def _visible() -> Any:
+    """Bases not being imported: a half-imported base is never listed, found, searched or changed."""
+    return bases.c.id.not_in(select(base_imports.c.base_id))
+
+
 def resolve_base(conn: Connection, ref: str | int) -> Base:
-    """A base by id or by name (names are case-insensitive)."""
+    """A base by id or by name (names are case-insensitive); bases being imported are not found."""
     if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        row = conn.execute(select(bases).where(bases.c.id == int(ref))).first()
+        row = conn.execute(select(bases).where(bases.c.id == int(ref), _visible())).first()
         if row is not None:
             return Base.from_row(row)
-    row = conn.execute(select(bases).where(func.lower(bases.c.name) == str(ref).lower())).first()
+    row = conn.execute(select(bases).where(func.lower(bases.c.name) == str(ref).lower(), _visible())).first()
     if row is None:
         raise NotFound(f"knowledge base {ref!r} not found")
     return Base.from_row(row)
@@ -131,7 +137,7 @@ def resolve_base(conn: Connection, ref: str | int) -> Base:
 
 def list_bases(db: Database) -> list[Base]:
     with db.read() as conn:
-        return [Base.from_row(r) for r in conn.execute(select(bases).order_by(bases.c.name)).all()]
+        return [Base.from_row(r) for r in conn.execute(select(bases).where(_visible()).order_by(bases.c.name)).all()]
 
 
 def get_base(db: Database, ref: str | int) -> Base:
@@ -150,7 +156,7 @@ def base_summary(db: Database, base_id: int) -> dict[str, int]:
 # -- writing -----------------------------------------------------------------------------------
 
 
-def _validate_name(name: str) -> str:
+def validate_name(name: str) -> str:
     clean = name.strip()
     if not clean:
         raise InvalidInput("a knowledge base needs a name")
@@ -170,7 +176,7 @@ def create_base(
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
 ) -> Base:
     require_person("create a knowledge base")
-    clean = _validate_name(name)
+    clean = validate_name(name)
     if not 16 <= chunk_size <= 254:
         raise InvalidInput("chunk size must be between 16 and 254 tokens (the model reads at most 256)")
     if not 0 <= chunk_overlap < chunk_size:
@@ -205,7 +211,7 @@ def create_base(
 
 def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
     require_person("rename a knowledge base")
-    clean = _validate_name(new_name)
+    clean = validate_name(new_name)
     try:
         with db.write() as conn:
             base = resolve_base(conn, ref)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select
 
+from knowledge.store.permissions import make_private_dir, write_private_bytes
 from knowledge.store.schema import blobs, items
 
 
@@ -37,9 +38,9 @@ def write_file(root: Path, sha: str, data: bytes) -> None:
     target = blob_path(root, sha)
     if target.exists():
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(target.parent)  # owned copies of a person's documents: owner-only
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    write_private_bytes(tmp, data)
     os.replace(tmp, target)
 
 

@@ -80,7 +80,7 @@ def vectors_version(conn: Connection, base_id: int) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def _bump_version(conn: Connection, base_id: int) -> None:
+def bump_version(conn: Connection, base_id: int) -> None:
     conn.execute(
         text(
             "INSERT INTO settings (key, value) VALUES (:k, '1') "
@@ -90,7 +90,7 @@ def _bump_version(conn: Connection, base_id: int) -> None:
     )
 
 
-def _allocate_chunk_ids(conn: Connection, count: int) -> int:
+def allocate_chunk_ids(conn: Connection, count: int) -> int:
     """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
     row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": NEXT_CHUNK_ID}).first()
     highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
@@ -128,7 +128,7 @@ def write_item_material(
     _clear(conn, base_id, [item_id], tables, keep_vectors=False)
     if not rows:
         return []
-    first = _allocate_chunk_ids(conn, len(rows))
+    first = allocate_chunk_ids(conn, len(rows))
     ids = list(range(first, first + len(rows)))
     floats = np.asarray(vectors, dtype=np.float32)
     halves = floats.astype(np.float16)
@@ -161,7 +161,7 @@ def write_item_material(
         text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
     )
-    _bump_version(conn, base_id)
+    bump_version(conn, base_id)
     return ids
 
 
@@ -193,7 +193,7 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
         conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
         removed += len(chunk_ids)
     if removed:
-        _bump_version(conn, base_id)
+        bump_version(conn, base_id)
     return removed
 
 

@@ -94,7 +94,11 @@ class Database:
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> Database:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        """The data directory's database; a new directory and file are owner-only (0700/0600)."""
+        from knowledge.store.permissions import create_private_file, make_private_dir
+
+        make_private_dir(data_dir)
+        create_private_file(data_dir / DB_FILENAME)  # SQLite gives -wal/-shm the database file's mode
         return cls(data_dir / DB_FILENAME)
 
     def dispose(self) -> None:

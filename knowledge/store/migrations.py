@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from knowledge.store import schema, schema_agents, schema_runs
+from knowledge.store import schema, schema_agents, schema_portable, schema_runs
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
 
@@ -108,6 +108,12 @@ def _search_vectors(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
 
 
+def _base_imports(conn: Connection) -> None:
+    """Imports in progress (``knowledge.portable``): a base being imported stays hidden until done."""
+    for ddl in schema_portable.BASE_IMPORTS_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -117,6 +123,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
+    Migration("0009_base_imports", _base_imports),
 ]
 
 

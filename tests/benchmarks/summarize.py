@@ -15,7 +15,7 @@ from tests.benchmarks.common import REPO, RESULTS
 
 DOC = REPO / "docs" / "BENCHMARKS.md"
 PLOTS = REPO / "docs" / "benchmarks"
-NAMES = ("ingest", "quality", "latency", "app")
+NAMES = ("ingest", "quality", "latency", "app", "portable")
 
 
 def load(quick: bool) -> dict[str, dict[str, Any]]:

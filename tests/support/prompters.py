@@ -21,6 +21,8 @@ class ScriptedPrompter:
     notes: list[tuple[str, str] | None] = field(default_factory=list)
     files: list[list[Path]] = field(default_factory=list)
     folders: list[Path | None] = field(default_factory=list)
+    save_files: list[Path | None] = field(default_factory=list)
+    open_files: list[Path | None] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
     opened: list[Path] = field(default_factory=list)
 
@@ -44,3 +46,11 @@ class ScriptedPrompter:
     def open_path(self, path: Path) -> bool:
         self.opened.append(path)
         return True
+
+    def choose_save_file(self, parent: object, title: str, suggested: str) -> Path | None:
+        self.asked.append(title)
+        return self.save_files.pop(0) if self.save_files else None
+
+    def choose_open_file(self, parent: object, title: str) -> Path | None:
+        self.asked.append(title)
+        return self.open_files.pop(0) if self.open_files else None

@@ -1,0 +1,329 @@
+"""Backups of a whole data directory, and the way back.
+
+``backup_data_dir`` takes SQLite's online backup of the live WAL database through apsw
+(``Connection.backup``, stepped in one go: it reads one consistent snapshot and never blocks writers),
+then copies the blob files the *backed-up* database lists — so the copy is consistent with itself even
+while a worker keeps writing. Everything is written into ``.<name>.partial`` and renamed when complete,
+owner-only (0700 folder, 0600 files), with a ``manifest.json`` (format, time, counts) and an integrity
+check of the copy. The last backup's location is kept in the ``settings`` table and in ``last-backup.json`` beside the
+database (readable even when the database is not), for ``quire doctor``.
+
+``check_backup`` and ``restore_backup`` read a backup without changing it. A restore refuses a
+non-empty target directory unless ``force`` is given; then the old contents are moved aside to
+``<dir>.replaced-<time>`` (never deleted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+from sqlalchemy import text
+
+from knowledge.errors import Conflict, GuardRejected, InvalidInput, StoreError
+from knowledge.library import blobs
+from knowledge.runtime import Quire
+from knowledge.store.database import DB_FILENAME, raw_apsw
+from knowledge.store.permissions import create_private_file, make_private, make_private_dir, write_private_bytes
+
+Progress = Callable[[str, int, int], None]
+BACKUP_FORMAT = "quire-backup"
+BACKUP_FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LAST_BACKUP_KEY = "backup.last_path"
+LAST_BACKUP_FILE = "last-backup.json"  # beside the database: readable when the database is not
+
+
+class BackupRefused(GuardRejected):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    path: str
+    blobs: int
+    blobs_missing: int
+    bytes: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def backup_data_dir(quire: Quire, target_root: Path, *, progress: Progress | None = None) -> BackupResult:
+    started = time.monotonic()
+    report = progress or (lambda _stage, _done, _total: None)
+    target_root = Path(target_root).expanduser().resolve()
+    if target_root.exists() and not target_root.is_dir():
+        raise InvalidInput(f"{target_root} is a file, not a folder")
+    if target_root == quire.data_dir or quire.data_dir in target_root.parents:
+        raise InvalidInput("a backup cannot be written inside the data directory it backs up")
+    make_private_dir(target_root)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    name = f"quire-backup-{stamp}"
+    final = target_root / name
+    n = 1
+    while final.exists():
+        n += 1
+        final = target_root / f"{name}-{n}"
+    partial = target_root / f".{final.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    make_private_dir(partial)
+    try:
+        report("database", 0, 1)
+        _online_copy(quire, partial / DB_FILENAME)
+        report("database", 1, 1)
+        copied, missing = _copy_blobs(partial / DB_FILENAME, quire.blobs_dir, partial / "blobs", report)
+        manifest = {
+            "format": BACKUP_FORMAT,
+            "format_version": BACKUP_FORMAT_VERSION,
+            "created_at": time.time(),
+            "source": str(quire.data_dir),
+            "blobs": copied,
+            "blobs_missing": missing,
+        }
+        write_private_bytes(partial / MANIFEST, json.dumps(manifest, indent=2).encode())
+        os.replace(partial, final)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    with quire.db.write() as conn:
+        conn.execute(
+            text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+            {"k": LAST_BACKUP_KEY, "v": str(final)},
+        )
+    write_private_bytes(quire.data_dir / LAST_BACKUP_FILE, json.dumps({"path": str(final)}).encode())
+    size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
+    return BackupResult(str(final), copied, missing, size, round(time.monotonic() - started, 3))
+
+
+def _online_copy(quire: Quire, dest_path: Path) -> None:
+    create_private_file(dest_path)
+    dest = apsw.Connection(str(dest_path))
+    try:
+        with quire.db.autocommit() as conn:
+            source = raw_apsw(conn)
+            with dest.backup("main", source, "main") as step:
+                step.step(-1)  # one step: one consistent snapshot of the source
+        dest.execute("PRAGMA journal_mode=DELETE").fetchall()  # a backup is one self-contained file
+        problems = [str(r[0]) for r in dest.execute("PRAGMA integrity_check")]
+        if problems != ["ok"]:
+            raise StoreError(f"the backup copy failed its integrity check: {problems[0][:200]}")
+    finally:
+        dest.close()
+    make_private(dest_path)
+
+
+def _listed_blobs(db_path: Path) -> list[str]:
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [str(r[0]) for r in conn.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
+    finally:
+        conn.close()
+
+
+def _copy_blobs(db_path: Path, source_root: Path, dest_root: Path, report: Progress) -> tuple[int, int]:
+    shas = _listed_blobs(db_path)
+    copied = missing = 0
+    for n, sha in enumerate(shas, start=1):
+        try:
+            data = blobs.read(source_root, sha)
+        except FileNotFoundError:
+            missing += 1
+            continue
+        target = blobs.blob_path(dest_root, sha)
+        make_private_dir(target.parent)
+        write_private_bytes(target, data)
+        copied += 1
+        if n % 200 == 0 or n == len(shas):
+            report("blobs", n, len(shas))
+    return copied, missing
+
+
+# -- checking and restoring ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackupCheck:
+    path: str
+    created_at: float
+    blobs: int
+    blobs_missing: list[str]
+    integrity: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_backup(backup: Path) -> BackupCheck:
+    backup = Path(backup).expanduser().resolve()
+    manifest_path = backup / MANIFEST
+    if not backup.is_dir() or not manifest_path.is_file():
+        raise BackupRefused("not_a_backup", f"{backup} is not a Quire backup folder (no {MANIFEST})")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise BackupRefused("damaged", f"the manifest of {backup.name} cannot be read") from None
+    if manifest.get("format") != BACKUP_FORMAT:
+        raise BackupRefused("not_a_backup", f"{backup.name} is not a Quire backup")
+    if int(manifest.get("format_version", 0)) > BACKUP_FORMAT_VERSION:
+        raise BackupRefused("newer_format", f"{backup.name} was made by a newer Quire; update Quire to restore it")
+    db_path = backup / DB_FILENAME
+    try:
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        finally:
+            conn.close()
+        listed = _listed_blobs(db_path)
+    except apsw.Error as exc:
+        raise BackupRefused("damaged", f"the database in {backup.name} is damaged: {exc}") from None
+    if problems != ["ok"]:
+        raise BackupRefused("damaged", f"the database in {backup.name} is damaged: {problems[0][:200]}")
+    absent = [sha for sha in listed if not blobs.blob_path(backup / "blobs", sha).is_file()]
+    return BackupCheck(str(backup), float(manifest.get("created_at", 0)), len(listed), absent[:20], "ok")
+
+
+def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict[str, Any]:
+    checked = check_backup(backup)
+    source = Path(checked.path)
+    data_dir = Path(data_dir).expanduser().resolve()
+    moved_aside: str | None = None
+    if data_dir.exists():
+        if not data_dir.is_dir():
+            raise InvalidInput(f"{data_dir} is a file, not a folder")
+        if any(data_dir.iterdir()):
+            if not force:
+                raise Conflict(
+                    f"{data_dir} is not empty; restore into an empty folder, or add --force to move its "
+                    "contents aside first"
+                )
+            aside = data_dir.with_name(f"{data_dir.name}.replaced-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+            os.replace(data_dir, aside)
+            moved_aside = str(aside)
+    make_private_dir(data_dir)
+    target_db = data_dir / DB_FILENAME
+    create_private_file(target_db)
+    src = apsw.Connection(str(source / DB_FILENAME), flags=apsw.SQLITE_OPEN_READONLY)
+    dest = apsw.Connection(str(target_db))
+    try:
+        with dest.backup("main", src, "main") as step:
+            step.step(-1)
+        dest.execute("PRAGMA journal_mode=WAL").fetchall()
+    finally:
+        dest.close()
+        src.close()
+    restored = 0
+    blob_root = source / "blobs"
+    if blob_root.is_dir():
+        for sha in _listed_blobs(source / DB_FILENAME):
+            path = blobs.blob_path(blob_root, sha)
+            if path.is_file():
+                target = blobs.blob_path(data_dir / "blobs", sha)
+                make_private_dir(target.parent)
+                write_private_bytes(target, path.read_bytes())
+                restored += 1
+    return {
+        "restored_from": str(source),
+        "data_dir": str(data_dir),
+        "blobs": restored,
+        "blobs_missing": len(checked.blobs_missing),
+        "moved_aside": moved_aside,
+    }
+
+
+# -- keeping the last N, and automatic backups (off by default) ---------------------------------
+
+AUTO_KEY = "backup.auto"  # JSON {"dir", "every_hours", "keep"}; absent = off
+AUTO_LAST_KEY = "backup.auto.last_at"
+
+
+def prune_backups(root: Path, keep: int) -> list[str]:
+    """Remove the oldest Quire backups in ``root`` beyond the newest ``keep`` (only folders this code made)."""
+    if keep < 1:
+        raise InvalidInput("keep at least one backup")
+    made = []
+    for folder in Path(root).glob("quire-backup-*"):
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if manifest.get("format") == BACKUP_FORMAT:
+            made.append((float(manifest.get("created_at", 0)), folder))
+    made.sort()
+    removed = [folder for _at, folder in made[:-keep]]
+    for folder in removed:
+        shutil.rmtree(folder)
+    return [str(f) for f in removed]
+
+
+@dataclass(frozen=True)
+class AutoBackup:
+    dir: str
+    every_hours: float
+    keep: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _setting(quire: Quire, key: str) -> str | None:
+    with quire.db.read() as conn:
+        row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": key}).first()
+    return None if row is None else str(row[0])
+
+
+def _put(conn: Any, key: str, value: str) -> None:
+    conn.execute(
+        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+        {"k": key, "v": value},
+    )
+
+
+def auto_backup_settings(quire: Quire) -> AutoBackup | None:
+    raw = _setting(quire, AUTO_KEY)
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return AutoBackup(str(data["dir"]), float(data["every_hours"]), int(data["keep"]))
+
+
+def set_auto_backup(quire: Quire, settings: AutoBackup | None) -> AutoBackup | None:
+    """Turn automatic backups on (a folder, an interval, how many to keep) or off (``None``)."""
+    with quire.db.write() as conn:
+        if settings is None:
+            conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": AUTO_KEY})
+            return None
+        if settings.every_hours < 0 or settings.keep < 1:
+            raise InvalidInput("the interval cannot be negative and at least one backup is kept")
+        folder = Path(settings.dir).expanduser().resolve()
+        if folder == quire.data_dir or quire.data_dir in folder.parents:
+            raise InvalidInput("automatic backups cannot go inside the data directory they back up")
+        clean = AutoBackup(str(folder), settings.every_hours, settings.keep)
+        _put(conn, AUTO_KEY, json.dumps(clean.as_dict(), sort_keys=True))
+        return clean
+
+
+def run_auto_backup_if_due(quire: Quire, *, now: float | None = None) -> BackupResult | None:
+    """The scheduled backup, when one is configured and the last one is older than the interval."""
+    settings = auto_backup_settings(quire)
+    if settings is None:
+        return None
+    now = time.time() if now is None else now
+    last = float(_setting(quire, AUTO_LAST_KEY) or 0)
+    if now - last < settings.every_hours * 3600:
+        return None
+    result = backup_data_dir(quire, Path(settings.dir))
+    with quire.db.write() as conn:
+        _put(conn, AUTO_LAST_KEY, repr(now))
+    prune_backups(Path(settings.dir), settings.keep)
+    return result

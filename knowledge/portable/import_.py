@@ -1,0 +1,294 @@
+"""Import an export file as a new base, without running the encoder.
+
+Transaction contract
+* Validation comes first and writes nothing: the file must be a Quire export of a format version this
+  build reads, pass ``PRAGMA integrity_check``, match its content checksum, and carry a model stamp this
+  installation has (same model id and dimension). Each refusal is an :class:`ImportRefused` with its own
+  code.
+* Then bounded write transactions (a few hundred rows, or a few MB of blobs, each): the first creates the
+  base under a placeholder name together with a ``base_imports`` row, which hides it from listing, lookup,
+  search and every operation (:mod:`knowledge.library.bases`); then folder runs, items (parents first), chunks with
+  their vectors (vec0, FTS5 and the float16 copy are derived from the exported float32 vectors and text in
+  the same transaction as their chunk rows), blobs; each transaction also advances the import's cursor.
+  The last transaction writes the audit entries, gives the base its name and deletes the ``base_imports``
+  row: the base appears complete, at once, or not at all.
+* Item ids and chunk ids are the exported ids shifted by an offset fixed in the first transaction; the
+  range is reserved (a placeholder item above it, ``chunks.next_id`` moved past it) so other writers never
+  take an id the import will need, and a resumed import computes exactly the ids the crashed one did.
+* After a crash the ``base_imports`` row names a dead process. Importing the same file again resumes from
+  the cursor; a worker or window start (a repair scan) removes stale imports instead."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+from sqlalchemy import Connection, delete, func, insert, select, text, update
+
+from jobs.sessions import is_alive, process_start_time
+from knowledge.errors import Conflict, InvalidInput
+from knowledge.library import blobs, index
+from knowledge.library.bases import INGEST_AGENT_NAME, load_base, validate_name
+from knowledge.portable import fileformat as ff
+from knowledge.portable.import_check import (
+    EXPORTED_WHILE_ACTIVE,
+    STAGES,
+    ExportInfo,
+    ImportResult,
+    Progress,
+    open_export,
+    validate_export,
+)
+from knowledge.portable.import_stages import ImportState, apply_blobs, apply_chunks, apply_items, apply_runs, run_map
+from knowledge.runtime import Quire
+from knowledge.store.schema import bases, identities, items
+from knowledge.store.schema_portable import base_imports
+from knowledge.store.schema_runs import audit_log
+
+log = logging.getLogger(__name__)
+
+
+def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: Progress | None = None) -> ImportResult:
+    started = time.monotonic()
+    report = progress or (lambda _stage, _done, _total: None)
+    report("validate", 0, 1)
+    info = validate_export(Path(path))
+    report("validate", 1, 1)
+    final_name = validate_name(name or str(info.base["name"]))
+    conn = open_export(info.path)
+    try:
+        state, resumed = _begin_or_resume(quire, info, conn, final_name)
+        while state.stage != "done":
+            _apply_stage(quire, info, conn, state, final_name, report)
+    finally:
+        conn.close()
+    with quire.db.read() as c:
+        counts = c.execute(
+            select(func.count(), func.coalesce(func.sum(items.c.chunk_count), 0)).where(
+                items.c.base_id == state.base_id
+            )
+        ).one()
+        reindex = c.execute(
+            select(func.count()).where(items.c.base_id == state.base_id, items.c.error_code == EXPORTED_WHILE_ACTIVE)
+        ).scalar_one()
+        chunk_rows = c.execute(
+            text("SELECT count(*) FROM chunks WHERE base_id = :b"), {"b": state.base_id}
+        ).scalar_one()
+    return ImportResult(
+        base_id=state.base_id,
+        name=final_name,
+        items=int(counts[0]),
+        chunks=int(chunk_rows),
+        blobs=info.counts.get("blobs", 0),
+        marked_for_reindex=int(reindex),
+        resumed=resumed,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _owner_values() -> dict[str, Any]:
+    import os
+
+    pid = os.getpid()
+    return {
+        "host": socket.gethostname(),
+        "pid": pid,
+        "process_started_at": process_start_time(pid),
+        "heartbeat_at": time.time(),
+    }
+
+
+def _name_taken(conn: Connection, name: str, except_id: int | None = None) -> bool:
+    query = select(bases.c.id).where(func.lower(bases.c.name) == name.lower())
+    if except_id is not None:
+        query = query.where(bases.c.id != except_id)
+    return conn.execute(query).first() is not None
+
+
+def _owner_alive(row: Any) -> bool:
+    return is_alive(row.host, row.pid, row.process_started_at, row.heartbeat_at, None)
+
+
+def _begin_or_resume(quire: Quire, info: ExportInfo, export: apsw.Connection, name: str) -> tuple[ImportState, bool]:
+    with quire.db.write() as conn:
+        for row in conn.execute(select(base_imports).where(base_imports.c.checksum == info.checksum)).all():
+            if _owner_alive(row):
+                raise Conflict(f"this file is already being imported (process {row.pid}); wait for it to finish")
+            conn.execute(
+                update(base_imports).where(base_imports.c.base_id == row.base_id).values(**_owner_values(), name=name)
+            )
+            log.info("resuming the import of base %s at stage %s", row.base_id, row.stage)
+            return ImportState(row.base_id, row.stage, row.cursor, row.item_offset, row.chunk_offset), True
+        if _name_taken(conn, name):
+            raise Conflict(f"a knowledge base named {name!r} already exists; import it under another name (--name)")
+        return _create_hidden_base(conn, info, export, name), False
+
+
+def _span(export: apsw.Connection, table: str) -> tuple[int, int] | None:
+    row: Any = export.execute(f"SELECT min(id), max(id) FROM {table}").fetchall()[0]
+    return None if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connection, name: str) -> ImportState:
+    now = time.time()
+    settings = info.base
+    placeholder = f".importing {info.checksum[:16]} {time.time_ns()}"
+    pk = conn.execute(
+        insert(bases).values(
+            name=placeholder,
+            model_id=info.model_id,
+            dimension=info.dimension,
+            precision=info.precision,
+            chunk_size=int(settings["chunk_size"]),
+            chunk_overlap=int(settings["chunk_overlap"]),
+            locked=int(bool(settings.get("locked"))),
+            created_at=float(settings.get("created_at") or now),
+            updated_at=now,
+        )
+    ).inserted_primary_key
+    assert pk is not None
+    base_id = int(pk[0])
+    index.create_base_index(conn, base_id, info.dimension)
+    exported_identities = list(export.execute(ff.IDENTITIES.select_sql()))
+    if not any(r[2] == "ingest_agent" for r in exported_identities):
+        conn.execute(
+            insert(identities).values(base_id=base_id, name=INGEST_AGENT_NAME, kind="ingest_agent", created_at=now)
+        )
+    for _seq, ident_name, kind, disabled, created_at in exported_identities:
+        conn.execute(
+            insert(identities).values(
+                base_id=base_id, name=ident_name, kind=kind, disabled=disabled, created_at=created_at
+            )
+        )
+    item_offset = chunk_offset = 0
+    item_span = _span(export, "items")
+    if item_span is not None:
+        top = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one())
+        item_offset = top + 1 - item_span[0]
+        # reserve the id range: rowids are max + 1, so nobody else lands inside it before the import ends
+        conn.execute(
+            insert(items).values(
+                id=item_span[1] + item_offset + 1,
+                base_id=base_id,
+                type="note",
+                name=".import placeholder",
+                status="failed",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    chunk_span = _span(export, "chunks")
+    if chunk_span is not None:
+        first = index.allocate_chunk_ids(conn, chunk_span[1] - chunk_span[0] + 1)
+        chunk_offset = first - chunk_span[0]
+    conn.execute(
+        insert(base_imports).values(
+            base_id=base_id,
+            name=name,
+            checksum=info.checksum,
+            stage=STAGES[0],
+            cursor=0,
+            item_offset=item_offset,
+            chunk_offset=chunk_offset,
+            started_at=now,
+            **_owner_values(),
+        )
+    )
+    return ImportState(base_id, STAGES[0], 0, item_offset, chunk_offset)
+
+
+def _apply_stage(
+    quire: Quire, info: ExportInfo, export: apsw.Connection, state: ImportState, name: str, report: Progress
+) -> None:
+    if state.stage == "runs":
+        apply_runs(quire, export, state)
+    elif state.stage == "items":
+        apply_items(quire, export, state, info.counts.get("items", 0), report)
+    elif state.stage == "chunks":
+        apply_chunks(quire, export, state, info.counts.get("chunks", 0), report)
+    elif state.stage == "blobs":
+        apply_blobs(quire, export, state, info.counts.get("blobs", 0), report)
+    elif state.stage == "finish":
+        _finish(quire, export, state, name)
+        state.stage = "done"
+        report("finish", 1, 1)
+    else:
+        raise InvalidInput(f"unknown import stage {state.stage!r}")
+
+
+def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str) -> None:
+    """The flip: audit entries, the real name, and the end of hiding — one transaction."""
+    with quire.db.write() as conn:
+        row = conn.execute(select(base_imports).where(base_imports.c.base_id == state.base_id)).one()
+        name = row.name
+        if _name_taken(conn, name, except_id=state.base_id):
+            raise Conflict(f"a knowledge base named {name!r} was created meanwhile; import again with --name")
+        runs = run_map(conn, export, state.base_id)
+        entries = [
+            {
+                "at": at,
+                "action": action,
+                "actor": actor,
+                "base_id": state.base_id,
+                "run_id": None if run_id is None else runs.get(int(run_id)),
+                "attempt": attempt,
+                "payload": payload,
+            }
+            for _seq, _id, at, action, actor, run_id, attempt, payload in export.execute(ff.AUDIT.select_sql())
+        ]
+        if entries:
+            conn.execute(insert(audit_log), entries)
+        item_span = _span(export, "items")
+        if item_span is not None:  # the id-range reservation made by the first transaction
+            placeholder = item_span[1] + state.item_offset + 1
+            conn.execute(delete(items).where(items.c.id == placeholder, items.c.base_id == state.base_id))
+        conn.execute(update(bases).where(bases.c.id == state.base_id).values(name=name, updated_at=time.time()))
+        index.bump_version(conn, state.base_id)
+        conn.execute(delete(base_imports).where(base_imports.c.base_id == state.base_id))
+
+
+# -- stale imports --------------------------------------------------------------------------------
+
+
+def discard_import(quire: Quire, base_id: int) -> None:
+    """Remove a hidden, unfinished import and everything it wrote (blobs no one else uses included)."""
+    with quire.db.write() as conn:
+        if conn.execute(select(base_imports.c.base_id).where(base_imports.c.base_id == base_id)).first() is None:
+            return
+        load_base(conn, base_id)
+        index.drop_base_index(conn, base_id)
+        ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base_id)).all()]
+        shas = blobs.shas_of_items(conn, ids)
+        conn.execute(delete(items).where(items.c.base_id == base_id))
+        blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
+        conn.execute(delete(identities).where(identities.c.base_id == base_id))
+        conn.execute(delete(bases).where(bases.c.id == base_id))  # cascades folder runs and the import row
+
+
+def stale_imports(quire: Quire) -> list[int]:
+    with quire.db.read() as conn:
+        rows = conn.execute(select(base_imports)).all()
+    return [int(r.base_id) for r in rows if not _owner_alive(r)]
+
+
+def discard_stale_imports(quire: Quire) -> int:
+    gone = 0
+    for base_id in stale_imports(quire):
+        discard_import(quire, base_id)
+        log.warning("removed the unfinished import of base %s (its process is gone)", base_id)
+        gone += 1
+    return gone
+
+
+def register(quire: Quire) -> None:
+    """Worker and window starts clean up imports a crashed process left behind (a repair scan)."""
+
+    def repair_stale_imports(_queue: Any, _limit: int) -> int:
+        discard_stale_imports(quire)
+        return 0
+
+    quire.registry.add_repair_scan(repair_stale_imports)

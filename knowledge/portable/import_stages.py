@@ -1,0 +1,231 @@
+"""The stages of an import, each in bounded transactions that advance the import's cursor."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+from sqlalchemy import Connection, insert, select, text, update
+
+from knowledge.library import blobs, index
+from knowledge.portable import fileformat as ff
+from knowledge.portable.import_check import BLOB_PAGE_BYTES, EXPORTED_WHILE_ACTIVE, PAGE_ROWS, STAGES, Progress
+from knowledge.runtime import Quire
+from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema_portable import base_imports
+from knowledge.store.schema_runs import folder_runs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ImportState:
+    base_id: int
+    stage: str
+    cursor: int
+    item_offset: int
+    chunk_offset: int
+
+
+def _advance(conn: Connection, state: ImportState, cursor: int, *, next_stage: bool = False) -> None:
+    if next_stage:
+        state.stage = STAGES[STAGES.index(state.stage) + 1]
+        state.cursor = 0
+    else:
+        state.cursor = cursor
+    conn.execute(
+        update(base_imports)
+        .where(base_imports.c.base_id == state.base_id)
+        .values(stage=state.stage, cursor=state.cursor, heartbeat_at=time.time())
+    )
+
+
+def _imported_key(key: str, base_id: int) -> str:
+    return f"{key}#imported-into-{base_id}"
+
+
+def _shift(value: Any, offset: int) -> Any:
+    return None if value is None else int(value) + offset
+
+
+def apply_runs(quire: Quire, export: apsw.Connection, state: ImportState) -> None:
+    """One transaction per folder run: the run, its manifest, batches and outcomes, with fresh ids."""
+    runs = list(export.execute(ff.FOLDER_RUNS.select_sql(after_seq=True), (state.cursor,)))
+    for run in runs:
+        seq, values = run[0], dict(zip(ff.FOLDER_RUNS.columns, run[1:], strict=True))
+        old_id = values.pop("id")
+        with quire.db.write() as conn:
+            if values["status"] in ("pending", "running"):
+                values.update(status="failed", error="the base was exported while this run was in progress")
+            values.update(
+                base_id=state.base_id,
+                idempotency_key=_imported_key(values["idempotency_key"], state.base_id),
+                job_id=None,
+                container_item_id=_shift(values["container_item_id"], state.item_offset),
+            )
+            pk = conn.execute(insert(folder_runs).values(**values)).inserted_primary_key
+            assert pk is not None
+            new_run = int(pk[0])
+            sources = _copy_children(conn, export, ff.RUN_SOURCES, old_id, {"run_id": new_run})
+            batches = _copy_children(
+                conn, export, ff.INGEST_BATCHES, old_id, {"run_id": new_run}, sources=sources, offset=state.item_offset
+            )
+            _copy_children(
+                conn,
+                export,
+                ff.RUN_OUTCOMES,
+                old_id,
+                {"run_id": new_run},
+                sources=sources,
+                batches=batches,
+                offset=state.item_offset,
+            )
+            _advance(conn, state, seq)
+    with quire.db.write() as conn:
+        _advance(conn, state, 0, next_stage=True)
+
+
+def _copy_children(
+    conn: Connection,
+    export: apsw.Connection,
+    table: ff.RowTable,
+    old_run: int,
+    fixed: dict[str, Any],
+    *,
+    sources: dict[int, int] | None = None,
+    batches: dict[int, int] | None = None,
+    offset: int = 0,
+) -> dict[int, int]:
+    cols = ", ".join(f'"{c}"' for c in table.columns)
+    mapping: dict[int, int] = {}
+    for row in export.execute(f"SELECT {cols} FROM {table.name} WHERE run_id = ? ORDER BY seq", (old_run,)):
+        values = dict(zip(table.columns, row, strict=True))
+        old_id = int(values.pop("id"))
+        values.update(fixed)
+        if sources is not None and "source_id" in values:
+            values["source_id"] = sources[int(values["source_id"])]
+        if batches is not None and values.get("batch_id") is not None:
+            values["batch_id"] = batches.get(int(values["batch_id"]))
+        if "item_id" in values:
+            values["item_id"] = _shift(values["item_id"], offset)
+        cols_new = ", ".join(f'"{c}"' for c in values)
+        marks = ", ".join(f":{c}" for c in values)
+        result = conn.execute(text(f"INSERT INTO {table.name} ({cols_new}) VALUES ({marks})"), values)
+        mapping[old_id] = int(result.lastrowid)
+    return mapping
+
+
+def run_map(conn: Connection, export: apsw.Connection, base_id: int) -> dict[int, int]:
+    """Exported run id -> imported run id (found by the imported idempotency key)."""
+    keys = {
+        _imported_key(str(k), base_id): int(i) for i, k in export.execute("SELECT id, idempotency_key FROM folder_runs")
+    }
+    found = conn.execute(
+        select(folder_runs.c.id, folder_runs.c.idempotency_key).where(folder_runs.c.base_id == base_id)
+    ).all()
+    return {keys[r.idempotency_key]: int(r.id) for r in found if r.idempotency_key in keys}
+
+
+def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total: int, report: Progress) -> None:
+    active = set(ACTIVE_STATUSES) | {"deleting"}
+    done = 0
+    with quire.db.read() as conn:
+        runs = run_map(conn, export, state.base_id)
+    while True:
+        page = list(export.execute(ff.ITEMS.select_sql(after_seq=True, limit=True), (state.cursor, PAGE_ROWS)))
+        if not page:
+            break
+        rows = []
+        for row in page:
+            values = dict(zip(ff.ITEMS.columns, row[1:], strict=True))
+            values.update(
+                id=int(values["id"]) + state.item_offset,
+                base_id=state.base_id,
+                parent_id=_shift(values["parent_id"], state.item_offset),
+                root_id=_shift(values["root_id"], state.item_offset),
+                job_id=None,
+                run_id=None if values["run_id"] is None else runs.get(int(values["run_id"])),
+            )
+            if values["status"] in active:
+                values.update(
+                    status="failed",
+                    error_code=EXPORTED_WHILE_ACTIVE,
+                    error_message="it was still being indexed when the base was exported; reindex it",
+                )
+            rows.append(values)
+        with quire.db.write() as conn:
+            conn.execute(insert(items), rows)
+            _advance(conn, state, int(page[-1][0]))
+        done += len(page)
+        report("items", done, total)
+    with quire.db.write() as conn:
+        _advance(conn, state, 0, next_stage=True)
+
+
+def apply_chunks(quire: Quire, export: apsw.Connection, state: ImportState, total: int, report: Progress) -> None:
+    base_id = state.base_id
+    vec, fts = index.vec_table(base_id), index.fts_table(base_id)
+    done = 0
+    while True:
+        page = list(export.execute(ff.CHUNKS.select_sql(after_seq=True, limit=True), (state.cursor, PAGE_ROWS)))
+        if not page:
+            break
+        chunk_rows, vec_rows, fts_rows = [], [], []
+        for row in page:
+            v = dict(zip(ff.CHUNKS.columns, row[1:], strict=True))
+            cid = int(v["id"]) + state.chunk_offset
+            floats = np.frombuffer(v.pop("embedding"), dtype=np.float32)
+            v.update(
+                id=cid,
+                base_id=base_id,
+                item_id=int(v["item_id"]) + state.item_offset,
+                vector_f16=floats.astype(np.float16).tobytes(),
+            )
+            chunk_rows.append(v)
+            vec_rows.append({"id": cid, "e": floats.tobytes()})
+            fts_rows.append({"id": cid, "t": v["text"]})
+        with quire.db.write() as conn:
+            conn.execute(
+                text(
+                    'INSERT INTO chunks (id, base_id, item_id, ordinal, text, start, "end", page, line_start, '
+                    "line_end, token_count, text_sha256, vector_f16) VALUES (:id, :base_id, :item_id, :ordinal, "
+                    ":text, :start, :end, :page, :line_start, :line_end, :token_count, :text_sha256, :vector_f16)"
+                ),
+                chunk_rows,
+            )
+            conn.execute(text(f"INSERT INTO {vec} (rowid, embedding) VALUES (:id, :e)"), vec_rows)
+            conn.execute(text(f"INSERT INTO {fts} (rowid, text) VALUES (:id, :t)"), fts_rows)
+            _advance(conn, state, int(page[-1][0]))
+        done += len(page)
+        report("chunks", done, total)
+    with quire.db.write() as conn:
+        _advance(conn, state, 0, next_stage=True)
+
+
+def apply_blobs(quire: Quire, export: apsw.Connection, state: ImportState, total: int, report: Progress) -> None:
+    done = 0
+    sql = ff.BLOBS.select_sql(after_seq=True)
+    while True:
+        page: list[tuple[Any, ...]] = []
+        size = 0
+        for row in export.execute(sql, (state.cursor,)):
+            page.append(tuple(row))
+            size += len(row[4])
+            if len(page) >= PAGE_ROWS or size >= BLOB_PAGE_BYTES:
+                break
+        if not page:
+            break
+        for _seq, sha, _kind, _size, data in page:  # files first, outside the transaction (blobs.py's rule)
+            blobs.write_file(quire.blobs_dir, sha, bytes(data))
+        with quire.db.write() as conn:
+            for _seq, sha, kind, _size, data in page:
+                blobs.record(conn, quire.blobs_dir, sha, bytes(data), kind)
+            _advance(conn, state, int(page[-1][0]))
+        done += len(page)
+        report("blobs", done, total)
+    with quire.db.write() as conn:
+        _advance(conn, state, 0, next_stage=True)

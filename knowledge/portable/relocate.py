@@ -1,0 +1,56 @@
+"""Imported bases keep their source paths; this says which are not on this machine and re-points them.
+
+``relocate_base`` rewrites the prefix of every item's ``source_path`` in one write transaction (one
+UPDATE statement), so reindex reads from the new folder location. Folder-run records keep the folder
+they ran on (their identity is immutable by design).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from sqlalchemy import func, update
+
+from knowledge.errors import InvalidInput
+from knowledge.library.bases import assert_base_writable, resolve_base
+from knowledge.runtime import Quire
+from knowledge.store.schema import items
+
+NOT_ON_THIS_MACHINE = "not on this machine"
+
+
+def source_presence(source_path: str | None) -> str | None:
+    """``None`` for notes; "present", or "not on this machine" when the original is not where it was."""
+    if source_path is None:
+        return None
+    return "present" if os.path.exists(source_path) else NOT_ON_THIS_MACHINE
+
+
+def relocate_base(quire: Quire, base_ref: str | int, old_prefix: str, new_prefix: str) -> int:
+    """Point items whose source lies under ``old_prefix`` at the same place under ``new_prefix``."""
+    old = _clean(old_prefix)
+    new = _clean(new_prefix)
+    if old == new:
+        raise InvalidInput("the old and new locations are the same")
+    with quire.db.write() as conn:
+        base = resolve_base(conn, base_ref)
+        assert_base_writable(base)
+        n = len(old)
+        under = (items.c.source_path == old) | (func.substr(items.c.source_path, 1, n + 1) == old + os.sep)
+        result = conn.execute(
+            update(items)
+            .where(items.c.base_id == base.id, under)
+            .values(source_path=new + func.substr(items.c.source_path, n + 1), updated_at=time.time())
+        )
+        return int(result.rowcount or 0)
+
+
+def _clean(prefix: str) -> str:
+    if not prefix.strip():
+        raise InvalidInput("a location is needed")
+    path = str(Path(prefix).expanduser())
+    if not os.path.isabs(path):
+        raise InvalidInput(f"{prefix!r} is not an absolute path")
+    return path.rstrip(os.sep) or os.sep
