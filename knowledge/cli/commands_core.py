@@ -116,6 +116,33 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
     import apsw
     import sqlalchemy
 
+    from knowledge.components import probe_components
+    from knowledge.errors import MissingComponent
+
+    components = probe_components()  # each bundled part, really loaded (torch and the model: seconds)
+    report: dict[str, Any] = {
+        "quire": _quire_version(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "data_dir": str(Path(args.data_dir)),
+        "sqlite": apsw.sqlite_lib_version(),
+        "apsw": apsw.apsw_version(),
+        "sqlalchemy": sqlalchemy.__version__,
+        "model_path": _model_path(),
+        "cpu_count": os.cpu_count(),
+        "components": [c.as_dict() for c in components],
+    }
+    try:
+        report.update(_database_report(args))
+    except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
+        report["database_error"] = str(exc)
+    ok = report.get("integrity") == "ok" and all(c.loaded for c in components)
+    report["ok"] = ok
+    out.emit(report, _doctor_text)
+    return 0 if ok else 1
+
+
+def _database_report(args: argparse.Namespace) -> dict[str, Any]:
     from knowledge.store.migrations import applied_migrations
 
     with opened(args) as quire, quire.db.read() as conn:
@@ -123,26 +150,23 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         vec_version = conn.exec_driver_sql("SELECT vec_version()").scalar()
         journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         migrations = applied_migrations(conn)
-    report: dict[str, Any] = {
-        "quire": _quire_version(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
+    return {
         "data_dir": str(quire.data_dir),
         "database": str(quire.db.path),
-        "sqlite": apsw.sqlite_lib_version(),
-        "apsw": apsw.apsw_version(),
         "sqlite_vec": vec_version,
-        "sqlalchemy": sqlalchemy.__version__,
         "journal_mode": journal,
         "migrations": migrations,
         "integrity": integrity,
-        "model_path": _model_path(),
-        "cpu_count": os.cpu_count(),
     }
-    ok = integrity == "ok"
-    report["ok"] = ok
-    out.emit(report, lambda d: "\n".join(f"{k:>14}: {v}" for k, v in d.items()))
-    return 0 if ok else 1
+
+
+def _doctor_text(report: dict[str, Any]) -> str:
+    lines = [f"{k:>14}: {v}" for k, v in report.items() if k != "components"]
+    lines.append("    components:")
+    for c in report["components"]:
+        state = "loaded" if c["loaded"] else "NOT LOADED"
+        lines.append(f"{c['name']:>22}  {c['version'] or '-':<14} {state:<10} {c['detail']}")
+    return "\n".join(lines)
 
 
 def _quire_version() -> str:
