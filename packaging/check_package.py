@@ -291,12 +291,11 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 def unpack(artefact: Path, into: Path) -> Path:
-    """The Quire folder inside an archive (unpacked with the system tar) or the given folder itself."""
-    if artefact.is_dir():
-        return artefact
-    subprocess.run(
-        ["tar", "--zstd" if artefact.name.endswith(".zst") else "-z", "-xf", str(artefact), "-C", str(into)], check=True
-    )
+    """The Quire folder inside an archive, unpacked with the system tar."""
+    into.mkdir(parents=True)
+    flag = "--zstd" if artefact.name.endswith(".zst") else "--gzip"
+    result = subprocess.run(["tar", flag, "-xf", str(artefact), "-C", str(into)], capture_output=True, text=True)
+    check(result.returncode == 0, f"could not unpack {artefact.name}: {result.stderr.strip()}")
     folders = [p for p in into.iterdir() if (p / "Quire").is_file()]
     check(len(folders) == 1, f"the archive holds no single Quire folder: {sorted(p.name for p in into.iterdir())}")
     return folders[0]
