@@ -36,6 +36,7 @@ screenshots: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshots docs/screenshots
 
 # The packaged app (README "Packaging"): a PyInstaller onedir build in dist/Quire and the Linux archive.
+# the pin of pyproject's `package` extra
 PYINSTALLER := pyinstaller==6.22.3
 ARCHIVE := dist/Quire-linux-x86_64.tar.zst
 

@@ -143,3 +143,12 @@ def test_doctor_text_marks_a_component_not_loaded(
     assert "NOT LOADED" in torch_line and "ImportError" in torch_line
     apsw_line = next(line for line in lines if line.split()[:1] == ["apsw"])
     assert " loaded " in apsw_line
+
+
+def test_a_frozen_app_looks_for_the_extension_inside_its_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path / "Quire" / "_internal"), raising=False)
+
+    assert native.vec_extension_path() == str(tmp_path / "Quire" / "_internal" / "sqlite_vec" / "vec0")
