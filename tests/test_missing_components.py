@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from knowledge import components
-from knowledge.cli.main import EXIT_OTHER, main
+from knowledge.cli.main import EXIT_OTHER, main, missing_component
 from knowledge.errors import MissingComponent
 from knowledge.store import native
 from knowledge.store.database import Database
@@ -152,3 +152,18 @@ def test_a_frozen_app_looks_for_the_extension_inside_its_bundle(
     monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path / "Quire" / "_internal"), raising=False)
 
     assert native.vec_extension_path() == str(tmp_path / "Quire" / "_internal" / "sqlite_vec" / "vec0")
+
+
+def test_an_import_error_without_a_name_is_named_by_its_cause() -> None:
+    """numpy re-raises a failed C-extension import as a bare ImportError with advice and a web link."""
+    try:
+        try:
+            raise ImportError("libscipy_openblas64_.so: ELF load command", name="numpy._core._multiarray_umath")
+        except ImportError as inner:
+            raise ImportError(
+                "IMPORTANT: PLEASE READ THIS ... https://numpy.org/devdocs/user/troubleshooting"
+            ) from inner
+    except ImportError as outer:
+        error = missing_component(outer)
+
+    assert_one_readable_sentence(str(error), "numpy")

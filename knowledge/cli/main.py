@@ -134,9 +134,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def missing_component(exc: ImportError) -> MissingComponent:
-    """An import failed: the installation is incomplete (its loader text goes to the debug log only)."""
+    """An import failed: the installation is incomplete (its loader text goes to the debug log only).
+
+    Names the top-level package; libraries that re-raise with advice of their own (numpy) keep the
+    failed module's name on the ImportError they chain from.
+    """
     logging.getLogger("quire").debug("import failed", exc_info=exc)
-    return MissingComponent(exc.name or "one of its libraries")
+    cause: BaseException | None = exc
+    while cause is not None:
+        name = getattr(cause, "name", None)
+        if isinstance(cause, ImportError) and name:
+            return MissingComponent(name.split(".")[0])
+        cause = cause.__cause__ or cause.__context__
+    return MissingComponent("one of its libraries")
 
 
 def _fail(out: Output, exc: BaseException, code: int) -> int:
