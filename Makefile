@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.quire-installed
 
-.PHONY: install app test lint bench screenshots
+.PHONY: install app test lint bench screenshots package package-check
 
 install: $(STAMP)
 
@@ -34,3 +34,23 @@ bench: install
 
 screenshots: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshots docs/screenshots
+
+# The packaged app (README "Packaging"): a PyInstaller onedir build in dist/Quire and the Linux archive.
+# the pin of pyproject's `package` extra
+PYINSTALLER := pyinstaller==6.22.3
+ARCHIVE := dist/Quire-linux-x86_64.tar.zst
+
+package: install
+	$(PY) -m pip install --quiet '$(PYINSTALLER)'
+	@start=$$(date +%s); \
+	HF_HUB_OFFLINE=1 $(PY) -m PyInstaller packaging/quire.spec --noconfirm --log-level WARN && \
+	built=$$(date +%s) && \
+	packaging/linux/archive.sh dist/Quire $(ARCHIVE) && \
+	echo "package: PyInstaller $$((built - start)) s, archive $$(($$(date +%s) - built)) s;" \
+	  "dist/Quire $$(du -sh dist/Quire | cut -f1), $(ARCHIVE) $$(du -h $(ARCHIVE) | cut -f1)"
+
+# Smoke-tests the archive as a stranger would run it (env -i, a temporary HOME, no virtualenv).
+package-check: package
+	@start=$$(date +%s); \
+	$(PY) packaging/check_package.py $(ARCHIVE) && \
+	echo "package-check: $$(($$(date +%s) - start)) s"

@@ -49,3 +49,16 @@ class DataDirInUse(KnowledgeError):
     """Another Quire window already has this data directory open."""
 
     code = "data_dir_in_use"
+
+
+class MissingComponent(KnowledgeError):
+    """A part Quire ships with (a native library, an extension, the model) is missing or will not load.
+
+    The message is one sentence naming the part; the loader's own text goes to the debug log only.
+    """
+
+    code = "missing_component"
+
+    def __init__(self, component: str) -> None:
+        super().__init__(f"Quire could not load {component}: this installation is incomplete, reinstall Quire")
+        self.component = component

@@ -7,10 +7,14 @@ worker``. A frozen build has no ``python -m``, so the app asks ``sys.frozen`` an
 
 from __future__ import annotations
 
+import os
 import sys
 
 
 def main() -> int:
+    # Everything the app needs is inside the bundle: the model libraries never try the network.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = sys.argv[1:]
     if args[:1] == ["cli"]:
         from app.cli.main import main as cli_main

@@ -21,6 +21,14 @@ def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
     assert "0001_initial" in report["migrations"]
     assert Path(report["model_path"], "config.json").exists()
     assert (data_dir / "quire.sqlite3").exists()
+    components = {c["name"]: c for c in report["components"]}
+    assert list(components) == [
+        "apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model", "PySide6"
+    ]  # fmt: skip
+    assert all(c["loaded"] and c["version"] for c in components.values()), components
+    assert components["sqlite-vec"]["version"] == report["sqlite_vec"]
+    assert components["model"]["detail"] == "all-MiniLM-L6-v2, 384 dimensions"
+    assert components["PySide6"]["detail"].startswith("Qt 6.")
 
 
 def test_usage_error_exits_2(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "paths": set(),
     "instance_lock": {"errors"},
     "principal": {"errors"},
+    "components": {"errors", "store", "ingest"},
     "store": {"errors"},
     "sources": {"errors"},
     "library": {"errors", "store", "principal"},

@@ -122,19 +122,42 @@ def _stop_on_signals(stop: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.components import probe_components
+    from knowledge.errors import MissingComponent
     from knowledge.portable import diagnose
-    from knowledge.store.health import database_health
 
     diagnosis = diagnose.preflight(Path(args.data_dir))  # read-only: never opens the file for writing
     if not diagnosis.ok:
         out.emit({"ok": False, "data_dir": str(args.data_dir), **diagnosis.as_dict()}, _diagnosis_text)
         return 1
-    with opened(args) as quire:
-        health = database_health(quire.db)
+    components = probe_components()  # each bundled part, really loaded (torch and the model: seconds)
     report: dict[str, Any] = {
         "quire": _quire_version(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "data_dir": str(Path(args.data_dir)),
+        "model_path": _model_path(),
+        "cpu_count": os.cpu_count(),
+        "components": [c.as_dict() for c in components],
+    }
+    try:
+        report.update(_database_report(args))
+    except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
+        report["database_error"] = str(exc)
+    ok = report.get("integrity") == "ok" and all(c.loaded for c in components)
+    report["ok"] = ok
+    out.emit(report, _doctor_text)
+    return 0 if ok else 1
+
+
+def _database_report(args: argparse.Namespace) -> dict[str, Any]:
+    from knowledge.portable import diagnose
+    from knowledge.store.health import database_health
+
+    with opened(args) as quire:
+        health = database_health(quire.db)
+        privacy = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
+    return {
         "data_dir": str(quire.data_dir),
         "database": str(quire.db.path),
         "sqlite": health.sqlite,
@@ -144,14 +167,17 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         "journal_mode": health.journal_mode,
         "migrations": health.migrations,
         "integrity": health.integrity,
-        "model_path": _model_path(),
-        "cpu_count": os.cpu_count(),
+        "privacy": privacy,
     }
-    report["privacy"] = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
-    ok = health.ok
-    report["ok"] = ok
-    out.emit(report, lambda d: "\n".join(f"{k:>14}: {v}" for k, v in d.items()))
-    return 0 if ok else 1
+
+
+def _doctor_text(report: dict[str, Any]) -> str:
+    lines = [f"{k:>14}: {v}" for k, v in report.items() if k != "components"]
+    lines.append("    components:")
+    for c in report["components"]:
+        state = "loaded" if c["loaded"] else "NOT LOADED"
+        lines.append(f"{c['name']:>22}  {c['version'] or '-':<14} {state:<10} {c['detail']}")
+    return "\n".join(lines)
 
 
 def _diagnosis_text(d: dict[str, Any]) -> str:

@@ -20,7 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from knowledge.errors import Conflict, Forbidden, GuardRejected, InvalidInput, KnowledgeError, NotFound
+from knowledge.errors import (
+    Conflict,
+    Forbidden,
+    GuardRejected,
+    InvalidInput,
+    KnowledgeError,
+    MissingComponent,
+    NotFound,
+)
 from knowledge.paths import resolve_data_dir
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
@@ -99,7 +107,11 @@ def _quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the store: apsw and sqlite-vec
+    except ImportError as exc:
+        as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+        return _fail(Output(as_json), missing_component(exc), EXIT_OTHER)
     args = parser.parse_args(argv)
     args.data_dir = resolve_data_dir(getattr(args, "data_dir", None))
     args.json = getattr(args, "json", False)
@@ -111,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(code or EXIT_OK)
     except (KnowledgeError, UsageError) as exc:
         return _fail(out, exc, exit_code_for(exc))
+    except ImportError as exc:  # a bundled library is missing or its shared library will not load
+        return _fail(out, missing_component(exc), EXIT_OTHER)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the last line of defence: a message, not a traceback
@@ -122,6 +136,22 @@ def _acting(agent: str | None) -> contextlib.AbstractContextManager[object]:
     from knowledge.principal import Principal, acting_as
 
     return acting_as(Principal.agent(agent)) if agent else contextlib.nullcontext()
+
+
+def missing_component(exc: ImportError) -> MissingComponent:
+    """An import failed: the installation is incomplete (its loader text goes to the debug log only).
+
+    Names the top-level package; libraries that re-raise with advice of their own (numpy) keep the
+    failed module's name on the ImportError they chain from.
+    """
+    logging.getLogger("quire").debug("import failed", exc_info=exc)
+    cause: BaseException | None = exc
+    while cause is not None:
+        name = getattr(cause, "name", None)
+        if isinstance(cause, ImportError) and name:
+            return MissingComponent(name.split(".")[0])
+        cause = cause.__cause__ or cause.__context__
+    return MissingComponent("one of its libraries")
 
 
 def _fail(out: Output, exc: BaseException, code: int) -> int:

