@@ -29,6 +29,7 @@ from sqlalchemy import text
 
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, StoreError
 from knowledge.library import blobs
+from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME, raw_apsw
 from knowledge.store.permissions import create_private_file, make_private, make_private_dir, write_private_bytes
@@ -60,6 +61,7 @@ class BackupResult:
 
 
 def backup_data_dir(quire: Quire, target_root: Path, *, progress: Progress | None = None) -> BackupResult:
+    require_person("back up the data directory")
     started = time.monotonic()
     report = progress or (lambda _stage, _done, _total: None)
     target_root = Path(target_root).expanduser().resolve()
@@ -194,6 +196,7 @@ def check_backup(backup: Path) -> BackupCheck:
 
 
 def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict[str, Any]:
+    require_person("restore a backup")
     checked = check_backup(backup)
     source = Path(checked.path)
     data_dir = Path(data_dir).expanduser().resolve()
@@ -299,6 +302,7 @@ def auto_backup_settings(quire: Quire) -> AutoBackup | None:
 
 def set_auto_backup(quire: Quire, settings: AutoBackup | None) -> AutoBackup | None:
     """Turn automatic backups on (a folder, an interval, how many to keep) or off (``None``)."""
+    require_person("change automatic backups")
     with quire.db.write() as conn:
         if settings is None:
             conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": AUTO_KEY})

@@ -44,6 +44,7 @@ from knowledge.portable.import_check import (
     validate_export,
 )
 from knowledge.portable.import_stages import ImportState, apply_blobs, apply_chunks, apply_items, apply_runs, run_map
+from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.schema import bases, identities, items
 from knowledge.store.schema_portable import base_imports
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 
 def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: Progress | None = None) -> ImportResult:
+    require_person("import a knowledge base")
     started = time.monotonic()
     report = progress or (lambda _stage, _done, _total: None)
     report("validate", 0, 1)

@@ -15,6 +15,7 @@ from sqlalchemy import func, update
 
 from knowledge.errors import InvalidInput
 from knowledge.library.bases import assert_base_writable, resolve_base
+from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.schema import items
 
@@ -30,6 +31,7 @@ def source_presence(source_path: str | None) -> str | None:
 
 def relocate_base(quire: Quire, base_ref: str | int, old_prefix: str, new_prefix: str) -> int:
     """Point items whose source lies under ``old_prefix`` at the same place under ``new_prefix``."""
+    require_person("relocate a knowledge base")
     old = _clean(old_prefix)
     new = _clean(new_prefix)
     if old == new:

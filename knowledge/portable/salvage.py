@@ -23,6 +23,7 @@ import numpy as np
 
 from knowledge.errors import Conflict, InvalidInput
 from knowledge.library import blobs, index
+from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME, open_raw_connection
 from knowledge.store.permissions import make_private_dir, write_private_bytes
@@ -51,6 +52,7 @@ class SalvageResult:
 
 
 def salvage(damaged_dir: Path, target: Path) -> SalvageResult:
+    require_person("salvage a data directory")
     source = Path(damaged_dir) / DB_FILENAME
     if not source.is_file():
         raise InvalidInput(f"there is no database in {damaged_dir}")
