@@ -20,7 +20,7 @@ from pathlib import Path
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
 from knowledge import app_queries, lifecycle
-from knowledge.app_queries import BaseProgress, ChangedItems
+from knowledge.app_queries import BaseProgress, ChangedItems, WorkTotals
 from knowledge.errors import KnowledgeError
 from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
@@ -90,6 +90,8 @@ class PollResult:
     checked: list[int]
     existing: set[int]
     seconds: float  # how long the reads took (the window spaces its polls by it)
+    work: WorkTotals | None = None  # over every base: the status bar's progress, rate and pause
+    at: float = 0.0  # monotonic time of the reads (the rate is measured between polls)
 
 
 def poll(
@@ -116,4 +118,6 @@ def poll(
         checked=list(check_ids),
         existing=app_queries.existing_ids(quire, check_ids) if check_ids else set(),
         seconds=time.perf_counter() - started,
+        work=app_queries.work_totals(quire),
+        at=time.monotonic(),
     )

@@ -23,6 +23,7 @@ class ScriptedPrompter:
     folders: list[Path | None] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
     opened: list[Path] = field(default_factory=list)
+    opened_at: list[object] = field(default_factory=list)  # app.open_at.OpenRequest values
 
     def confirm(self, parent: object, title: str, text: str) -> bool:
         self.asked.append(text)
@@ -43,4 +44,8 @@ class ScriptedPrompter:
 
     def open_path(self, path: Path) -> bool:
         self.opened.append(path)
+        return True
+
+    def open_at(self, request: object) -> bool:
+        self.opened_at.append(request)
         return True
