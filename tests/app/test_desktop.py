@@ -188,11 +188,8 @@ def test_typing_searches_a_superseded_query_never_shows_and_a_pdf_hit_opens_at_i
     window = open_window(start_worker=True)
     with qtbot.waitSignal(window.first_run.sample_created, timeout=10_000):
         window.menus.act_sample.trigger()  # File → Create sample base: the first-run button's operation
-    pages = [
-        ["Introduction to orchards."],
-        ["Apple storage in cool cellars."],
-        ["Quince jelly needs pectin and patience."],
-    ]
+    filler = [f"Orchard note {n}: pruning, grafting and mulching fruit trees along the south wall." for n in range(40)]
+    pages = [filler, filler, [*filler[:20], "Quince jelly needs pectin and patience.", *filler[20:]]]  # pages > a chunk
     pdf = tmp_path / "orchard.pdf"
     pdf.write_bytes(make_pdf(pages))
     window.add_paths([pdf])
@@ -248,7 +245,8 @@ def test_typing_searches_a_superseded_query_never_shows_and_a_pdf_hit_opens_at_i
     activate(qtbot, window)
     with qtbot.waitSignal(window.ctx.changes_made, timeout=10_000) as reindexed:
         qtbot.keyClick(window, Qt.Key.Key_F5)
-    assert doc.id in reindexed.args[0].statuses
+    assert reindexed.args[0].job_ids  # the reindex job was queued
+    qtbot.waitUntil(lambda: window.model.item_for_id(doc.id).generation > doc.generation, timeout=WORKER_TIMEOUT_MS)
 
 
 def test_open_requests_for_text_lines_follow_the_editor_and_fall_back_to_the_clipboard(tmp_path: Path) -> None:
