@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.accessibility import name_controls
 from app.context import AppContext
 from app.ops import Op
 from knowledge import agents, preferences
@@ -96,6 +97,7 @@ class PreferencesDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(self.buttons)
         self.resize(560, 560)
+        name_controls(self)
 
     def _field(self, key: str) -> QWidget:
         if key in CHOICES:

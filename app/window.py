@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import ops
+from app.accessibility import name_controls
 from app.agent_access import AgentAccessPage
 from app.bases_panel import BasesPanel
 from app.chunk_viewer import ChunkViewer
@@ -153,6 +154,7 @@ class MainWindow(QMainWindow):
             for button in (panel.new_button, panel.rename_button, panel.lock_button, panel.delete_button):
                 button.setAccessibleName(button.toolTip())
             panel.list.setAccessibleName("Knowledge bases")
+        name_controls(self)
 
     def _make_folder_runs_panel(self) -> FolderRunsPanel:
         return FolderRunsPanel(self.ctx)

@@ -13,8 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.accessibility import unnamed_controls
 from app.first_run import sample_files
 from app.open_at import OpenRequest, open_request
+from app.resources import DARK_COLOURS, style_sheet
 from app.search_panel import RELEVANCE, SOURCE
 from app.status_bar import JobsView
 from app.window import MainWindow
@@ -247,6 +249,20 @@ def test_typing_searches_a_superseded_query_never_shows_and_a_pdf_hit_opens_at_i
         qtbot.keyClick(window, Qt.Key.Key_F5)
     assert reindexed.args[0].job_ids  # the reindex job was queued
     qtbot.waitUntil(lambda: window.model.item_for_id(doc.id).generation > doc.generation, timeout=WORKER_TIMEOUT_MS)
+
+
+def test_every_control_has_an_accessible_name(qtbot: QtBot, open_window: WindowFactory) -> None:
+    window = open_window()
+    assert unnamed_controls(window) == []
+    dialog = window.menus.open_preferences()
+    assert unnamed_controls(dialog) == []
+    assert window.search_panel.query.accessibleName() == "Search query"
+
+
+def test_the_style_sheet_follows_a_dark_palette() -> None:
+    light, dark = style_sheet(False), style_sheet(True)
+    assert "#ffffff" in light and "#ffffff" not in dark
+    assert DARK_COLOURS["#ffffff"] in dark
 
 
 def test_open_requests_for_text_lines_follow_the_editor_and_fall_back_to_the_clipboard(tmp_path: Path) -> None:
