@@ -31,6 +31,7 @@ from app.context import AppContext
 from app.ops import Op
 from knowledge import agents, preferences
 from knowledge.errors import KnowledgeError
+from knowledge.paths import default_data_dir
 from knowledge.runtime import Quire
 
 CHOICES = {"bases.default_precision": ("auto", "fp32", "bf16")}
@@ -95,8 +96,9 @@ class PreferencesDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.error)
+        layout.addStretch(1)
         layout.addWidget(self.buttons)
-        self.resize(560, 560)
+        self.resize(600, 520)
         name_controls(self)
 
     def _field(self, key: str) -> QWidget:
@@ -113,7 +115,10 @@ class PreferencesDialog(QDialog):
             edit.setPlaceholderText("one gitignore pattern per line, e.g. *.tmp or build/")
             edit.setMaximumHeight(90)
             return edit
-        return QLineEdit()
+        edit = QLineEdit()
+        if key == preferences.DATA_DIR:
+            edit.setPlaceholderText(f"default: {default_data_dir()}")
+        return edit
 
     def text_of(self, key: str) -> str:
         field = self.fields[key]

@@ -169,8 +169,11 @@ def _dark(window: object, out_dir: Path) -> Path:
     light = QPalette(app.palette())
     apply_theme(app, dark=True)
     household = next(b for b in window.ctx.bases if b.name == "Household")
-    window.ctx.select_base(household)
+    hits: list[object] = []
+    window.search_panel.searched.connect(hits.append)
+    window.ctx.select_base(household)  # back from the folder run's base: the typed query searches again
     window.tabs.setCurrentWidget(window.search_panel)
+    spin_until(lambda: hits, "search results in the dark palette")
     path = out_dir / "dark-mode.png"
     grab(window, path)
     app.setPalette(light)
