@@ -19,7 +19,7 @@ from pathlib import Path
 
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
-from knowledge import app_queries, lifecycle
+from knowledge import app_queries, lifecycle, preferences
 from knowledge.app_queries import BaseProgress, ChangedItems, WorkTotals
 from knowledge.errors import KnowledgeError
 from knowledge.job_types import open_quire
@@ -78,6 +78,17 @@ def reindex_parked(quire: Quire, parked: dict[int, list[int]]) -> ReindexOutcome
     return outcome
 
 
+def on_battery() -> bool | None:
+    """Whether the computer runs on battery, where the platform reports it (``None``: no battery, unknown)."""
+    try:
+        import psutil
+
+        battery = psutil.sensors_battery()
+    except Exception:  # not supported here
+        return None
+    return None if battery is None or battery.power_plugged is None else not battery.power_plugged
+
+
 @dataclass
 class PollResult:
     base_id: int | None
@@ -102,6 +113,7 @@ def poll(
     check_ids: Sequence[int] = (),
 ) -> PollResult:
     started = time.perf_counter()
+    preferences.apply_battery_rule(quire.db, on_battery())  # writes only when the power source switches
     changed = app_queries.items_changed_since(quire, base_id, since) if base_id is not None else None
     wanted = set(summary_ids)
     if changed is not None:

@@ -33,6 +33,7 @@ from knowledge.store.database import Database
 from knowledge.store.schema import settings
 
 PAUSED_KEY = "jobs.paused"
+PAUSED_BY_KEY = "jobs.paused_by"  # "battery" when the battery rule paused; a person's pause is never undone by it
 DATA_DIR = "data_dir"
 MiB = 1024 * 1024
 
@@ -187,6 +188,14 @@ PREFERENCES: dict[str, Preference] = {
             _int_between(0, 1_000_000, "the folder-run cap"),
         ),
         Preference(
+            "worker.pause_on_battery",
+            "choice",
+            "no",
+            "Pause on battery",
+            "pause indexing while the computer runs on battery (where the platform reports it); resume on mains",
+            _choice(("no", "yes"), "pause on battery"),
+        ),
+        Preference(
             "ocr.language",
             "text",
             "eng",
@@ -282,4 +291,34 @@ def set_paused(db: Database, paused: bool) -> bool:
     require_person("pause or resume indexing")
     with db.write() as conn:
         _put(conn, PAUSED_KEY, "1" if paused else "0")
+        _put(conn, PAUSED_BY_KEY, "person")
     return paused
+
+
+def apply_battery_rule(db: Database, on_battery: bool | None) -> bool | None:
+    """Pause on battery, resume on mains — only a pause this rule made; returns the new state if it changed.
+
+    ``on_battery`` is what the platform reports (``None``: no battery or unknown — nothing happens).
+    A pause a person made is left alone, and a resume a person made while on battery holds until the
+    next switch to battery.
+    """
+    if on_battery is None:
+        return None
+    with db.read() as conn:
+        wanted = read(conn, "worker.pause_on_battery") == "yes"
+        paused = _stored(conn, PAUSED_KEY) == "1"
+        by_battery = _stored(conn, PAUSED_BY_KEY) == "battery"
+        was_on_battery = _stored(conn, "jobs.on_battery") == "1"
+    if on_battery == was_on_battery:
+        return None
+    with db.write() as conn:
+        _put(conn, "jobs.on_battery", "1" if on_battery else "0")
+        if wanted and on_battery and not paused:
+            _put(conn, PAUSED_KEY, "1")
+            _put(conn, PAUSED_BY_KEY, "battery")
+            return True
+        if not on_battery and paused and by_battery:
+            _put(conn, PAUSED_KEY, "0")
+            _put(conn, PAUSED_BY_KEY, "")
+            return False
+    return None

@@ -99,3 +99,22 @@ def test_global_ignore_patterns_exclude_files_in_the_walk(tmp_path: Path, data_d
     reasons = {e.relative: e.excluded for e in found.entries}
     assert reasons["keep.md"] is None
     assert reasons["draft.tmp"] == reasons["build"] == "excluded by the global ignore patterns"
+
+
+def test_the_battery_rule_pauses_on_battery_and_resumes_only_its_own_pause(data_dir: Path, quire: Quire) -> None:
+    db = quire.db
+    assert preferences.apply_battery_rule(db, True) is None  # off by default: nothing happens
+    assert not preferences.is_paused(db)
+    assert preferences.apply_battery_rule(db, False) is None
+    assert quire_cli("config", "set", "worker.pause_on_battery", "yes", data_dir=data_dir).returncode == 0
+    assert preferences.apply_battery_rule(db, True) is True
+    assert preferences.is_paused(db)
+    assert preferences.apply_battery_rule(db, True) is None  # no switch, no write
+    assert preferences.apply_battery_rule(db, False) is False
+    assert not preferences.is_paused(db)
+    assert preferences.apply_battery_rule(db, None) is None  # no battery reported
+
+    preferences.set_paused(db, True)  # a person's pause is not undone by going back to mains
+    assert preferences.apply_battery_rule(db, True) is None
+    assert preferences.apply_battery_rule(db, False) is None
+    assert preferences.is_paused(db)
