@@ -304,6 +304,7 @@ def apply_battery_rule(db: Database, on_battery: bool | None) -> bool | None:
     """
     if on_battery is None:
         return None
+    require_person("pause or resume indexing")
     with db.read() as conn:
         wanted = read(conn, "worker.pause_on_battery") == "yes"
         paused = _stored(conn, PAUSED_KEY) == "1"
