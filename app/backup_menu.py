@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMainWindow, QProgressBar
 
 from app.context import AppContext
@@ -49,9 +50,11 @@ class BackupMenu(QObject):
         super().__init__(window)
         self.window = window
         self.ctx = ctx
-        menu = window.menuBar().addMenu("&File")
-        self.backup_action = menu.addAction("Back up data directory…", self.back_up)
-        self.restore_action = menu.addAction("Restore a backup…", self.restore)
+        # the File menu (app.menus) shows these two actions
+        self.backup_action = QAction("Back up data directory…", window)
+        self.backup_action.triggered.connect(self.back_up)
+        self.restore_action = QAction("Restore a backup…", window)
+        self.restore_action.triggered.connect(self.restore)
         self.progress = QProgressBar()
         self.progress.setObjectName("backupProgress")
         self.progress.setMaximumWidth(200)

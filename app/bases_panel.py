@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.ops import Op
 from app.resources import icon
+from knowledge import preferences
 from knowledge.errors import Conflict
 from knowledge.library import Base, bases
 from knowledge.portable import ExportResult, ImportResult
@@ -33,12 +34,19 @@ BaseIdRole = Qt.ItemDataRole.UserRole + 1
 
 
 def create_default_base(quire: Quire, name: str) -> Base:
-    """A base on the packaged default model, at the precision this CPU does best (like ``quire base create``)."""
+    """A base on the packaged default model with the Preferences' default precision and chunk size
+    (``auto``: what this CPU does best), like ``quire base create``."""
     from knowledge.ingest import DEFAULT_MODEL_ID, default_precision, model_spec
 
     spec = model_spec(DEFAULT_MODEL_ID)
+    chosen = preferences.get(quire.db, "bases.default_precision")
     return bases.create_base(
-        quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=default_precision()
+        quire.db,
+        name,
+        model_id=spec.model_id,
+        dimension=spec.dimension,
+        precision=default_precision() if chosen == "auto" else chosen,
+        chunk_size=preferences.get(quire.db, "bases.default_chunk_size"),
     )
 
 

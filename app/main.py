@@ -40,7 +40,7 @@ def acquire_instance_lock(data_dir: Path) -> tuple[GuiInstanceLock | None, str |
 
 
 def make_application() -> QApplication:
-    from app.resources import icon, style_sheet
+    from app.resources import apply_theme, icon
 
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv)
@@ -48,7 +48,10 @@ def make_application() -> QApplication:
     app.setOrganizationName("Quire")
     app.setDesktopFileName("quire")
     app.setWindowIcon(icon("quire"))
-    app.setStyleSheet(style_sheet())
+    apply_theme(app)
+    hints = app.styleHints()
+    if hints is not None:  # follow the system when the person switches light/dark
+        hints.colorSchemeChanged.connect(lambda _scheme: apply_theme(app))
     keep_full_collections_short()
     return app
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QProcess, QUrl
+from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.open_at import OpenRequest
+
 
 class Prompter(Protocol):
     def confirm(self, parent: QWidget, title: str, text: str) -> bool: ...
@@ -34,6 +36,7 @@ class Prompter(Protocol):
     def open_path(self, path: Path) -> bool: ...
     def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None: ...
     def choose_open_file(self, parent: QWidget, title: str) -> Path | None: ...
+    def open_at(self, request: OpenRequest) -> bool: ...
 
 
 class NoteDialog(QDialog):
@@ -89,6 +92,18 @@ class QtPrompter:
         name, _filter = QFileDialog.getOpenFileName(parent, title, "", "Quire base (*.quirebase);;All files (*)")
         return Path(name) if name else None
 
+    def open_at(self, request: OpenRequest) -> bool:
+        """Hand the request to the platform; copy the location where the viewer may not honour it."""
+        if request.clipboard:
+            clipboard = QGuiApplication.clipboard()
+            if clipboard is not None:
+                clipboard.setText(request.clipboard)
+        if request.argv and QProcess.startDetached(request.argv[0], list(request.argv[1:]))[0]:
+            return True
+        if request.url is not None:
+            return bool(QDesktopServices.openUrl(QUrl(request.url)))
+        return self.open_path(request.path)
+
 
 class YesPrompter:
     """Answers yes and opens nothing: for scripts that drive the window themselves (screenshots, probes)."""
@@ -116,3 +131,6 @@ class YesPrompter:
 
     def choose_open_file(self, parent: QWidget, title: str) -> Path | None:
         return None
+
+    def open_at(self, request: OpenRequest) -> bool:
+        return True

@@ -3,7 +3,8 @@
 It builds a small demo in a temporary data directory — a base with the sample notes of
 ``resources/sample`` (plus one file Quire cannot read, to show a failed row with its reason) indexed
 by the real worker process, and a folder run over a copy of the same notes into a second base — then
-grabs the item tree, the search panel, the chunk viewer and the folder-run panel. Run it offscreen
+grabs the main window with its menu bar, the search panel (results grouped by document), the chunk
+viewer, the folder-run panel, the Preferences dialog, and the main window in the dark palette. Run it offscreen
 (``QT_QPA_PLATFORM=offscreen``); it takes a minute, mostly the worker loading the model.
 """
 
@@ -139,7 +140,45 @@ def _shoot(window: object, out_dir: Path, notes: Path, project: Path) -> list[Pa
     shots.append(_search(window, out_dir))
     shots.append(_chunks(window, out_dir))
     shots.append(_folder_run(window, out_dir, project))
+    shots.append(_preferences(window, out_dir))
+    shots.append(_dark(window, out_dir))
     return shots
+
+
+def _preferences(window: object, out_dir: Path) -> Path:
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    dialog = window.menus.open_preferences()
+    spin_until(lambda: dialog.is_loaded, "the preferences")
+    path = out_dir / "preferences.png"
+    grab(dialog, path)
+    dialog.close()
+    return path
+
+
+def _dark(window: object, out_dir: Path) -> Path:
+    from PySide6.QtGui import QPalette
+
+    from app.resources import apply_theme
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    light = QPalette(app.palette())
+    apply_theme(app, dark=True)
+    household = next(b for b in window.ctx.bases if b.name == "Household")
+    hits: list[object] = []
+    window.search_panel.searched.connect(hits.append)
+    window.ctx.select_base(household)  # back from the folder run's base: the typed query searches again
+    window.tabs.setCurrentWidget(window.search_panel)
+    spin_until(lambda: hits, "search results in the dark palette")
+    path = out_dir / "dark-mode.png"
+    grab(window, path)
+    app.setPalette(light)
+    apply_theme(app, dark=False)
+    return path
 
 
 def _select(window: object, name: str) -> None:
@@ -161,8 +200,7 @@ def _search(window: object, out_dir: Path) -> Path:
     window.tabs.setCurrentWidget(panel)
     hits: list[object] = []
     panel.searched.connect(hits.append)
-    panel.query.setText("why do tomatoes get black patches at the bottom")
-    panel.run_search()
+    panel.query.setText("why do tomatoes get black patches at the bottom")  # searches as it is typed
     spin_until(lambda: hits, "search results")
     path = out_dir / "search.png"
     grab(window, path)

@@ -1,11 +1,16 @@
-"""The search panel: a query, a mode (hybrid / vector / keyword), and hits with a highlighted snippet.
+"""The search panel: search as you type, with filters, results grouped by document, and open-at-location.
 
-Each hit shows its snippet (``Hit.snippet`` with ``Hit.highlights`` in bold), its source file, its page or
-line range and its score. "Open source" opens the original file, or the base's own copy when the
-original is gone; "Show in document" opens the chunk viewer on the hit's item at that chunk.
+Typing starts a search after a short pause (``DEBOUNCE_MS``); Enter searches at once. Filters: the
+base, a folder subtree (the folder selected in the Items tab), the file type and the date. Hits come
+back grouped by document (the best document first, at most ``PASSAGES_PER_DOCUMENT`` passages each);
+relevance is shown as the document's rank and a bar relative to the best hit — fusion scores mean
+nothing to a person. "Open at location" opens a PDF at the hit's page and a text file at its line where
+the platform allows (``app.open_at``); "Show in document" opens the chunk viewer at that chunk.
 
-Threading contract: main thread. Searches run in an ``Op`` (the first one loads the query encoder,
-i.e. imports torch, off the main thread); one search runs at a time and the latest query wins.
+Threading contract: main thread. Searches run in an ``Op`` (the first one loads the query encoder off the
+main thread); one runs at a time, the latest typed query waits, and every request carries a sequence
+number: a result whose number is not the latest issued is dropped, so a superseded query's results
+never appear after newer ones. ``search_fn`` is the test hook (a test slows one query down with it).
 When the GUI deletes items, their hits leave the list at once (``AppContext.changes_made``).
 """
 
@@ -14,14 +19,17 @@ from __future__ import annotations
 import html
 import shutil
 import tempfile
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAbstractTextDocumentLayout, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -37,6 +45,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import AppContext
+from app.open_at import open_request
 from app.ops import Op
 from knowledge import app_queries, lifecycle
 from knowledge.library import Base
@@ -46,9 +55,95 @@ from knowledge.search import MODES, Hit, search
 
 HitRole = Qt.ItemDataRole.UserRole + 1
 HTML_ROLE = Qt.ItemDataRole.UserRole + 2
-COLUMNS = ("Snippet", "Source", "Location", "Score")
-SNIPPET, SOURCE, LOCATION, SCORE = range(len(COLUMNS))
+COLUMNS = ("Passage", "Document", "Location", "Relevance")
+SNIPPET, SOURCE, LOCATION, RELEVANCE = range(len(COLUMNS))
+SCORE = RELEVANCE
 LIMIT = 20
+FETCH = 60  # hits asked for, so that filtering and grouping still leave a full page
+PASSAGES_PER_DOCUMENT = 3
+DEBOUNCE_MS = 250
+FILE_TYPES = {
+    "Any type": (),
+    "PDF": (".pdf",),
+    "Text and Markdown": (".txt", ".md", ".markdown", ".rst"),
+    "Web pages": (".html", ".htm"),
+    "Word and e-books": (".docx", ".epub"),
+    "Notes": ("note",),
+}
+DATES = {
+    "Any date": None,
+    "Past day": 86_400,
+    "Past week": 7 * 86_400,
+    "Past month": 31 * 86_400,
+    "Past year": 366 * 86_400,
+}
+SearchFn = Callable[..., list[Hit]]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    seq: int
+    base_id: int
+    text: str
+    mode: str
+    subtree: int | None = None
+    file_type: str = "Any type"
+    max_age: int | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the grouped results: a passage, with its document's rank and relevance."""
+
+    hit: Hit
+    rank: int  # the document's rank, 1 = best
+    first: bool  # the document's first (best) passage
+    relevance: float  # 0..1, relative to the best hit
+
+
+def relevance_bar(fraction: float, width: int = 8) -> str:
+    filled = max(1, round(fraction * width)) if fraction > 0 else 0
+    return "\u2588" * filled + "\u2591" * (width - filled)
+
+
+def group_by_document(hits: Sequence[Hit], limit: int = LIMIT) -> list[Row]:
+    """Documents in the order of their best hit, each with up to ``PASSAGES_PER_DOCUMENT`` passages."""
+    order: dict[int, list[Hit]] = {}
+    for hit in hits:
+        order.setdefault(hit.item_id, []).append(hit)
+    top = max((h.score for h in hits), default=0.0) or 1.0
+    rows: list[Row] = []
+    for rank, passages in enumerate(order.values(), start=1):
+        for n, hit in enumerate(passages[:PASSAGES_PER_DOCUMENT]):
+            rows.append(Row(hit, rank, n == 0, max(0.0, hit.score / top)))
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def matches_type(hit: Hit, file_type: str) -> bool:
+    suffixes = FILE_TYPES.get(file_type, ())
+    if not suffixes:
+        return True
+    if hit.source_path is None:
+        return "note" in suffixes
+    return Path(hit.item_name).suffix.lower() in suffixes
+
+
+def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> list[Hit]:
+    """The search and its filters, off the main thread (in an ``Op``)."""
+    hits = search_fn(quire, request.base_id, request.text, mode=request.mode, limit=FETCH, subtree=request.subtree)
+    hits = [h for h in hits if matches_type(h, request.file_type)]
+    if request.max_age is not None:
+        cutoff = time.time() - request.max_age
+        dates: dict[int, float] = {}
+        for item_id in {h.item_id for h in hits}:
+            item = lifecycle.get_item(quire, request.base_id, item_id)
+            dates[item_id] = item.mtime if item.mtime is not None else item.created_at
+        hits = [h for h in hits if dates.get(h.item_id, 0.0) >= cutoff]
+    return hits
+
+
 AnyIndex = QModelIndex | QPersistentModelIndex
 
 
@@ -59,35 +154,41 @@ def snippet_html(hit: Hit) -> str:
         if start < at or end > len(text):
             continue
         out.append(html.escape(text[at:start]))
-        out.append(f'<b style="background-color:#fff1a8">{html.escape(text[start:end])}</b>')
+        out.append(f'<b style="background-color:#fff1a8;color:#1a1a1a">{html.escape(text[start:end])}</b>')
         at = end
     out.append(html.escape(text[at:]))
     return "".join(out)
 
 
 class SearchResultsModel(QAbstractTableModel):
+    """The grouped rows: each document's best passages under its rank (``hits`` in row order)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.hits: list[Hit] = []
+        self.rows: list[Row] = []
+
+    @property
+    def hits(self) -> list[Hit]:
+        return [row.hit for row in self.rows]
 
     def set_hits(self, hits: Sequence[Hit]) -> None:
         self.beginResetModel()
-        self.hits = list(hits)
+        self.rows = group_by_document(hits)
         self.endResetModel()
 
     def remove_items(self, item_ids: Collection[int]) -> int:
         """Drop every hit of these items; returns how many went."""
         removed = 0
-        for row in reversed(range(len(self.hits))):
-            if self.hits[row].item_id in item_ids:
+        for row in reversed(range(len(self.rows))):
+            if self.rows[row].hit.item_id in item_ids:
                 self.beginRemoveRows(QModelIndex(), row, row)
-                del self.hits[row]
+                del self.rows[row]
                 self.endRemoveRows()
                 removed += 1
         return removed
 
     def rowCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.hits)
+        return 0 if parent.isValid() else len(self.rows)
 
     def columnCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008
         return len(COLUMNS)
@@ -100,26 +201,32 @@ class SearchResultsModel(QAbstractTableModel):
     def data(self, index: AnyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        hit = self.hits[index.row()]
+        row = self.rows[index.row()]
         if role == HitRole:
-            return hit
+            return row.hit
         if role == HTML_ROLE and index.column() == SNIPPET:
-            return snippet_html(hit)
+            return snippet_html(row.hit)
         if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(hit, index.column())
+            return self._display(row, index.column())
         if role == Qt.ItemDataRole.ToolTipRole:
-            return hit.source_path or hit.item_name
+            if index.column() == RELEVANCE:
+                return (
+                    f"Document ranked {row.rank}; this passage {round(row.relevance * 100)} % as relevant as the best"
+                )
+            return row.hit.source_path or row.hit.item_name
         return None
 
     @staticmethod
-    def _display(hit: Hit, column: int) -> str:
+    def _display(row: Row, column: int) -> str:
+        hit = row.hit
         if column == SNIPPET:
             return hit.snippet
         if column == SOURCE:
-            return Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
+            name = Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
+            return name if row.first else "\u21b3 same document"
         if column == LOCATION:
             return hit.location.describe() or f"chunk {hit.ordinal + 1}"
-        return f"{hit.score:.4f}"
+        return f"#{row.rank} {relevance_bar(row.relevance)}"
 
 
 class HtmlDelegate(QStyledItemDelegate):
@@ -177,27 +284,65 @@ class SearchPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
+        self.search_fn: SearchFn = search  # the test hook
         self.searching = False
-        self._pending: tuple[int, str, str] | None = None
+        self._seq = 0
+        self._pending: SearchRequest | None = None
         self._results_base: int | None = None
-        self.query = QLineEdit(placeholderText="Search this knowledge base…")
+        self.subtree: tuple[int, str] | None = None  # (item id, name): the folder the Items tab selected
+        self.query = QLineEdit(placeholderText="Search as you type…")
+        self.query.setClearButtonEnabled(True)
         self.query.returnPressed.connect(self.run_search)
+        self.query.textChanged.connect(self._typed)
+        self.debounce = QTimer(self)
+        self.debounce.setSingleShot(True)
+        self.debounce.setInterval(DEBOUNCE_MS)
+        self.debounce.timeout.connect(self.run_search)
         self.mode = QComboBox()
         self.mode.addItems(list(MODES))
+        self.base_filter = QComboBox()
+        self.base_filter.activated.connect(self._base_chosen)
+        self.type_filter = QComboBox()
+        self.type_filter.addItems(list(FILE_TYPES))
+        self.date_filter = QComboBox()
+        self.date_filter.addItems(list(DATES))
+        self.folder_filter = QCheckBox("Only in the selected folder")
+        self.folder_filter.setEnabled(False)
+        for combo in (self.mode, self.type_filter, self.date_filter):
+            combo.currentIndexChanged.connect(lambda _i: self._typed())
+        self.folder_filter.toggled.connect(lambda _on: self._typed())
         self.search_button = QPushButton("Search")
         self.search_button.clicked.connect(self.run_search)
         self.status = QLabel("")
         self.status.setObjectName("searchStatus")
         self.results = SearchResultsModel()
         self.table = self._table()
-        self.open_button = QPushButton("Open source")
+        self.open_button = QPushButton("Open at location")
         self.open_button.clicked.connect(self.open_source)
         self.show_button = QPushButton("Show in document")
         self.show_button.clicked.connect(self.show_in_document)
+        self._name_controls()
         self._layout()
         ctx.changes_made.connect(self._changes_made)
         ctx.base_changed.connect(self._base_changed)
+        ctx.bases_changed.connect(lambda _bases: self._fill_bases())
         self._update_buttons()
+
+    def _name_controls(self) -> None:
+        for widget, name in (
+            (self.query, "Search query"),
+            (self.mode, "Search mode"),
+            (self.base_filter, "Knowledge base to search"),
+            (self.type_filter, "File type filter"),
+            (self.date_filter, "Date filter"),
+            (self.folder_filter, "Only search the selected folder"),
+            (self.search_button, "Search now"),
+            (self.table, "Search results, grouped by document"),
+            (self.open_button, "Open the source at the passage's page or line"),
+            (self.show_button, "Show the passage in the document"),
+            (self.status, "Search status"),
+        ):
+            widget.setAccessibleName(name)
 
     def _table(self) -> QTableView:
         table = QTableView()
@@ -209,7 +354,7 @@ class SearchPanel(QWidget):
         table.setWordWrap(True)
         header = table.horizontalHeader()
         header.setSectionResizeMode(SNIPPET, QHeaderView.ResizeMode.Stretch)
-        for column in (SOURCE, LOCATION, SCORE):
+        for column in (SOURCE, LOCATION, RELEVANCE):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         table.doubleClicked.connect(lambda _index: self.show_in_document())
         table.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
@@ -220,53 +365,107 @@ class SearchPanel(QWidget):
         bar.addWidget(self.query, 1)
         bar.addWidget(self.mode)
         bar.addWidget(self.search_button)
+        filters = QHBoxLayout()
+        for label, widget in (("Base", self.base_filter), ("Type", self.type_filter), ("Date", self.date_filter)):
+            caption = QLabel(label)
+            caption.setBuddy(widget)
+            filters.addWidget(caption)
+            filters.addWidget(widget)
+        filters.addWidget(self.folder_filter)
+        filters.addStretch(1)
         actions = QHBoxLayout()
         actions.addWidget(self.status, 1)
         actions.addWidget(self.open_button)
         actions.addWidget(self.show_button)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addLayout(filters)
         layout.addWidget(self.table, 1)
         layout.addLayout(actions)
 
+    # -- filters ------------------------------------------------------------------------------
+
+    def _fill_bases(self) -> None:
+        self.base_filter.blockSignals(True)
+        self.base_filter.clear()
+        for base in self.ctx.bases:
+            self.base_filter.addItem(base.name, base.id)
+        current = self.ctx.base
+        if current is not None:
+            self.base_filter.setCurrentIndex(max(0, self.base_filter.findData(current.id)))
+        self.base_filter.blockSignals(False)
+
+    def _base_chosen(self, index: int) -> None:
+        base = self.ctx.base_by_id(int(self.base_filter.itemData(index)))
+        if base is not None:
+            self.ctx.select_base(base)
+
+    def set_folder(self, folder: tuple[int, str] | None) -> None:
+        """The folder selected in the Items tab (None: none), offered as the subtree filter."""
+        self.subtree = folder
+        self.folder_filter.setEnabled(folder is not None)
+        self.folder_filter.setText(f"Only in {folder[1]!r}" if folder else "Only in the selected folder")
+        if folder is None and self.folder_filter.isChecked():
+            self.folder_filter.setChecked(False)
+
     # -- searching ----------------------------------------------------------------------------
 
+    def _typed(self, _text: str = "") -> None:
+        """Search as you type: restart the pause timer; the search runs when typing stops."""
+        if self.query.text().strip():
+            self.debounce.start()
+        else:
+            self.debounce.stop()
+
     def run_search(self) -> None:
+        self.debounce.stop()
         base, quire = self.ctx.base, self.ctx.quire
         text = self.query.text().strip()
         if base is None or quire is None or not text:
             return
-        request = (base.id, text, self.mode.currentText())
+        self._seq += 1
+        subtree = self.subtree[0] if self.subtree is not None and self.folder_filter.isChecked() else None
+        request = SearchRequest(
+            self._seq,
+            base.id,
+            text,
+            self.mode.currentText(),
+            subtree,
+            self.type_filter.currentText(),
+            DATES.get(self.date_filter.currentText()),
+        )
         if self.searching:
-            self._pending = request
+            self._pending = request  # replaces any older waiting query: it will never run
             return
         self._start(quire, request)
 
-    def _start(self, quire: Quire, request: tuple[int, str, str]) -> None:
+    def _start(self, quire: Quire, request: SearchRequest) -> None:
         self.searching = True
         self.status.setText("Searching…")
-        base_id, text, mode = request
-        Op(search, quire, base_id, text, mode=mode, limit=LIMIT).bound_to(self).on_success(
+        Op(run_request, quire, request, self.search_fn).bound_to(self).on_success(
             lambda hits: self._done(request, hits)
-        ).on_failure(self._failed).run()
+        ).on_failure(lambda exc: self._failed(request, exc)).run()
 
-    def _done(self, request: tuple[int, str, str], hits: list[Hit]) -> None:
+    def _done(self, request: SearchRequest, hits: list[Hit]) -> None:
         self.searching = False
-        if self._run_pending():
-            return
-        if self.ctx.base is None or self.ctx.base.id != request[0]:
+        if self._run_pending() or request.seq != self._seq:
+            return  # superseded: a newer query's results come instead
+        if self.ctx.base is None or self.ctx.base.id != request.base_id:
             return
         self.results.set_hits(hits)
         self.table.resizeRowsToContents()
-        self.status.setText(f"{len(hits)} result{'s' if len(hits) != 1 else ''} for “{request[1]}” ({request[2]})")
-        if hits:
+        documents = len({row.hit.item_id for row in self.results.rows})
+        self.status.setText(
+            f"{documents} document{'s' if documents != 1 else ''} for “{request.text}” ({request.mode})"
+        )
+        if self.results.rows:
             self.table.selectRow(0)
         self._update_buttons()
-        self.searched.emit(hits)
+        self.searched.emit(self.results.hits)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, request: SearchRequest, exc: BaseException) -> None:
         self.searching = False
-        if not self._run_pending():
+        if not self._run_pending() and request.seq == self._seq:
             self.status.setText("Search failed.")
             self.ctx.fail(exc)
 
@@ -283,6 +482,10 @@ class SearchPanel(QWidget):
             self.results.set_hits([])
             self.status.setText("")
             self._results_base = base_id
+            self.set_folder(None)
+            self._fill_bases()
+            if self.query.text().strip():
+                self._typed()
         self._update_buttons()
 
     def _changes_made(self, changes: Changes) -> None:
@@ -307,22 +510,29 @@ class SearchPanel(QWidget):
         self.search_button.setEnabled(self.ctx.base is not None and self.ctx.base.status == "ok")
 
     def open_source(self) -> None:
+        """Open the hit's source at its page or line (``app.open_at``), or the base's copy when it is gone."""
         hit, base, quire = self.current_hit(), self.ctx.base, self.ctx.quire
         if hit is None or base is None or quire is None:
             return
         if hit.source_path and Path(hit.source_path).is_file():
-            self.ctx.prompter.open_path(Path(hit.source_path))
+            self._open_at(hit, Path(hit.source_path))
             return
         Op(owned_copy_for, quire, base.id, hit.item_id).bound_to(self).on_success(
             lambda path: self._open_copy(hit, path)
         ).on_failure(self.ctx.fail).run()
+
+    def _open_at(self, hit: Hit, path: Path) -> None:
+        request = open_request(path, hit.location)
+        self.ctx.prompter.open_at(request)
+        if request.clipboard:
+            self.ctx.info(f"Opened {path.name}; the location ({request.clipboard}) is on the clipboard.")
 
     def _open_copy(self, hit: Hit, path: Path | None) -> None:
         if path is None:
             self.show_in_document()  # a note, or nothing kept: the chunk is the document
             return
         self.ctx.info(f"The original of {hit.item_name!r} is gone; opening the copy the base keeps.")
-        self.ctx.prompter.open_path(path)
+        self._open_at(hit, path)
 
     def show_in_document(self) -> None:
         hit, base = self.current_hit(), self.ctx.base

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
-from knowledge import app_queries, lifecycle
-from knowledge.app_queries import BaseProgress, ChangedItems
+from knowledge import app_queries, lifecycle, preferences
+from knowledge.app_queries import BaseProgress, ChangedItems, WorkTotals
 from knowledge.errors import KnowledgeError
 from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
@@ -89,6 +89,17 @@ def reindex_parked(quire: Quire, parked: dict[int, list[int]]) -> ReindexOutcome
     return outcome
 
 
+def on_battery() -> bool | None:
+    """Whether the computer runs on battery, where the platform reports it (``None``: no battery, unknown)."""
+    try:
+        import psutil
+
+        battery = psutil.sensors_battery()
+    except Exception:  # not supported here
+        return None
+    return None if battery is None or battery.power_plugged is None else not battery.power_plugged
+
+
 @dataclass
 class PollResult:
     base_id: int | None
@@ -101,6 +112,8 @@ class PollResult:
     checked: list[int]
     existing: set[int]
     seconds: float  # how long the reads took (the window spaces its polls by it)
+    work: WorkTotals | None = None  # over every base: the status bar's progress, rate and pause
+    at: float = 0.0  # monotonic time of the reads (the rate is measured between polls)
 
 
 def poll(
@@ -111,6 +124,7 @@ def poll(
     check_ids: Sequence[int] = (),
 ) -> PollResult:
     started = time.perf_counter()
+    preferences.apply_battery_rule(quire.db, on_battery())  # writes only when the power source switches
     changed = app_queries.items_changed_since(quire, base_id, since) if base_id is not None else None
     wanted = set(summary_ids)
     if changed is not None:
@@ -127,4 +141,6 @@ def poll(
         checked=list(check_ids),
         existing=app_queries.existing_ids(quire, check_ids) if check_ids else set(),
         seconds=time.perf_counter() - started,
+        work=app_queries.work_totals(quire),
+        at=time.monotonic(),
     )

@@ -1,4 +1,8 @@
-"""Quire's main window: bases sidebar, live item tree, search, folder runs, notices and a status bar.
+"""Quire's main window: menu bar, bases sidebar, live item tree, search, folder runs, notices, status bar.
+
+The menu bar and its shortcuts live in ``app.menus`` (they reuse this window's actions), the status bar
+with progress, rate, ETA and pause in ``app.status_bar``, Preferences in ``app.preferences``, and the
+page an empty window shows instead of empty panels in ``app.first_run``.
 
 Start-up order (``start``): the window is shown first; an ``Op`` opens the data directory and runs
 startup recovery; then the worker process starts, the poll timer starts, and — when recovery left items
@@ -22,8 +26,8 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
-    QProgressBar,
     QSplitter,
+    QStackedWidget,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
@@ -31,13 +35,17 @@ from PySide6.QtWidgets import (
 )
 
 from app import ops
+from app.accessibility import name_controls
 from app.agent_access import AgentAccessPage
+from app.backup_menu import BackupMenu
 from app.bases_panel import BasesPanel
 from app.chunk_viewer import ChunkViewer
 from app.context import AppContext, why_base_refuses_changes
+from app.first_run import FirstRunPage
 from app.folder_runs_panel import FolderRunsPanel
 from app.item_model import ItemTreeModel
 from app.item_view import ItemTreeView
+from app.menus import Menus
 from app.notices import MessageBar
 from app.ops import Op
 from app.poller import Poller
@@ -46,6 +54,7 @@ from app.proposals_panel import ProposalsPanel
 from app.resources import icon
 from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
+from app.status_bar import StatusBar
 from app.worker_process import WorkerProcess
 from knowledge import lifecycle
 from knowledge.library import Base, Item
@@ -97,8 +106,12 @@ class MainWindow(QMainWindow):
         self.tree.configure_columns()
         self.search_panel = SearchPanel(self.ctx)
         self.folder_runs_panel = self._make_folder_runs_panel()
+        self.first_run = FirstRunPage(self.ctx)
+        self.items_stack = QStackedWidget()
+        self.items_stack.addWidget(self.first_run)
+        self.items_stack.addWidget(self._items_page())
         self.tabs = QTabWidget()
-        self.tabs.addTab(self._items_page(), "Items")
+        self.tabs.addTab(self.items_stack, "Items")
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.folder_runs_panel, "Folder runs")
         self.proposals_panel = ProposalsPanel(self.ctx)
@@ -118,13 +131,32 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.message_bar)
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
-        self._build_status_bar()
-        from app.backup_menu import BackupMenu
-
         self.backup_menu = BackupMenu(self, self.ctx)
         self.poller = Poller(self.ctx, self.model, poll_ms, self)
         self.polled = self.poller.polled
+        self.menus = Menus(self)
+        self.status = StatusBar(self, self.ctx, self.menus.act_pause)
+        self.menus.build()
+        self._name_controls()
         self.resize(1200, 760)
+
+    def _name_controls(self) -> None:
+        """Accessible names for screen readers on the controls this window owns (panels name their own)."""
+        for widget, name in (
+            (self.tree, "Items of the selected knowledge base"),
+            (self.tabs, "Views"),
+            (self.toolbar, "Item actions"),
+            (self.drop_hint, "Drop hint"),
+            (self.bases_panel, "Knowledge bases"),
+            (self.message_bar, "Messages"),
+            (self.recovery_notice, "Recovery notice"),
+        ):
+            widget.setAccessibleName(name)
+        for panel in (self.bases_panel,):
+            for button in (panel.new_button, panel.rename_button, panel.lock_button, panel.delete_button):
+                button.setAccessibleName(button.toolTip())
+            panel.list.setAccessibleName("Knowledge bases")
+        name_controls(self)
 
     def _make_folder_runs_panel(self) -> FolderRunsPanel:
         return FolderRunsPanel(self.ctx)
@@ -159,17 +191,6 @@ class MainWindow(QMainWindow):
             act.setShortcut(shortcut)
         return act
 
-    def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.worker_label = QLabel("Worker: not started")
-        self.jobs_label = QLabel("")
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setMaximumWidth(180)
-        self.progress_bar.setTextVisible(True)
-        self.progress_bar.hide()
-        for widget in (self.jobs_label, self.progress_bar, self.worker_label):
-            bar.addPermanentWidget(widget)
-
     def _connect(self) -> None:
         self.ctx.message.connect(self._show_message)
         self.ctx.base_changed.connect(self._base_changed)
@@ -180,8 +201,10 @@ class MainWindow(QMainWindow):
         self.tree.paths_dropped.connect(self.add_paths)
         self.tree.doubleClicked.connect(self._double_clicked)
         self.search_panel.show_chunk.connect(self.open_chunk_viewer)
-        self.worker.state_changed.connect(lambda state: self.worker_label.setText(f"Worker: {state}"))
+        self.worker.state_changed.connect(lambda state: self.status.worker_label.setText(f"Worker: {state}"))
         self.poller.polled.connect(self._show_progress)
+        self.ctx.bases_changed.connect(self._show_first_run)
+        self.first_run.create_base.connect(self.bases_panel.create_base)
 
     # -- start-up and shutdown ----------------------------------------------------------------
 
@@ -281,7 +304,6 @@ class MainWindow(QMainWindow):
         if base_id != self.model.base_id:
             self.model.set_source(self.ctx.quire, base_id)
             self.poller.restart_cursor()
-            self.progress_bar.hide()
             if base_id is not None and self.model.canFetchMore(QModelIndex()):
                 self.model.fetchMore(QModelIndex())
         self.drop_hint.setText(why_base_refuses_changes(base) or "Drop files or folders here to add them to this base.")
@@ -301,6 +323,8 @@ class MainWindow(QMainWindow):
         self._enable(self.act_delete, self._why_no_delete(base, chosen) if ready else refusal)
         self._enable(self.act_reindex, self._why_no_reindex(base, chosen) if ready else refusal)
         self._enable(self.act_chunks, self._why_no_chunks(base, chosen) if ready else refusal)
+        folder = next((i for i in chosen if i.is_container), None) if len(chosen) == 1 else None
+        self.search_panel.set_folder(None if folder is None else (folder.id, folder.name))
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:
@@ -414,27 +438,15 @@ class MainWindow(QMainWindow):
         self._update_actions()
         self.poller.poll_now()
 
-    # -- status bar ---------------------------------------------------------------------------
+    # -- status bar and first run -------------------------------------------------------------
 
     def _show_progress(self, result: PollResult) -> None:
-        self.jobs_label.setText(jobs_text(result))
-        progress = result.progress
-        if progress is None or not progress.total or (not progress.active and not result.live_jobs):
-            self.progress_bar.hide()
-            return
-        self.progress_bar.setMaximum(progress.total)
-        self.progress_bar.setValue(progress.settled)
-        self.progress_bar.setFormat(f"{progress.settled}/{progress.total} items")
-        self.progress_bar.show()
+        self.status.show(result)
+        if result.work is not None and result.work.paused != self.menus.act_pause.isChecked():
+            self.menus.show_paused(result.work.paused)
 
-
-def jobs_text(result: PollResult) -> str:
-    """The status bar's job summary: how many are live, and the first one that reports progress."""
-    if not result.live_jobs:
-        return "Idle"
-    running = next((j for j in result.running if j.progress_total), None)
-    detail = f" · {running.progress_label} {running.progress_done}/{running.progress_total}" if running else ""
-    return f"{result.live_jobs} job{'s' if result.live_jobs != 1 else ''} active{detail}"
+    def _show_first_run(self, bases: list[Base]) -> None:
+        self.items_stack.setCurrentIndex(1 if bases else 0)
 
 
 __all__ = ["MainWindow", "Qt"]

@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import Connection, and_, select, update
@@ -105,8 +105,13 @@ class Worker:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         poll_interval: float = 0.5,
         renew_leases: bool = True,
+        paused: Callable[[], bool] | None = None,
     ) -> None:
         self.queue = queue
+        # Asked before every claim: while it answers True nothing new is claimed and running jobs
+        # finish. The composition root passes a read of its own persisted flag (jobs/ knows no settings).
+        self.paused = paused or (lambda: False)
+        self.was_paused = False
         self.session = queue.session
         self.threads = threads
         self.lease_seconds = lease_seconds
@@ -192,9 +197,9 @@ class Worker:
         while not self._stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 return
-            record = self._claim_next()
+            record = None if self._pause_holds() else self._claim_next()
             if record is None:
-                if until_idle and self._idle():
+                if until_idle and (self.was_paused or self._idle()):  # paused: nothing is runnable
                     return
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
@@ -206,6 +211,17 @@ class Worker:
             finally:
                 with self._busy_lock:
                     self._busy -= 1
+
+    def _pause_holds(self) -> bool:
+        try:
+            paused = bool(self.paused())
+        except Exception:  # an unreadable flag must not stop the worker; log and carry on
+            log.warning("could not read the pause flag", exc_info=True)
+            paused = False
+        if paused != self.was_paused:
+            log.warning("indexing %s", "paused: claiming no new jobs" if paused else "resumed")
+            self.was_paused = paused
+        return paused
 
     def _idle(self) -> bool:
         with self._busy_lock:

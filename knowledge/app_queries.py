@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, func, select, tuple_
 
 from jobs.schema import LIVE_STATUSES, jobs
+from knowledge import preferences
 from knowledge.ingest import walk
 from knowledge.library import blobs
 from knowledge.library.items import Item
-from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema import ACTIVE_STATUSES, chunks, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -179,6 +180,45 @@ def base_progress(quire: Quire, base_id: int) -> BaseProgress:
             .where(and_(jobs.c.base_id == base_id, jobs.c.status.in_(LIVE_STATUSES)))
         ).scalar_one()
     return BaseProgress(base_id, {str(s): int(n) for s, n in rows}, int(live))
+
+
+@dataclass(frozen=True)
+class WorkTotals:
+    """Files over every base (leaves, ``deleting`` excluded) by where they stand, chunks indexed, and
+    whether indexing is paused: the status bar's "done / total", its rate and its ETA come from these."""
+
+    waiting: int  # files still to index (an active status)
+    completed: int
+    failed: int
+    chunks: int
+    paused: bool
+
+
+def work_totals(quire: Quire) -> WorkTotals:
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            select(items.c.status, func.count())
+            .where(and_(items.c.status != "deleting", items.c.type != "directory"))
+            .group_by(items.c.status)
+        ).all()
+        chunk_count = conn.execute(select(func.count()).select_from(chunks)).scalar_one()
+    counts = {str(s): int(n) for s, n in rows}
+    waiting = sum(n for s, n in counts.items() if s in ACTIVE_STATUSES)
+    return WorkTotals(
+        waiting, counts.get("completed", 0), counts.get("failed", 0), int(chunk_count), preferences.is_paused(quire.db)
+    )
+
+
+def recent_failures(quire: Quire, limit: int = 20) -> list[Item]:
+    """Files whose indexing failed most recently, with their stored reasons (the jobs view lists them)."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            select(items)
+            .where(and_(items.c.status == "failed", items.c.type != "directory"))
+            .order_by(items.c.updated_at.desc())
+            .limit(limit)
+        ).all()
+    return [Item.from_row(r) for r in rows]
 
 
 def live_jobs_total(quire: Quire) -> int:

@@ -20,6 +20,7 @@ from jobs.registry import Registry
 from jobs.runtime import Worker
 from jobs.sessions import Session
 from jobs.transport import Transport
+from knowledge import preferences
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class Quire:
@@ -70,7 +72,13 @@ class Quire:
         return recover(self.queue)
 
     def make_worker(self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5) -> Worker:
-        return Worker(self.queue, threads=threads, lease_seconds=lease_seconds, poll_interval=poll_interval)
+        return Worker(
+            self.queue,
+            threads=threads,
+            lease_seconds=lease_seconds,
+            poll_interval=poll_interval,
+            paused=lambda: preferences.is_paused(self.db),
+        )
 
     def document_encoder(self, model_id: str, precision: str) -> Encoder:
         """The ingest encoder for a base's model and precision (loaded lazily, shared per process)."""

@@ -21,6 +21,13 @@ from knowledge.runtime import Quire
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def private_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the real per-user config file (the data-directory preference lives there);
+    CLI subprocesses inherit the variable."""
+    monkeypatch.setenv("QUIRE_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     d = tmp_path / "data"

@@ -39,7 +39,8 @@ def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("jobs", parents=[common], help="list jobs")
+    p = sub.add_parser("jobs", parents=[common], help="list jobs; `jobs pause|resume` pauses or resumes indexing")
+    p.add_argument("jobs_action", nargs="?", choices=("list", "pause", "resume"), default="list", metavar="ACTION")
     p.add_argument("--status", choices=JOB_STATUSES)
     p.add_argument("--limit", type=int, default=200)
     p.set_defaults(func=cmd_jobs)
@@ -47,13 +48,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("worker", parents=[common], help="run the job consumer in the foreground")
     p.add_argument("--until-idle", action="store_true", help="exit when no runnable job is left")
     p.add_argument("--timeout", type=float, help="exit after this many seconds")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, help="jobs at once (default: the worker.threads preference)")
     p.add_argument("--lease-seconds", type=float, default=30.0)
     p.add_argument(
         "--nice",
         type=int,
-        default=WORKER_NICENESS,
-        help=f"lower the worker's CPU priority by this much (default {WORKER_NICENESS}; 0 keeps it)",
+        help=f"lower the worker's CPU priority by this much (default: the worker.nice preference, {WORKER_NICENESS})",
     )
     p.set_defaults(func=cmd_worker)
 
@@ -65,6 +65,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
+    if args.jobs_action in ("pause", "resume"):
+        from app.cli.commands_config import cmd_jobs_pause
+
+        return cmd_jobs_pause(args, out)
     with opened(args) as quire:
         records = quire.queue.list(status=args.status, limit=args.limit)
     rows = [r.as_dict() for r in records]
@@ -83,6 +87,14 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:
+    if args.threads is None or args.nice is None:
+        from knowledge import preferences
+
+        with opened(args) as quire:
+            if args.threads is None:
+                args.threads = int(preferences.get(quire.db, "worker.threads"))
+            if args.nice is None:
+                args.nice = int(preferences.get(quire.db, "worker.nice"))
     if args.threads < 1:
         raise UsageError("--threads must be at least 1")
     if not 0 <= args.nice <= 19:

@@ -24,8 +24,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = bsub.add_parser("create", parents=[common], help="create a knowledge base")
     p.add_argument("name")
     p.add_argument("--model", default="all-MiniLM-L6-v2")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
-    p.add_argument("--chunk-size", type=int, default=bases.DEFAULT_CHUNK_SIZE)
+    p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16"), help="default: the bases.default_precision preference"
+    )
+    p.add_argument("--chunk-size", type=int, help="default: the bases.default_chunk_size preference")
     p.add_argument("--chunk-overlap", type=int, default=bases.DEFAULT_CHUNK_OVERLAP)
     p.set_defaults(func=cmd_base_create)
     p = bsub.add_parser("list", parents=[common], help="list bases")
@@ -86,18 +88,21 @@ def _base_text(b: dict[str, Any]) -> str:
 
 
 def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
+    from knowledge import preferences
     from knowledge.ingest import default_precision, model_spec
 
     spec = model_spec(args.model)
-    precision = default_precision() if args.precision == "auto" else args.precision
     with opened(args) as quire:
+        chosen = args.precision or preferences.get(quire.db, "bases.default_precision")
+        precision = default_precision() if chosen == "auto" else chosen
+        chunk_size = args.chunk_size or preferences.get(quire.db, "bases.default_chunk_size")
         created = bases.create_base(
             quire.db,
             args.name,
             model_id=spec.model_id,
             dimension=spec.dimension,
             precision=precision,
-            chunk_size=args.chunk_size,
+            chunk_size=chunk_size,
             chunk_overlap=args.chunk_overlap,
         )
     out.emit(created.as_dict(), _base_text)

@@ -71,9 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     # they import from here; commands_portable adds to the ``base`` group commands_knowledge made
-    from app.cli import commands_core, commands_knowledge, commands_mcp, commands_portable, commands_runs
+    from app.cli import (
+        commands_config,
+        commands_core,
+        commands_knowledge,
+        commands_mcp,
+        commands_portable,
+        commands_runs,
+    )
 
-    for commands in (commands_core, commands_knowledge, commands_portable, commands_runs, commands_mcp):
+    for commands in (
+        commands_core,
+        commands_knowledge,
+        commands_portable,
+        commands_runs,
+        commands_mcp,
+        commands_config,
+    ):
         commands.add_commands(sub, common)
     return parser
 

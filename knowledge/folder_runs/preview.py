@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, or_, select
 
+from knowledge import preferences
 from knowledge.errors import NotFound
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
 from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTooLarge
@@ -92,8 +93,10 @@ def preview(quire: Quire, principal: Principal, base_ref: str | int, folder: str
 
 
 def build_preview(quire: Quire, base: Base, root: Path, cap: int) -> Preview:
+    with quire.db.read() as conn:
+        ignore, limit = preferences.ignore_patterns(conn), preferences.max_file_bytes(conn)
     try:
-        found = walk(root, cap=cap, hidden=[quire.data_dir])
+        found = walk(root, cap=cap, hidden=[quire.data_dir], ignore=ignore)
     except CapExceeded:
         raise FolderTooLarge(
             f"the folder has more than {cap} files and folders; a run covers a whole folder, so split it "
@@ -105,7 +108,7 @@ def build_preview(quire: Quire, base: Base, root: Path, cap: int) -> Preview:
     ineligible: list[PreviewEntry] = []
     visible: set[str] = set()
     for entry in found.entries:
-        judged = _judge_entry(root, entry)
+        judged = _judge_entry(root, entry, limit)
         if judged is None:
             continue
         if entry.kind == "file" and entry.excluded is None:
@@ -136,7 +139,7 @@ def _with_reason(entry: PreviewEntry, reason: str) -> PreviewEntry:
     return PreviewEntry(entry.relative, entry.kind, entry.size, entry.sha256, reason)
 
 
-def _judge_entry(root: Path, entry: Entry) -> PreviewEntry | None:
+def _judge_entry(root: Path, entry: Entry, limit: int = MAX_SOURCE_BYTES) -> PreviewEntry | None:
     """Eligibility of one walked entry; None for folders that are simply walked through."""
     if entry.kind == "dir":
         return None if entry.excluded is None else PreviewEntry(entry.relative, "dir", None, None, entry.excluded)
@@ -148,11 +151,11 @@ def _judge_entry(root: Path, entry: Entry) -> PreviewEntry | None:
     if not is_supported(entry.path):
         suffix = entry.path.suffix.lower() or "(no extension)"
         return PreviewEntry(entry.relative, "file", entry.size, None, f"unsupported file type {suffix}")
-    if entry.size is not None and entry.size > MAX_SOURCE_BYTES:
-        limit = MAX_SOURCE_BYTES // (1024 * 1024)
-        return PreviewEntry(entry.relative, "file", entry.size, None, f"larger than the {limit} MB a source may have")
+    if entry.size is not None and entry.size > limit:
+        mib = limit // (1024 * 1024)
+        return PreviewEntry(entry.relative, "file", entry.size, None, f"larger than the {mib} MB a source may have")
     try:
-        raw = read_source(root / entry.relative, max_bytes=MAX_SOURCE_BYTES)
+        raw = read_source(root / entry.relative, max_bytes=limit)
     except SourceRejected as rejected:
         return PreviewEntry(entry.relative, "file", entry.size, None, rejected.reason)
     return PreviewEntry(entry.relative, "file", len(raw), blobs.sha256_bytes(raw), None)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy import Connection, and_, select, update
 
+from knowledge import preferences
 from knowledge.ingest.chunking import CHUNKER_VERSION, chunk_text, load_tokenizer
 from knowledge.library import blobs, index
 from knowledge.library.bases import Base
@@ -87,7 +88,9 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
     except OSError:
         mtime = None
     try:
-        return read_source(Path(item.source_path), max_bytes=MAX_SOURCE_BYTES), mtime
+        with quire.db.read() as conn:
+            limit = preferences.max_file_bytes(conn)  # Preferences: at most MAX_SOURCE_BYTES
+        return read_source(Path(item.source_path), max_bytes=limit), mtime
     except SourceRejected:
         if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).exists():
             return blobs.read(quire.blobs_dir, item.blob_sha256), None

@@ -4,7 +4,7 @@
 * A directory that cannot be read is neither walked nor counted; the walk notes that it met one.
 * ``.quireignore`` files (gitignore syntax) apply from the folder where they stand downwards; one that
   contains ``*`` alone excludes its own directory. VCS metadata folders (``.git``, ``.hg``, ``.svn``)
-  are not walked.
+  are not walked. The global ignore patterns (Preferences, passed as ``ignore``) apply below every root.
 * With a ``cap``, the walk counts every file and directory it reaches and stops at ``cap + 1``,
   raising ``CapExceeded``: it refuses, it never truncates. A directory an ignore rule excludes is
   counted (it was reached) but not entered.
@@ -31,6 +31,7 @@ import pathspec
 IGNORE_FILE = ".quireignore"
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
 SKIPPED_FILES = frozenset({IGNORE_FILE, ".DS_Store"})
+GLOBAL = "\0global"  # the rules' marker for the global ignore patterns (no relative path looks like it)
 
 
 class CapExceeded(Exception):
@@ -66,13 +67,22 @@ class _Rules:
 
     def excluded(self, relative: str, is_dir: bool) -> str | None:
         for base, spec in self.specs:
-            if base and not relative.startswith(base + "/"):
+            if base and base != GLOBAL and not relative.startswith(base + "/"):
                 continue
-            sub = relative[len(base) + 1 :] if base else relative
+            sub = relative[len(base) + 1 :] if base and base != GLOBAL else relative
             if spec.match_file(sub + ("/" if is_dir else "")):
+                if base == GLOBAL:
+                    return "excluded by the global ignore patterns"
                 where = f"{base}/{IGNORE_FILE}" if base else IGNORE_FILE
                 return f"excluded by {where}"
         return None
+
+    @staticmethod
+    def start(patterns: Sequence[str]) -> _Rules:
+        """The rules at a walk's root: the global patterns (Preferences), matched below the root."""
+        if not patterns:
+            return _Rules()
+        return _Rules(((GLOBAL, pathspec.PathSpec.from_lines("gitignore", list(patterns))),))
 
     def with_file(self, directory_rel: str, ignore_file: Path) -> _Rules:
         try:
@@ -113,12 +123,12 @@ def _is_hidden(path: Path, hidden: tuple[Path, ...]) -> bool:
     return any(real == h or h in real.parents for h in hidden)
 
 
-def walk(root: Path, *, cap: int | None = None, hidden: Sequence[Path] = ()) -> Walk:
+def walk(root: Path, *, cap: int | None = None, hidden: Sequence[Path] = (), ignore: Sequence[str] = ()) -> Walk:
     result = Walk(root)
     if not is_readable_dir(root):
         result.unreadable_dirs.append(".")
         return result
-    for entry in _walk_dir(root, "", _Rules(), result, cap, _resolved(hidden)):
+    for entry in _walk_dir(root, "", _Rules.start(ignore), result, cap, _resolved(hidden)):
         result.entries.append(entry)
     return result
 
@@ -214,7 +224,7 @@ class PathJudgement:
     unreadable_dirs: tuple[str, ...] = ()  # folders on the way that could not be read (a read to note)
 
 
-def judge_path(root: Path, relative: str, *, hidden: Sequence[Path] = ()) -> PathJudgement:
+def judge_path(root: Path, relative: str, *, hidden: Sequence[Path] = (), ignore: Sequence[str] = ()) -> PathJudgement:
     """Judge the file at ``root/relative`` by the rules :func:`walk` applies, without walking siblings.
 
     The chain from the root down is checked folder by folder: each must still be a readable, real
@@ -229,7 +239,7 @@ def judge_path(root: Path, relative: str, *, hidden: Sequence[Path] = ()) -> Pat
     if not is_readable_dir(root):
         return PathJudgement(UNAVAILABLE, "the folder cannot be read", (".",))
     root_real = Path(os.path.realpath(root))
-    rules = _Rules()
+    rules = _Rules.start(ignore)
     if (root / IGNORE_FILE).is_file():
         rules = rules.with_file("", root / IGNORE_FILE)
     current, rel = root, ""

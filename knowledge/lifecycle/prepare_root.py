@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, delete, func, select, update
 
 from jobs.runtime import JobContext
+from knowledge import preferences
 from knowledge.ingest.chunking import CHUNKER_VERSION
 from knowledge.ingest.walk import Entry, Walk, walk
 from knowledge.library import blobs, index
@@ -45,11 +46,12 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     base_id, root_id = ctx.payload["base_id"], ctx.payload["item_id"]
     with quire.db.read() as conn:
         root = tree.load_item(conn, root_id)
+        ignore = preferences.ignore_patterns(conn)
     base = find_base(quire.db, base_id)
     if root is None or root.status == "deleting" or base is None:
         return {"skipped": "missing or deleting"}
     folder = Path(root.source_path or "")
-    found = _walk_or_none(folder, quire.data_dir)
+    found = _walk_or_none(folder, quire.data_dir, ignore)
     if found is None:
         with ctx.write() as conn:
             tree.set_status(conn, [root_id], "failed", error_code="unreadable", error_message="folder cannot be read")
@@ -69,11 +71,11 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     return {**plan.counts(), "jobs": len(changes.job_ids)}
 
 
-def _walk_or_none(folder: Path, data_dir: Path) -> Walk | None:
+def _walk_or_none(folder: Path, data_dir: Path, ignore: list[str]) -> Walk | None:
     if not folder.is_dir():
         return None
     try:
-        found = walk(folder, hidden=[data_dir])  # never index Quire's own data directory
+        found = walk(folder, hidden=[data_dir], ignore=ignore)  # never index Quire's own data directory
     except OSError as exc:
         log.info("cannot walk %s: %s", folder, exc)
         return None

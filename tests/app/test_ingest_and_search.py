@@ -14,7 +14,8 @@ from pytestqt.qtbot import QtBot
 
 from app.chunk_viewer import ChunkViewer
 from app.item_model import STATUS, StatusRole
-from app.search_panel import HTML_ROLE, LOCATION, SCORE, SNIPPET, SOURCE
+from app.open_at import OpenRequest
+from app.search_panel import HTML_ROLE, LOCATION, RELEVANCE, SNIPPET, SOURCE
 from knowledge.store.schema import ACTIVE_STATUSES
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,
@@ -135,13 +136,14 @@ def test_search_finds_the_expected_document_and_a_deleted_item_vanishes_at_once(
     top = panel.results.index(0, 0)
     assert panel.results.index(0, SOURCE).data() == "tomato-growing.md"
     assert panel.results.index(0, LOCATION).data().startswith("lines ")
-    assert float(panel.results.index(0, SCORE).data()) > 0
+    assert panel.results.index(0, RELEVANCE).data().startswith("#1 ")  # a rank and a bar, not a raw score
     assert "<b " in panel.results.index(0, SNIPPET).data(HTML_ROLE)  # highlighted query words
     assert panel.current_hit() is not None and panel.current_hit().item_id == hits[0].item_id
     assert top.isValid()
 
     panel.open_source()
-    assert prompter.opened == [Path(hits[0].source_path)]
+    opened = prompter.opened_at[0]
+    assert isinstance(opened, OpenRequest) and opened.path == Path(hits[0].source_path)
     panel.show_in_document()
     viewer = window.findChild(ChunkViewer, "chunkViewer")
     assert viewer is not None
@@ -152,9 +154,10 @@ def test_search_finds_the_expected_document_and_a_deleted_item_vanishes_at_once(
     # the original is gone: "Open source" opens the base's own copy, under the file's name
     Path(hits[0].source_path).unlink()
     panel.open_source()
-    qtbot.waitUntil(lambda: len(prompter.opened) == 2, timeout=10_000)
-    assert prompter.opened[1].name == "tomato-growing.md" and prompter.opened[1].is_file()
-    assert "Blossom end rot" in prompter.opened[1].read_text()
+    qtbot.waitUntil(lambda: len(prompter.opened_at) == 2, timeout=10_000)
+    copy = prompter.opened_at[1].path  # type: ignore[attr-defined]
+    assert copy.name == "tomato-growing.md" and copy.is_file()
+    assert "Blossom end rot" in copy.read_text()
 
     # delete the document: its hits leave the list as soon as the delete returns
     tomato = next(i for i in tree_items(window.model) if i.name == "tomato-growing.md")

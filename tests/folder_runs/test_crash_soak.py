@@ -89,13 +89,13 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Pa
                 if mode == "early":
                     time.sleep(rng.uniform(0.2, 2.0))  # the random kill point itself, not a synchronisation
                 elif mode == "entered":
-                    wait_until(lambda b=before_started: started_entries(quire, started.run_id) > b, timeout=120)
+                    wait_until(lambda b=before_started: started_entries(quire, started.run_id) > b, timeout=300)
                     time.sleep(rng.uniform(0.0, 2.5))  # the random kill point
                 else:
                     want = before_batches + rng.randint(1, 3)
                     wait_until(
                         lambda w=want: batches(quire) >= w or run_status(quire, started.run_id) == "completed",
-                        timeout=120,
+                        timeout=300,
                         interval=0.005,
                     )
             finally:

@@ -164,7 +164,7 @@ def test_migration_0007_copies_the_vectors_and_drops_the_binary_tables(quire: Qu
     with quire.db.write() as conn:  # the database as it was before 0007
         conn.execute(text("UPDATE chunks SET vector_f16 = NULL"))
         conn.exec_driver_sql(f"CREATE VIRTUAL TABLE vecbits_base_{base.id} USING vec0(embedding bit[384])")
-        conn.execute(text("DELETE FROM schema_migrations WHERE name >= '0007'"))
+        conn.execute(text("DELETE FROM schema_migrations WHERE name LIKE '0007%'"))
     assert migrate(quire.db)[0] == "0007_search_vectors"
     with quire.db.read() as conn:
         rows = conn.execute(text("SELECT vector_f16 FROM chunks ORDER BY id")).all()

@@ -25,6 +25,7 @@ class ScriptedPrompter:
     open_files: list[Path | None] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
     opened: list[Path] = field(default_factory=list)
+    opened_at: list[object] = field(default_factory=list)  # app.open_at.OpenRequest values
 
     def confirm(self, parent: object, title: str, text: str) -> bool:
         self.asked.append(text)
@@ -54,3 +55,7 @@ class ScriptedPrompter:
     def choose_open_file(self, parent: object, title: str) -> Path | None:
         self.asked.append(title)
         return self.open_files.pop(0) if self.open_files else None
+
+    def open_at(self, request: object) -> bool:
+        self.opened_at.append(request)
+        return True
