@@ -29,6 +29,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
+from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
 from jobs.sessions import live_session_ids
 
@@ -38,10 +39,6 @@ DEFAULT_LEASE_SECONDS = 30.0
 MAX_ERROR_CHARS = 500
 
 
-def sanitize_error(exc: BaseException) -> str:
-    """A short, path-free message for ``last_error`` (no tracebacks, no SQL parameters)."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:MAX_ERROR_CHARS]
 
 
 class JobContext:
@@ -280,7 +277,7 @@ class Worker:
                     .values(
                         status=status,
                         result=None if result is None else json.dumps(result, default=str),
-                        last_error=error,
+                        last_error=sanitize_optional(error),
                         lease_owner=None,
                         lease_expires_at=None,
                         finished_at=now,
@@ -308,7 +305,7 @@ class Worker:
                 .where(jobs.c.id == ctx.job_id)
                 .values(
                     status="pending",
-                    last_error=error,
+                    last_error=sanitize_reason(error),
                     lease_owner=None,
                     lease_expires_at=None,
                     available_at=now + delay,
@@ -326,7 +323,7 @@ class Worker:
                 .values(
                     status="pending",
                     attempt=jobs.c.attempt - 1,
-                    last_error=hb.reason[:MAX_ERROR_CHARS],
+                    last_error=sanitize_reason(hb.reason),
                     lease_owner=None,
                     lease_expires_at=None,
                     available_at=now + hb.delay_seconds,
