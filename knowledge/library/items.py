@@ -327,6 +327,7 @@ class NewItem:
     owner: str | None = None
     run_id: int | None = None
     error: Reason | None = None
+    source_key: str | None = None  # the canonical path of a root add_items created (its identity)
 
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
@@ -339,6 +340,7 @@ def create_item(conn: Connection, new: NewItem) -> ItemId:
             type=new.type,
             name=new.name,
             source_path=new.source_path,
+            source_key=new.source_key,
             relative_path=new.relative_path,
             note_text=new.note_text,
             status=new.status if new.error is None else "failed",

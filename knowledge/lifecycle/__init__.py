@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, reindex_subtree
+from knowledge.lifecycle.identity import ALREADY_COVERED, ALREADY_PRESENT, CREATED, AddOutcome
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
     INDEX_DOCUMENTS,
@@ -54,7 +55,11 @@ if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 __all__ = [
+    "ALREADY_COVERED",
+    "ALREADY_PRESENT",
+    "CREATED",
     "INTERRUPTED",
+    "AddOutcome",
     "Changes",
     "ItemInput",
     "NoteInput",
