@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import Connection, and_, select, update
 
 from knowledge.ingest.chunking import CHUNKER_VERSION, chunk_text, load_tokenizer
+from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
@@ -174,6 +175,38 @@ def prepare_one(quire: Quire, base: Base, item: Item, model_path: str) -> Prepar
     if same is not None:
         return _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
     return prepare_bytes(base, item, raw, raw_sha, mtime, model_path)
+
+
+def prepare_many(
+    quire: Quire, base: Base, todo: Sequence[Item], model_path: str, parser: ParseWorker
+) -> list[Prepared | Rejected]:
+    """:func:`prepare_one` for a batch, with every parse in ``parser``'s child process (one request for
+    the batch): a parse that hangs or crashes fails its own item (``parse_timeout`` / ``parser_crashed``)."""
+    outcomes: dict[int, Prepared | Rejected] = {}
+    to_parse: list[tuple[Item, bytes, str, float | None]] = []
+    for item in todo:
+        try:
+            if item.type == "note":
+                doc = parse_note(item.note_text or "", title=item.name)
+                outcomes[item.id] = chunk_parsed(base, item, doc, None, None, None, model_path)
+                continue
+            raw, mtime = read_item_bytes(quire, item)
+        except SourceRejected as rejected:
+            outcomes[item.id] = Rejected(item, rejected.code, rejected.reason)
+            continue
+        raw_sha = blobs.sha256_bytes(raw)
+        same = find_identical(quire, base, item, raw_sha)
+        if same is not None:
+            outcomes[item.id] = _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
+        else:
+            to_parse.append((item, raw, raw_sha, mtime))
+    parsed = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES) for item, raw, _sha, _m in to_parse])
+    for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
+        if isinstance(result, ParseFailed):
+            outcomes[item.id] = Rejected(item, result.code, result.message)
+        else:
+            outcomes[item.id] = chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
+    return [outcomes[item.id] for item in todo]
 
 
 def prepare_bytes(

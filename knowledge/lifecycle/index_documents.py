@@ -18,7 +18,7 @@ from knowledge.ingest.material import (
     Rejected,
     commit_prepared,
     embed_batch,
-    prepare_one,
+    prepare_many,
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
@@ -76,13 +76,18 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
 
 
 def _prepare_all(quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext) -> list[Prepared | Rejected]:
+    """Parse the batch in this thread's parse process (one request); a hang or crash costs its item."""
+    ctx.check_cancelled()
     model_path = model_spec(base.model_id).path
+    try:
+        return prepare_many(quire, base, todo, model_path, quire.parsers.for_this_thread())
+    except Exception:  # e.g. chunking bug: narrow it to its item, one by one in this process
+        log.warning("batch preparation failed; preparing item by item", exc_info=True)
     outcomes: list[Prepared | Rejected] = []
     for item in todo:
-        ctx.check_cancelled()
         try:
-            outcomes.append(prepare_one(quire, base, item, model_path))
-        except Exception as exc:  # a parser bug isolates this item (poison-item isolation), not the batch
+            outcomes.append(prepare_many(quire, base, [item], model_path, quire.parsers.for_this_thread())[0])
+        except Exception as exc:  # a bug isolates this item (poison-item isolation), not the batch
             log.warning("item %s could not be prepared: %s", item.id, exc)
             outcomes.append(Rejected(item, "index_error", sanitize_error(exc)))
     return outcomes
