@@ -29,6 +29,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
+from jobs.recovery import fail_exhausted
 from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
 from jobs.sessions import live_session_ids
@@ -360,11 +361,14 @@ class Worker:
         now = time.time()
         with self.queue.db.write() as conn:
             stale = conn.execute(
-                select(jobs.c.id, jobs.c.lease_owner).where(
+                select(jobs.c.id, jobs.c.lease_owner, jobs.c.attempt, jobs.c.max_attempts).where(
                     and_(jobs.c.status == "running", jobs.c.recovery == "retry", jobs.c.lease_expires_at < now)
                 )
             ).all()
-            ids = [r.id for r in stale]
+            for r in stale:
+                if r.attempt >= r.max_attempts:  # redelivery honours max_attempts
+                    fail_exhausted(conn, r.id, r.attempt, now)
+            ids = [r.id for r in stale if r.attempt < r.max_attempts]
             if ids:
                 conn.execute(
                     update(jobs)
