@@ -41,14 +41,14 @@ from knowledge.lifecycle.operations import (
 )
 from knowledge.lifecycle.recovery import (
     INTERRUPTED,
+    QUARANTINED,
     interrupted_items,
-    on_abandon_index,
-    on_abandon_index_batch,
     on_abandon_prepare,
     on_abandon_reindex,
     repair_blob_files,
     repair_deleting_roots,
     repair_orphan_active_items,
+    requeue_interrupted_index,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ __all__ = [
     "ALREADY_PRESENT",
     "CREATED",
     "INTERRUPTED",
+    "QUARANTINED",
     "AddOutcome",
     "Changes",
     "ItemInput",
@@ -89,8 +90,8 @@ def register(quire: Quire) -> None:
             INDEX_DOCUMENTS,
             bind(index_documents.index_documents),
             "abandon",
-            on_abandon=on_abandon_index,
-            on_abandon_batch=on_abandon_index_batch,
+            on_abandon=lambda conn, record: requeue_interrupted_index(quire.queue, conn, [record]),
+            on_abandon_batch=lambda conn, records: requeue_interrupted_index(quire.queue, conn, records),
         )
     )
     quire.registry.register(

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, select, update
 
 from jobs.errors import Superseded
 from jobs.runtime import JobContext, sanitize_error
@@ -46,8 +46,9 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     if not todo:
         return {"skipped": "nothing active"}
     generations = {i.id: i.generation for i in todo}
-    with ctx.write() as conn:
+    with ctx.write() as conn:  # the claim of each item counts: two deaths in flight quarantine it
         tree.set_status(conn, [i.id for i in todo], "reading")
+        conn.execute(update(items).where(items.c.id.in_([i.id for i in todo])).values(attempts=items.c.attempts + 1))
     stats = BatchStats()
     try:
         outcomes = _prepare_all(quire, base, todo, ctx)

@@ -244,9 +244,11 @@ def test_reindex_job_schedule_failure_marks_roots_failed(
 def test_reindex_brings_a_failed_item_back(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
     path = tmp_path / "late.txt"
+    path.write_text("")
     changes = operations.add_items(quire, "kb", [PathInput(path)])
+    drain(quire)
     assert item_status(quire, changes.created[0]) == "failed"
-    path.write_text("now it exists")  # a failed item is terminal, so it can be reindexed
+    path.write_text("now it has text")  # a failed item is terminal, so it can be reindexed
     operations.reindex_items(quire, "kb", changes.created)
     drain(quire)
     assert item_status(quire, changes.created[0]) == "completed"

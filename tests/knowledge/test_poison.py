@@ -4,14 +4,21 @@ one that asks for too much memory each fail on their own; every good file comple
 from __future__ import annotations
 
 import io
+import os
+import signal
 import zipfile
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from knowledge.job_types import open_quire
-from knowledge.lifecycle import operations
-from tests.conftest import REPO, quire_cli
+from knowledge.lifecycle import QUARANTINED, operations
+from knowledge.lifecycle.operations import PathInput
+from knowledge.runtime import Quire
+from knowledge.search import search
+from tests.conftest import REPO, python_proc, quire_cli, wait_until
+from tests.knowledge.helpers import make_base
 from tests.support.files import write_tree
 
 TEST_PARSERS = (
@@ -113,3 +120,42 @@ def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPat
         assert str(1024 * 1024 * 1024) in line
     finally:
         worker.close()
+
+
+def item_row(quire: Quire, name: str) -> tuple[str, int]:
+    with quire.db.read() as conn:
+        row = conn.execute(text("SELECT status, attempts FROM items WHERE name = :n"), {"n": name}).first()
+    return ("", 0) if row is None else (str(row.status), int(row.attempts))
+
+
+def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbours(
+    quire: Quire, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in poison_env(600).items():  # the hanging parse stays in flight until the kill
+        monkeypatch.setenv(key, value)
+    make_base(quire)
+    good = {f"good{n}.txt": f"Good file {n} about the migration of cranes number {n}." for n in range(4)}
+    folder = write_tree(tmp_path / "batch", {**good, "stuck.hang": "this parse never ends"})
+    operations.add_items(quire, "kb", [PathInput(folder)])
+
+    for deaths in (1, 2):
+        worker = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
+        try:
+            wait_until(lambda n=deaths: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
+        finally:
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.communicate(timeout=30)
+        assert worker.returncode == -signal.SIGKILL
+
+    last = quire_cli("worker", "--until-idle", data_dir=data_dir, timeout=600)
+    assert last.returncode == 0, last.stderr
+
+    stuck = {i.name: i for i in operations.list_items(quire, "kb", flat=True)}["stuck.hang"]
+    assert (stuck.status, stuck.error_code, stuck.error_message) == (
+        "failed",
+        QUARANTINED,
+        "the worker stopped twice while indexing this file",
+    )
+    for name in good:
+        assert item_row(quire, name)[0] == "completed", name
+    assert len(search(quire, "kb", "cranes", mode="keyword")) == len(good)
