@@ -103,7 +103,7 @@ def test_sigkill_mid_index_documents_retries_the_batch_and_converges(
     finally:
         kill(worker)
 
-    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
+    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir, timeout=900)
     assert restart.returncode == 0, restart.stderr
 
     counts = status_counts(quire)
@@ -168,7 +168,7 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     assert visible_hits() == {"kept.txt"}
     assert deleted_by_keyword() == set()
 
-    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir)
+    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir, timeout=900)
     assert restart.returncode == 0, restart.stderr
     assert status_counts(quire) == {"completed": 2}
     assert visible_hits() == {"kept.txt"}
