@@ -209,6 +209,16 @@ def prepare_many(
     return [outcomes[item.id] for item in todo]
 
 
+def prepare_bytes_isolated(
+    base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str, parser: ParseWorker
+) -> Prepared | Rejected:
+    """:func:`prepare_bytes` with the parse in ``parser``'s child process (folder runs, one source at a time)."""
+    result = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES)])[0]
+    if isinstance(result, ParseFailed):
+        return Rejected(item, result.code, result.message)
+    return chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
+
+
 def prepare_bytes(
     base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str
 ) -> Prepared | Rejected:
