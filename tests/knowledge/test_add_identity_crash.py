@@ -63,3 +63,29 @@ def test_a_killed_add_rerun_converges_to_one_copy(tmp_path: Path, data_dir: Path
     assert leaves == 4 * 3 + 24
     # a root the kill left without a job was scheduled again by the re-run, so nothing stays parked
     assert parked == 0
+
+
+def test_add_answers_outcomes_in_json_and_text_and_refuses_a_missing_path(tmp_path: Path, data_dir: Path) -> None:
+    assert quire_cli("base", "create", "kb", data_dir=data_dir).returncode == 0
+    folder = write_tree(tmp_path / "lib", {"a.txt": "Alpha about quartz.", "b.txt": "Beta about mica."})
+
+    missing = quire_cli("--json", "add", "kb", str(folder / "a.txt"), str(tmp_path / "nope.txt"), data_dir=data_dir)
+    assert missing.returncode == 3
+    assert json.loads(missing.stdout)["error"]["code"] == "not_found"
+
+    first = json.loads(quire_cli("--json", "add", "kb", str(folder), data_dir=data_dir).stdout)
+    again = quire_cli("--json", "add", "kb", str(folder), str(folder / "b.txt"), data_dir=data_dir)
+    assert again.returncode == 0, again.stderr
+    root = first["outcomes"][0]["item_id"]
+    assert [(o["outcome"], o["item_id"]) for o in json.loads(again.stdout)["outcomes"]] == [
+        ("already_present", root),
+        ("already_covered", root),
+    ]
+    text_out = quire_cli("add", "kb", str(folder / "b.txt"), data_dir=data_dir).stdout
+    assert "already covered" in text_out and "b.txt" in text_out
+    quire = open_quire(data_dir)
+    try:
+        with quire.db.read() as conn:
+            assert conn.execute(text("SELECT count(*) FROM items")).scalar_one() == 1  # the folder, not yet walked
+    finally:
+        quire.close()
