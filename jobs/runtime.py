@@ -40,8 +40,6 @@ DEFAULT_LEASE_SECONDS = 30.0
 MAX_ERROR_CHARS = 500
 
 
-
-
 class JobContext:
     """What a handler gets: its job, a fenced write transaction, progress, cancellation checks."""
 

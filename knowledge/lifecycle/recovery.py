@@ -105,9 +105,7 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
         waiting = [r.id for r in mine if r.status not in IN_FLIGHT]
         for group in [*singles, *([waiting] if waiting else [])]:
             job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": int(base_id), "item_ids": group}, base_id=base_id)
-            conn.execute(
-                update(items).where(items.c.id.in_(group)).values(status="processing", job_id=job.job_id)
-            )
+            conn.execute(update(items).where(items.c.id.in_(group)).values(status="processing", job_id=job.job_id))
         if culprits:
             log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
 

@@ -19,6 +19,7 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
+from tests.sources.builders import make_pdf
 from tests.support.files import write_tree
 
 TEST_PARSERS = (
@@ -61,6 +62,7 @@ def test_each_bad_file_fails_alone_and_the_worker_lives(
             **good,
             "bomb.docx": bomb("docx"),
             "bomb.epub": bomb("epub"),
+            "bomb.pdf": make_pdf([["a page"]], flate_bomb=80_000_000),  # past pypdf's 75 MB stream cap
             "stuck.hang": "this parse never ends",
             "boom.crash": "this parse kills its process",
             "greedy.balloon": "this parse wants 64 GB",
@@ -83,6 +85,7 @@ def test_each_bad_file_fails_alone_and_the_worker_lives(
     failures = {name: (items[name].status, items[name].error_code) for name in items if name not in good}
     assert failures["bomb.docx"] == ("failed", "decompression_bomb")
     assert failures["bomb.epub"] == ("failed", "decompression_bomb")
+    assert failures["bomb.pdf"] == ("failed", "decompression_bomb")
     assert failures["stuck.hang"] == ("failed", "parse_timeout")
     assert failures["boom.crash"] == ("failed", "parser_crashed")
     # the memory limit answered before the machine did: a MemoryError in the child, or its death
