@@ -65,6 +65,26 @@ log = logging.getLogger(__name__)
 TERMINAL = ("completed", "failed")
 
 
+def added_message(changes: lifecycle.Changes, what: str, base_name: str) -> str:
+    """The status line after an add: what was created, and what the base already held."""
+    counts: dict[str, int] = {}
+    for outcome in changes.outcomes:
+        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
+    present, covered = counts.get("already_present", 0), counts.get("already_covered", 0)
+    if not present and not covered:
+        return f"Adding {what} to {base_name!r}…"
+    parts = []
+    if counts.get("created"):
+        parts.append(f"adding {counts['created']}")
+    if present:
+        refreshed = sum(1 for o in changes.outcomes if o.refreshed)
+        parts.append(f"{present} already present" + (f" ({refreshed} refreshing what changed)" if refreshed else ""))
+    if covered:
+        parts.append(f"{covered} already covered by a folder in the base")
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]} in {base_name!r}."
+
+
 class MainWindow(QMainWindow):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
 
@@ -387,7 +407,7 @@ class MainWindow(QMainWindow):
         if base is None or quire is None:
             return
         Op(lifecycle.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
-            lambda changes: self._changed(changes, f"Adding {what} to {base.name!r}…")
+            lambda changes: self._changed(changes, added_message(changes, what, base.name))
         ).on_failure(self.ctx.fail).run()
 
     def delete_selected(self) -> None:

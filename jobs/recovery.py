@@ -9,7 +9,8 @@ Runs on every app or worker start, before the worker takes jobs.
 * ``abandon`` jobs left behind are cancelled and their type's ``on_abandon`` hook runs in the same
   transaction (the knowledge layer parks their items ``failed``). They never silently resume.
 * ``retry`` jobs left running are handed back as ``pending`` with a fresh wake-up; the next claim bumps
-  the attempt, which fences out anything the dead attempt might still try to write.
+  the attempt, which fences out anything the dead attempt might still try to write. One whose attempt
+  already reached its ``max_attempts`` is failed instead (``attempts_exhausted``).
 * Jobs whose lease is held by a live session in another process are never touched.
 * Then each registered repair scan runs, bounded and paginated.
 """
@@ -35,6 +36,7 @@ PAGE = 500
 class RecoveryReport:
     cancelled: list[int] = field(default_factory=list)  # abandon jobs cancelled
     redelivered: list[int] = field(default_factory=list)  # retry jobs handed back
+    exhausted: list[int] = field(default_factory=list)  # retry jobs that used their last attempt: failed
     repaired: int = 0  # jobs enqueued by repair scans
     hook_errors: int = 0
 
@@ -42,6 +44,7 @@ class RecoveryReport:
         return {
             "cancelled": len(self.cancelled),
             "redelivered": len(self.redelivered),
+            "exhausted": len(self.exhausted),
             "repaired": self.repaired,
             "hook_errors": self.hook_errors,
         }
@@ -88,6 +91,9 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
                 continue
             if record.recovery == "abandon":
                 abandoned.append(record)
+            elif record.status == "running" and record.attempt >= int(row.max_attempts):
+                fail_exhausted(conn, record.id, record.attempt, now)  # crash redelivery honours max_attempts
+                report.exhausted.append(record.id)
             elif record.status == "running":
                 conn.execute(
                     update(jobs)
@@ -99,6 +105,26 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
         _cancel(conn, abandoned, now, report)
         _run_abandon_hooks(queue, conn, abandoned, report)
         return int(rows[-1].id)
+
+
+EXHAUSTED_ERROR = "attempts_exhausted: the process running it stopped on its last allowed attempt; not retried"
+
+
+def fail_exhausted(conn: Connection, job_id: int, attempt: int, now: float) -> None:
+    """A ``retry`` job whose attempt reached ``max_attempts`` ends ``failed`` instead of being redelivered
+    (a job that kills its worker every time must not be handed back for ever)."""
+    conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt))
+        .values(
+            status="failed",
+            last_error=EXHAUSTED_ERROR,
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
 
 
 def _left_behind(record: JobRecord, live: set[str], worker_hosts: set[str], now: float) -> bool:

@@ -29,6 +29,8 @@ from sqlalchemy import Connection, and_, select, update
 
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
+from jobs.recovery import fail_exhausted
+from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
 from jobs.sessions import live_session_ids
 
@@ -36,12 +38,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_SECONDS = 30.0
 MAX_ERROR_CHARS = 500
-
-
-def sanitize_error(exc: BaseException) -> str:
-    """A short, path-free message for ``last_error`` (no tracebacks, no SQL parameters)."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:MAX_ERROR_CHARS]
 
 
 class JobContext:
@@ -296,7 +292,7 @@ class Worker:
                     .values(
                         status=status,
                         result=None if result is None else json.dumps(result, default=str),
-                        last_error=error,
+                        last_error=sanitize_optional(error),
                         lease_owner=None,
                         lease_expires_at=None,
                         finished_at=now,
@@ -324,7 +320,7 @@ class Worker:
                 .where(jobs.c.id == ctx.job_id)
                 .values(
                     status="pending",
-                    last_error=error,
+                    last_error=sanitize_reason(error),
                     lease_owner=None,
                     lease_expires_at=None,
                     available_at=now + delay,
@@ -342,7 +338,7 @@ class Worker:
                 .values(
                     status="pending",
                     attempt=jobs.c.attempt - 1,
-                    last_error=hb.reason[:MAX_ERROR_CHARS],
+                    last_error=sanitize_reason(hb.reason),
                     lease_owner=None,
                     lease_expires_at=None,
                     available_at=now + hb.delay_seconds,
@@ -379,11 +375,14 @@ class Worker:
         now = time.time()
         with self.queue.db.write() as conn:
             stale = conn.execute(
-                select(jobs.c.id, jobs.c.lease_owner).where(
+                select(jobs.c.id, jobs.c.lease_owner, jobs.c.attempt, jobs.c.max_attempts).where(
                     and_(jobs.c.status == "running", jobs.c.recovery == "retry", jobs.c.lease_expires_at < now)
                 )
             ).all()
-            ids = [r.id for r in stale]
+            for r in stale:
+                if r.attempt >= r.max_attempts:  # redelivery honours max_attempts
+                    fail_exhausted(conn, r.id, r.attempt, now)
+            ids = [r.id for r in stale if r.attempt < r.max_attempts]
             if ids:
                 conn.execute(
                     update(jobs)

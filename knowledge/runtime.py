@@ -21,6 +21,7 @@ from jobs.runtime import Worker
 from jobs.sessions import Session
 from jobs.transport import Transport
 from knowledge import preferences
+from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
@@ -48,6 +49,9 @@ class Quire:
     _encoders_lock: threading.Lock = field(default_factory=threading.Lock)
     # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
     encoder_factory: Callable[[str, str, bool], Encoder] | None = None
+    # Parsing runs in a child process per executor thread (knowledge.ingest.parse_worker), started on
+    # first use: a hang or a crash in a parser costs one item, never this process.
+    parsers: ParseWorkers = field(default_factory=ParseWorkers)
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
@@ -108,5 +112,6 @@ class Quire:
         return self._encoders[key]
 
     def close(self) -> None:
+        self.parsers.close()
         self.transport.close()
         self.db.dispose()

@@ -157,11 +157,24 @@ def cmd_add(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         changes = lifecycle.add_items(quire, args.base, inputs, owner=_person())
         created = [lifecycle.get_item(quire, changes.base_id, i).as_dict() for i in changes.created]
-    out.emit(
-        {**changes.as_dict(), "items": created},
-        lambda d: "\n".join(f"{i['id']:>6} {i['type']:<9} {i['status']:<10} {i['name']}" for i in d["items"]),
-    )
+    out.emit({**changes.as_dict(), "items": created}, _added_text)
     return 0
+
+
+def _added_text(d: dict[str, Any]) -> str:
+    """One line per input: what adding it did (created, already present — refreshed or not — or covered)."""
+    by_id = {i["id"]: i for i in d["items"]}
+    lines = []
+    for o in d["outcomes"]:
+        item = by_id.get(o["item_id"])
+        if item is not None:
+            lines.append(f"{item['id']:>6} {item['type']:<9} {item['status']:<10} {item['name']}")
+        elif o["outcome"] == "already_present":
+            note = "refreshing what changed" if o["refreshed"] else "unchanged"
+            lines.append(f"{o['item_id']:>6} already present ({note}): {o['input']}")
+        else:
+            lines.append(f"{o['item_id']:>6} already covered by this item: {o['input']}")
+    return "\n".join(lines)
 
 
 def _person() -> str:

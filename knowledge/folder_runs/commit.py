@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import Connection, insert, select, update
 
 from jobs.runtime import JobContext
+from jobs.sanitize import sanitize_optional
 from knowledge.folder_runs.ledger import ManifestSource, RunRecord, size_and_counts
 from knowledge.folder_runs.preview import is_covered
 from knowledge.folder_runs.principal import ingest_agent
@@ -102,7 +103,7 @@ def _record(
             run_id=run.id,
             source_id=source.id,
             disposition=disposition,
-            reason=None if reason is None else reason[:500],
+            reason=sanitize_optional(reason),
             item_id=item_id,
             batch_id=batch_id,
             attempt=ctx.attempt,

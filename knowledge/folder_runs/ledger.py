@@ -11,6 +11,7 @@ from sqlalchemy import Connection, and_, func, select, update
 
 from jobs.errors import Superseded
 from jobs.queue import JobId
+from jobs.sanitize import sanitize_optional
 from knowledge.folder_runs.rules import COMMITTED
 from knowledge.library import audit
 from knowledge.library import items as tree
@@ -147,6 +148,7 @@ def settle_terminal(
 ) -> None:
     """The one terminal transition (completed, or failed with ``error``) and its one audit entry."""
     status, action = ("completed", audit.RUN_COMPLETED) if error is None else ("failed", audit.RUN_FAILED)
+    error = sanitize_optional(error)
     now = time.time()
     transition(
         conn,

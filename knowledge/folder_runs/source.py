@@ -18,7 +18,7 @@ from knowledge.ingest.material import (
     Prepared,
     Rejected,
     embed_batch,
-    prepare_bytes,
+    prepare_bytes_isolated,
     write_blob_files,
 )
 from knowledge.library import blobs
@@ -96,7 +96,8 @@ def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> So
             return work  # nothing to parse: the transaction will settle it already_covered
     item = _placeholder_item(tools.base, path, source.relative_path)
     try:
-        outcome = prepare_bytes(tools.base, item, raw, sha, after[3] / 1e9, tools.model_path)
+        parser = tools.quire.parsers.for_this_thread()  # a hang or crash costs this source, not the run
+        outcome = prepare_bytes_isolated(tools.base, item, raw, sha, after[3] / 1e9, tools.model_path, parser)
     except Exception as exc:  # a parser bug isolates this source (poison-item isolation), not the run
         work.rejected = f"parse_error: {sanitize_error(exc)}"
         return work

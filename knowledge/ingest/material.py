@@ -26,6 +26,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from knowledge import preferences
 from knowledge.ingest.chunking import CHUNKER_VERSION, chunk_text, load_tokenizer
+from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
@@ -177,6 +178,48 @@ def prepare_one(quire: Quire, base: Base, item: Item, model_path: str) -> Prepar
     if same is not None:
         return _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
     return prepare_bytes(base, item, raw, raw_sha, mtime, model_path)
+
+
+def prepare_many(
+    quire: Quire, base: Base, todo: Sequence[Item], model_path: str, parser: ParseWorker
+) -> list[Prepared | Rejected]:
+    """:func:`prepare_one` for a batch, with every parse in ``parser``'s child process (one request for
+    the batch): a parse that hangs or crashes fails its own item (``parse_timeout`` / ``parser_crashed``)."""
+    outcomes: dict[int, Prepared | Rejected] = {}
+    to_parse: list[tuple[Item, bytes, str, float | None]] = []
+    for item in todo:
+        try:
+            if item.type == "note":
+                doc = parse_note(item.note_text or "", title=item.name)
+                outcomes[item.id] = chunk_parsed(base, item, doc, None, None, None, model_path)
+                continue
+            raw, mtime = read_item_bytes(quire, item)
+        except SourceRejected as rejected:
+            outcomes[item.id] = Rejected(item, rejected.code, rejected.reason)
+            continue
+        raw_sha = blobs.sha256_bytes(raw)
+        same = find_identical(quire, base, item, raw_sha)
+        if same is not None:
+            outcomes[item.id] = _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
+        else:
+            to_parse.append((item, raw, raw_sha, mtime))
+    parsed = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES) for item, raw, _sha, _m in to_parse])
+    for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
+        if isinstance(result, ParseFailed):
+            outcomes[item.id] = Rejected(item, result.code, result.message)
+        else:
+            outcomes[item.id] = chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
+    return [outcomes[item.id] for item in todo]
+
+
+def prepare_bytes_isolated(
+    base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str, parser: ParseWorker
+) -> Prepared | Rejected:
+    """:func:`prepare_bytes` with the parse in ``parser``'s child process (folder runs, one source at a time)."""
+    result = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES)])[0]
+    if isinstance(result, ParseFailed):
+        return Rejected(item, result.code, result.message)
+    return chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
 
 
 def prepare_bytes(

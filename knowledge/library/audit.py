@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from jobs.sanitize import sanitize_reason
 from knowledge.errors import InvalidInput
 from knowledge.store.database import Database
 from knowledge.store.schema_runs import audit_log
@@ -123,12 +124,21 @@ def append_reads(db: Database, entries: Sequence[PendingEntry]) -> int:
     return len(reads)
 
 
+# Payload keys that hold a reason: stored through the one sanitizer (no path, no user name).
+REASON_KEYS = frozenset({"error", "reason"})
+
+
+def _reason_safe(key: str, value: Any) -> Any:
+    return sanitize_reason(value) if key in REASON_KEYS and isinstance(value, str) else value
+
+
 def _insert(conn: Connection, entry: PendingEntry) -> None:
     if entry.action not in ACTIONS:
         raise ValueError(f"unknown audit action {entry.action!r}")
     leaked = FORBIDDEN_PAYLOAD_KEYS & set(entry.payload)
     if leaked:
         raise ValueError(f"audit payloads never carry {sorted(leaked)}")
+    payload = {k: _reason_safe(k, v) for k, v in entry.payload.items()}
     conn.execute(
         insert(audit_log).values(
             at=time.time(),
@@ -137,7 +147,7 @@ def _insert(conn: Connection, entry: PendingEntry) -> None:
             base_id=entry.base_id,
             run_id=entry.run_id,
             attempt=entry.attempt,
-            payload=json.dumps({"attempt": entry.attempt, **entry.payload}, sort_keys=True, default=str),
+            payload=json.dumps({"attempt": entry.attempt, **payload}, sort_keys=True, default=str),
         )
     )
 

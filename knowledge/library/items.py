@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, and_, bindparam, func, insert, select, text, update
 
 from jobs.queue import JobId
+from jobs.sanitize import sanitize_optional, sanitize_reason
 from knowledge.errors import NotFound
 from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import ACTIVE_STATUSES, items
@@ -215,7 +216,8 @@ def set_status(
     """Set these items' status (not their subtrees) and reconcile the containers above them."""
     if not item_ids:
         return
-    _update_statuses(conn, item_ids, {"status": status, "error_code": error_code, "error_message": error_message})
+    message = sanitize_optional(error_message)
+    _update_statuses(conn, item_ids, {"status": status, "error_code": error_code, "error_message": message})
     if reconcile:
         reconcile_above(conn, item_ids)
 
@@ -230,7 +232,8 @@ def set_subtree_status(
 ) -> list[ItemId]:
     """Set a whole subtree's status, membership resolved here, then reconcile the containers above."""
     ids = subtree_ids(conn, root_ids)
-    _update_statuses(conn, ids, {"status": status, "error_code": error_code, "error_message": error_message})
+    message = sanitize_optional(error_message)
+    _update_statuses(conn, ids, {"status": status, "error_code": error_code, "error_message": message})
     reconcile_above(conn, root_ids)
     return ids
 
@@ -324,6 +327,7 @@ class NewItem:
     owner: str | None = None
     run_id: int | None = None
     error: Reason | None = None
+    source_key: str | None = None  # the canonical path of a root add_items created (its identity)
 
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
@@ -336,11 +340,12 @@ def create_item(conn: Connection, new: NewItem) -> ItemId:
             type=new.type,
             name=new.name,
             source_path=new.source_path,
+            source_key=new.source_key,
             relative_path=new.relative_path,
             note_text=new.note_text,
             status=new.status if new.error is None else "failed",
             error_code=None if new.error is None else new.error.code,
-            error_message=None if new.error is None else new.error.message,
+            error_message=None if new.error is None else sanitize_reason(new.error.message),
             owner=new.owner,
             run_id=new.run_id,
             created_at=now,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, reindex_subtree
+from knowledge.lifecycle.identity import ALREADY_COVERED, ALREADY_PRESENT, CREATED, AddOutcome
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
     INDEX_DOCUMENTS,
@@ -40,21 +41,26 @@ from knowledge.lifecycle.operations import (
 )
 from knowledge.lifecycle.recovery import (
     INTERRUPTED,
+    QUARANTINED,
     interrupted_items,
-    on_abandon_index,
-    on_abandon_index_batch,
     on_abandon_prepare,
     on_abandon_reindex,
     repair_blob_files,
     repair_deleting_roots,
     repair_orphan_active_items,
+    requeue_interrupted_index,
 )
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 __all__ = [
+    "ALREADY_COVERED",
+    "ALREADY_PRESENT",
+    "CREATED",
     "INTERRUPTED",
+    "QUARANTINED",
+    "AddOutcome",
     "Changes",
     "ItemInput",
     "NoteInput",
@@ -84,8 +90,8 @@ def register(quire: Quire) -> None:
             INDEX_DOCUMENTS,
             bind(index_documents.index_documents),
             "abandon",
-            on_abandon=on_abandon_index,
-            on_abandon_batch=on_abandon_index_batch,
+            on_abandon=lambda conn, record: requeue_interrupted_index(quire.queue, conn, [record]),
+            on_abandon_batch=lambda conn, records: requeue_interrupted_index(quire.queue, conn, records),
         )
     )
     quire.registry.register(

@@ -8,8 +8,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, select, update
 
+from jobs.backoff import retry_transient
 from jobs.errors import Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.ingest.material import (
@@ -18,7 +19,7 @@ from knowledge.ingest.material import (
     Rejected,
     commit_prepared,
     embed_batch,
-    prepare_one,
+    prepare_many,
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
@@ -28,6 +29,7 @@ from knowledge.library.ids import ItemId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
+    from knowledge.ingest.embedding import Encoder
     from knowledge.runtime import Quire
 
 log = logging.getLogger(__name__)
@@ -46,8 +48,9 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     if not todo:
         return {"skipped": "nothing active"}
     generations = {i.id: i.generation for i in todo}
-    with ctx.write() as conn:
+    with ctx.write() as conn:  # the claim of each item counts: two deaths in flight quarantine it
         tree.set_status(conn, [i.id for i in todo], "reading")
+        conn.execute(update(items).where(items.c.id.in_([i.id for i in todo])).values(attempts=items.c.attempts + 1))
     stats = BatchStats()
     try:
         outcomes = _prepare_all(quire, base, todo, ctx)
@@ -55,11 +58,11 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         if prepared:
             with ctx.write() as conn:
                 tree.set_status(conn, [p.item.id for p in prepared], "embedding")
-            precision = base.precision
-            embed_batch(quire, base, prepared, quire.document_encoder(base.model_id, precision), stats)
-        write_blob_files(quire.blobs_dir, prepared)
-        with ctx.write() as conn:
-            written = _commit_outcomes(quire, conn, base, outcomes, generations)
+            encoder = quire.document_encoder(base.model_id, base.precision)
+            culprits = embed_narrowed(quire, base, prepared, encoder, stats)
+            culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
+            outcomes = [culprits.get(o.item.id, o) for o in outcomes]
+        written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
     except Superseded:
         raise
     except Exception as exc:
@@ -75,14 +78,65 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     }
 
 
+def embed_narrowed(
+    quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats
+) -> Culprits:
+    """Embed the batch; if that fails, bisect it until the failure is narrowed to its culprits, which are
+    answered ``embedding_error`` with the cause (transient faults get bounded retries first). Only the
+    culprit fails: its batch neighbours are embedded in the halves that succeed."""
+    try:
+        retry_transient(lambda: embed_batch(quire, base, prepared, encoder, stats), attempts=3)
+        return Culprits()
+    except Exception as exc:
+        if len(prepared) == 1:
+            log.warning("item %s could not be embedded: %s", prepared[0].item.id, exc)
+            return Culprits({prepared[0].item.id: Rejected(prepared[0].item, "embedding_error", sanitize_error(exc))})
+    middle = len(prepared) // 2
+    return embed_narrowed(quire, base, prepared[:middle], encoder, stats) + embed_narrowed(
+        quire, base, prepared[middle:], encoder, stats
+    )
+
+
+class Culprits(dict[ItemId, Rejected]):
+    """Items of a batch that failed on their own, by id (merged with ``+``)."""
+
+    def __add__(self, other: dict[ItemId, Rejected]) -> Culprits:
+        return Culprits({**self, **other})
+
+
+def _write_blobs_per_item(quire: Quire, prepared: Sequence[Prepared]) -> Culprits:
+    """Owned copies, item by item: a copy that cannot be written fails its own item (``blob_write_error``)."""
+    failed = Culprits()
+    for p in prepared:
+        try:
+            retry_transient(lambda p=p: write_blob_files(quire.blobs_dir, [p]), attempts=3)  # type: ignore[misc]
+        except OSError as exc:
+            failed[p.item.id] = Rejected(
+                p.item, "blob_write_error", f"the base's own copy could not be written: {sanitize_error(exc)}"
+            )
+    return failed
+
+
+def _commit_in_one_transaction(
+    quire: Quire, ctx: JobContext, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[ItemId, int]
+) -> int:
+    with ctx.write() as conn:
+        return _commit_outcomes(quire, conn, base, outcomes, generations)
+
+
 def _prepare_all(quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext) -> list[Prepared | Rejected]:
+    """Parse the batch in this thread's parse process (one request); a hang or crash costs its item."""
+    ctx.check_cancelled()
     model_path = model_spec(base.model_id).path
+    try:
+        return prepare_many(quire, base, todo, model_path, quire.parsers.for_this_thread())
+    except Exception:  # e.g. chunking bug: narrow it to its item, one by one in this process
+        log.warning("batch preparation failed; preparing item by item", exc_info=True)
     outcomes: list[Prepared | Rejected] = []
     for item in todo:
-        ctx.check_cancelled()
         try:
-            outcomes.append(prepare_one(quire, base, item, model_path))
-        except Exception as exc:  # a parser bug isolates this item (poison-item isolation), not the batch
+            outcomes.append(prepare_many(quire, base, [item], model_path, quire.parsers.for_this_thread())[0])
+        except Exception as exc:  # a bug isolates this item (poison-item isolation), not the batch
             log.warning("item %s could not be prepared: %s", item.id, exc)
             outcomes.append(Rejected(item, "index_error", sanitize_error(exc)))
     return outcomes

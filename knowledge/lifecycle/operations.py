@@ -4,7 +4,9 @@ The operations deliberately do not share one validation pipeline: each keeps its
 because their state transitions and enqueue-failure behaviour differ. They share small guards where the
 semantics match (base guards, outermost-selection collapse, idempotency keys).
 
-* ``add_items`` writes active statuses, commits, then schedules each accepted item. If an enqueue
+* ``add_items`` answers one outcome per input (``created``, ``already_present``, ``already_covered``:
+  one identity per source, :mod:`knowledge.lifecycle.identity`), refuses a path it cannot see before
+  creating anything, writes active statuses, commits, then schedules each accepted item. If an enqueue
   fails, items whose scheduling completed are left alone; the failing one and all later ones become
   ``failed``; the error reaches the caller. (No row is left active without a durable job.)
 * ``delete_items`` marks whole subtrees ``deleting`` and enqueues ``delete-subtree`` in **one**
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy import Connection, and_, select, update
 
 from jobs.queue import JobId
-from knowledge.errors import GuardRejected, InvalidInput
+from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import items as tree
 from knowledge.library.bases import (
     Base,
@@ -36,6 +38,18 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.lifecycle.identity import (
+    ALREADY_COVERED,
+    ALREADY_PRESENT,
+    CREATED,
+    AddOutcome,
+    canonical_path,
+    find_covering_root,
+    find_live_root,
+    has_changed,
+    lost_its_job,
+    subtree_is_terminal,
+)
 from knowledge.principal import require_person
 from knowledge.store.schema import chunks, items
 
@@ -54,6 +68,7 @@ DELETE_SUBTREE = "knowledge.delete-subtree"
 INDEX_BATCH = 128
 INDEX_BATCH_BYTES = 512 * 1024
 UNKNOWN_SIZE = 64 * 1024
+TERMINAL = ("completed", "failed")
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,7 @@ class Changes:
     statuses: dict[ItemId, str] = field(default_factory=dict)
     job_ids: list[JobId] = field(default_factory=list)
     noop: bool = False
+    outcomes: list[AddOutcome] = field(default_factory=list)  # add: one per input
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +103,7 @@ class Changes:
             "statuses": {str(k): v for k, v in self.statuses.items()},
             "job_ids": self.job_ids,
             "noop": self.noop,
+            "outcomes": [o.as_dict() for o in self.outcomes],
         }
 
 
@@ -115,6 +132,11 @@ class _Planned:
     status: str
     invalid_reason: Reason | None  # → failed, no job
     size: int | None = None
+    shown: str = ""  # the input as given, for the outcome (never stored)
+
+    @property
+    def source_key(self) -> str | None:
+        return self.source_path  # canonical already (identity.canonical_path)
 
 
 def _plan(inp: ItemInput) -> _Planned:
@@ -122,37 +144,51 @@ def _plan(inp: ItemInput) -> _Planned:
         if not inp.text.strip():
             raise InvalidInput("a note needs some text")
         title = (inp.title or inp.text.strip().splitlines()[0])[:120]
-        return _Planned("note", title, None, inp.text, "processing", None, len(inp.text.encode("utf-8")))
-    path = Path(os.path.abspath(inp.path))
-    name = path.name or str(path)
+        return _Planned("note", title, None, inp.text, "processing", None, len(inp.text.encode("utf-8")), title)
+    shown = str(inp.path)
+    given = Path(os.path.abspath(inp.path))
     try:
-        st = os.lstat(path)
+        st = os.lstat(given)
+        if stat.S_ISLNK(st.st_mode):
+            os.stat(given)  # a dangling link cannot be seen either
     except OSError:
+        raise NotFound(f"{shown}: no such file or folder (or it cannot be seen); nothing was added") from None
+    name = given.name or str(given)
+    if stat.S_ISLNK(st.st_mode) and os.path.isdir(given):
         return _Planned(
-            "file", name, str(path), None, "processing", Reason("unreadable", "file does not exist or cannot be read")
+            "file",
+            name,
+            str(given),
+            None,
+            "processing",
+            Reason("symlink_not_followed", "a link to a folder is not followed"),
+            shown=shown,
         )
+    path = Path(canonical_path(given))
     if stat.S_ISDIR(st.st_mode):
-        return _Planned("directory", name, str(path), None, "preparing", None)
+        return _Planned("directory", name, str(path), None, "preparing", None, shown=shown)
     from knowledge.sources import is_supported
 
-    if stat.S_ISLNK(st.st_mode) and os.path.isdir(path):
+    if not is_supported(path):
+        suffix = path.suffix.lower() or "(no extension)"
         return _Planned(
             "file",
             name,
             str(path),
             None,
             "processing",
-            Reason("symlink_not_followed", "a link to a folder is not followed"),
+            Reason("unsupported_type", f"unsupported file type {suffix}"),
+            shown=shown,
         )
-    if not is_supported(path):
-        suffix = path.suffix.lower() or "(no extension)"
-        return _Planned(
-            "file", name, str(path), None, "processing", Reason("unsupported_type", f"unsupported file type {suffix}")
-        )
-    return _Planned("file", name, str(path), None, "processing", None, st.st_size)
+    return _Planned("file", name, str(path), None, "processing", None, st.st_size, shown)
 
 
 def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *, owner: str | None = None) -> Changes:
+    """Add paths and notes; one outcome per input (``created``, ``already_present``, ``already_covered``).
+
+    A path that does not exist or cannot be seen is refused (``NotFound``) before anything is created.
+    See :mod:`knowledge.lifecycle.identity` for the identity rule and the refresh of an existing root.
+    """
     require_person("add items")  # an agent proposes instead (knowledge.agents.proposals)
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
@@ -163,11 +199,15 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
         changes.noop = True
         return changes
     plans = [_plan(i) for i in inputs]
+    created: list[tuple[ItemId, _Planned]] = []
+    rescheduled: list[Scheduled] = []
     with quire.db.write() as conn:
         base = resolve_base(conn, base.id)  # re-judged under the write lock
         assert_base_can_run_runtime_operation(base)
         assert_base_writable(base)
         for plan in plans:
+            if plan.source_key is not None and _answered_by_existing(quire, conn, base, plan, changes, rescheduled):
+                continue
             item_id = create_item(
                 conn,
                 NewItem(
@@ -178,14 +218,50 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
                     source_path=plan.source_path,
                     note_text=plan.note_text,
                     owner=owner,
+                    source_key=plan.source_key,
                 ),
             )
+            created.append((item_id, plan))
             changes.created.append(item_id)
             changes.statuses[item_id] = plan.status
-    accepted = list(zip(changes.created, plans, strict=True))
-    sizes = {i: p.size for i, p in accepted if p.size is not None}
-    schedule(quire, base, [Scheduled(i, p.type, p.invalid_reason) for i, p in accepted], changes, sizes=sizes)
+            changes.outcomes.append(AddOutcome(plan.shown, CREATED, item_id))
+    sizes = {i: p.size for i, p in created if p.size is not None}
+    accepted = [Scheduled(i, p.type, p.invalid_reason) for i, p in created] + rescheduled
+    schedule(quire, base, accepted, changes, sizes=sizes)
     return changes
+
+
+def _answered_by_existing(
+    quire: Quire, conn: Connection, base: Base, plan: _Planned, changes: Changes, rescheduled: list[Scheduled]
+) -> bool:
+    """Answer ``plan`` from what the base already holds (in the add's write transaction); False if nothing
+    stands for its path yet."""
+    assert plan.source_key is not None
+    existing = find_live_root(conn, base.id, plan.source_key)
+    if existing is None:
+        covering = find_covering_root(conn, base.id, plan.source_key)
+        if covering is None:
+            return False
+        changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id))
+        return True
+    refreshed = False
+    if existing.id in changes.created:
+        pass  # the same path twice in one call: the first made it, it is scheduled with the rest
+    elif lost_its_job(conn, existing):
+        rescheduled.append(Scheduled(existing.id, existing.type, None))
+        refreshed = True
+    elif existing.status in TERMINAL and has_changed(existing) and subtree_is_terminal(conn, existing.id):
+        job = quire.queue.enqueue(
+            conn,
+            REINDEX_SUBTREE,
+            {"base_id": base.id, "root_ids": [existing.id]},
+            base_id=base.id,
+            key=idempotency_key(base.id, [existing.id], "reindex"),
+        )
+        changes.job_ids.append(job.job_id)
+        refreshed = True
+    changes.outcomes.append(AddOutcome(plan.shown, ALREADY_PRESENT, existing.id, refreshed))
+    return True
 
 
 def schedule(

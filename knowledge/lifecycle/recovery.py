@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, or_, select, update
 
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs
@@ -17,9 +17,10 @@ from knowledge.library import blobs, index
 from knowledge.library import items as tree
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
+    INDEX_DOCUMENTS,
     idempotency_key,
 )
-from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema import ACTIVE_STATUSES, bases, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -61,6 +62,56 @@ def park_interrupted_many(conn: Connection, jobs_items: Sequence[tuple[Sequence[
                 parked.append(row.id)
     tree.set_status(conn, parked, "failed", error_code=INTERRUPTED, error_message=INTERRUPTED_MESSAGE)
     return len(parked)
+
+
+QUARANTINED = "quarantined"
+QUARANTINED_MESSAGE = "the worker stopped twice while indexing this file"
+DEATHS_BEFORE_QUARANTINE = 2
+IN_FLIGHT = ("reading", "embedding")
+
+
+def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequence[JobRecord]) -> None:
+    """The abandon hook of ``index-documents`` (poison isolation, seed 003 rule 13).
+
+    An interrupted batch is retried at once, without its culprit, instead of being parked:
+
+    * an item that was in flight (``reading``/``embedding``) and has been claimed
+      ``DEATHS_BEFORE_QUARANTINE`` times is quarantined (``failed``, ``quarantined``) — reindex is the
+      person's explicit retry (it resets the count);
+    * the other in-flight items go back one job each, so a second death names its culprit exactly;
+    * items the batch had not started yet go back together in one job.
+
+    Items another job took over meanwhile are left alone (as in :func:`park_interrupted_many`).
+    """
+    for record in records:
+        item_ids = [int(i) for i in record.payload.get("item_ids", [])]
+        base_id = record.payload.get("base_id")
+        rows: list[Any] = []
+        for start in range(0, len(item_ids), 500):
+            rows.extend(
+                conn.execute(
+                    select(items.c.id, items.c.status, items.c.attempts, items.c.job_id).where(
+                        and_(items.c.id.in_(item_ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
+                    )
+                ).all()
+            )
+        mine = [r for r in rows if r.job_id is None or r.job_id == record.id]
+        if base_id is None or not _base_exists(conn, int(base_id)):
+            park_interrupted(conn, [r.id for r in mine], record.id)
+            continue
+        culprits = [r.id for r in mine if r.status in IN_FLIGHT and r.attempts >= DEATHS_BEFORE_QUARANTINE]
+        tree.set_status(conn, culprits, "failed", error_code=QUARANTINED, error_message=QUARANTINED_MESSAGE)
+        singles = [[r.id] for r in mine if r.status in IN_FLIGHT and r.attempts < DEATHS_BEFORE_QUARANTINE]
+        waiting = [r.id for r in mine if r.status not in IN_FLIGHT]
+        for group in [*singles, *([waiting] if waiting else [])]:
+            job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": int(base_id), "item_ids": group}, base_id=base_id)
+            conn.execute(update(items).where(items.c.id.in_(group)).values(status="processing", job_id=job.job_id))
+        if culprits:
+            log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
+
+
+def _base_exists(conn: Connection, base_id: int) -> bool:
+    return conn.execute(select(bases.c.id).where(bases.c.id == base_id)).first() is not None
 
 
 def on_abandon_index(conn: Connection, record: JobRecord) -> None:

@@ -77,6 +77,7 @@ def _reset_roots(conn: Connection, base_id: int, roots: Sequence[tree.Item]) -> 
                 error_message=None,
                 chunk_count=0,
                 job_id=None,
+                attempts=0,  # a reindex is the person's explicit retry: a quarantined item starts afresh
                 generation=items.c.generation + 1,
                 updated_at=now,
             )

@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable
 
 from knowledge.sources.census import assert_declared, blank_metadata
-from knowledge.sources.formats import Format, format_for, suffix_of
+from knowledge.sources.formats import TEST_PARSERS, Format, format_for, suffix_of
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.plain import parse_code, parse_text
@@ -59,11 +59,16 @@ def parse_bytes(data: bytes, *, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -
     check_size(len(data), max_bytes)
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
-    parse, label = _PARSERS[fmt.parser]
+    parse, label = _PARSERS[fmt.parser] if fmt.parser in _PARSERS else _test_parser(name)
     with failing_as(f"{label} could not be parsed (unexpected content)"):
         parsed = parse(data, fmt)
     assert_declared(parsed.parser, parsed.metadata)
     return parsed
+
+
+def _test_parser(name: str) -> tuple[Parser, str]:
+    module, function = TEST_PARSERS[suffix_of(name)]
+    return _on_first_use(module, function), "test file"
 
 
 def parse_note(text: str, *, title: str | None) -> ParsedDocument:

@@ -9,6 +9,7 @@ the same bytes changes (text, segments or metadata), so stale chunks are rebuilt
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -66,7 +67,19 @@ def _build_formats() -> dict[str, Format]:
     return formats
 
 
-FORMATS: dict[str, Format] = _build_formats()
+def test_parsers_from_env() -> dict[str, tuple[str, str]]:
+    """The test seam: ``QUIRE_TEST_PARSERS=".hang:tests.support.bad_parsers:hang,…"`` registers a parser
+    (``module:function`` taking ``(data, fmt)``) for one made-up suffix, so tests can make a parse hang or
+    kill its process. Read once at import, in every process (the worker and its parse process)."""
+    found: dict[str, tuple[str, str]] = {}
+    for entry in filter(None, os.environ.get("QUIRE_TEST_PARSERS", "").split(",")):
+        suffix, module, function = entry.strip().split(":")
+        found[suffix.lower()] = (module, function)
+    return found
+
+
+TEST_PARSERS = test_parsers_from_env()
+FORMATS: dict[str, Format] = _build_formats() | {s: Format(f"test{s}", "text/plain") for s in TEST_PARSERS}
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(FORMATS)
 
 

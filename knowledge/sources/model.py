@@ -36,6 +36,7 @@ RejectCode = Literal[
     "not_regular_file",
     "parse_error",
     "no_text",
+    "decompression_bomb",
 ]
 REJECT_CODES: frozenset[str] = frozenset(get_args(RejectCode))
 
@@ -97,8 +98,8 @@ def failing_as(reason: str) -> Iterator[None]:
     """
     try:
         yield
-    except SourceRejected:
-        raise
+    except (SourceRejected, MemoryError):
+        raise  # a MemoryError is the parse process's limit speaking: the caller answers too_large
     except Exception as exc:
         log.info("parser failure mapped to parse_error: %s", reason, exc_info=True)
         raise SourceRejected("parse_error", reason) from exc

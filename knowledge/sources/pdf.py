@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from pypdf import DocumentInformation, PasswordType, PdfReader
-from pypdf.errors import DependencyError
+from pypdf.errors import DependencyError, LimitReachedError
 
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
@@ -82,6 +82,8 @@ def _page_text(reader: PdfReader, index: int) -> str | None:
     """The page's text, or ``None`` when pypdf fails on it (logged; the other pages still count)."""
     try:
         return reader.pages[index].extract_text().translate(_LIGATURES)
+    except LimitReachedError as exc:  # pypdf's own output cap on one stream: a decompression bomb
+        raise SourceRejected("decompression_bomb", "PDF has a stream that expands past the limit; not read") from exc
     except Exception:
         log.info("PDF page %d: text extraction failed; page skipped", index + 1, exc_info=True)
         return None

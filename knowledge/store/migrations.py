@@ -114,6 +114,36 @@ def _base_imports(conn: Connection) -> None:
         conn.exec_driver_sql(ddl)
 
 
+def _items_source_identity(conn: Connection) -> None:
+    """One live root per base and canonical source path (seed 003 rule 1, issue 10).
+
+    ``items.source_key`` holds the canonical path of a root ``add_items`` created. Existing roots get
+    theirs from ``source_path`` — only the oldest live root of each (base, path), so a base that already
+    holds duplicates migrates (the younger copies keep no key; deleting them is the person's choice).
+    Folder runs' containers (``run_id`` set) keep no key: a run has its own identity per source."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
+    if "source_key" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items ADD COLUMN source_key TEXT")
+    conn.exec_driver_sql(
+        "UPDATE items SET source_key = source_path WHERE id IN ("
+        " SELECT min(id) FROM items WHERE parent_id IS NULL AND type IN ('file', 'directory')"
+        " AND status != 'deleting' AND run_id IS NULL AND source_path IS NOT NULL"
+        " GROUP BY base_id, source_path)"
+    )
+    conn.exec_driver_sql(
+        "CREATE UNIQUE INDEX IF NOT EXISTS items_live_root_source ON items (base_id, source_key)"
+        " WHERE source_key IS NOT NULL AND parent_id IS NULL AND status != 'deleting'"
+    )
+
+
+def _items_attempts(conn: Connection) -> None:
+    """Per-item attempt counts for poison isolation (issue 10): bumped when an index job marks the item
+    ``reading``; an item in flight during two worker deaths is quarantined."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
+    if "attempts" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -124,6 +154,8 @@ MIGRATIONS: list[Migration] = [
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
     Migration("0009_base_imports", _base_imports),
+    Migration("0010_items_source_identity", _items_source_identity),
+    Migration("0011_items_attempts", _items_attempts),
 ]
 
 

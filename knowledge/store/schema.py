@@ -86,6 +86,13 @@ items = Table(
     Column("owner", String),  # the identity that owns/authored it (a person or the base's ingest agent)
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # The canonical (resolved absolute) path of a root add_items created: unique among the live roots of
+    # a base (partial index items_live_root_source, migration items_source_identity). None for notes,
+    # children and folder runs' containers (a run has its own identity per source).
+    Column("source_key", Text),
+    # How many times an index job claimed this item (bumped with ``reading``); two worker deaths while
+    # it was in flight quarantine it (migration items_attempts). Reindex resets it.
+    Column("attempts", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"type IN {ITEM_TYPES}", name="items_type"),
     CheckConstraint(f"status IN {ITEM_STATUSES}", name="items_status"),
     Index("items_base_parent", "base_id", "parent_id"),

@@ -188,15 +188,20 @@ def test_adding_a_note_and_deleting_it_after_confirmation(
     assert "'Shopping'" in prompter.asked[-1]
 
 
-def test_a_missing_path_is_added_as_failed_with_its_reason(
+def test_a_missing_path_is_refused_and_a_second_add_says_already_present(
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path
 ) -> None:
-    """Adding through the window is the operation the CLI calls: a path that is gone fails at once, no job."""
+    """Adding through the window is the operation the CLI calls: a path that is gone is refused with
+    nothing created; adding a file twice makes one item and says so."""
     create_base(data_dir, "same")
     window = open_window()
-    missing = data_dir.parent / "nowhere.txt"
-    window.add_paths([missing])
+    window.add_paths([data_dir.parent / "nowhere.txt"])
+    qtbot.waitUntil(lambda: "no such file or folder" in window.message_bar.text(), timeout=10_000)
+    assert tree_items(window.model) == []
+    real = data_dir.parent / "real.txt"
+    real.write_text("Real text about glaciers.")
+    window.add_paths([real])
     qtbot.waitUntil(lambda: len(tree_items(window.model)) == 1, timeout=10_000)
-    qtbot.waitUntil(lambda: tree_items(window.model)[0].status == "failed", timeout=10_000)
-    item = tree_items(window.model)[0]
-    assert item.error_code == "unreadable"
+    window.add_paths([real])
+    qtbot.waitUntil(lambda: "1 already present" in window.statusBar().currentMessage(), timeout=10_000)
+    assert len(tree_items(window.model)) == 1

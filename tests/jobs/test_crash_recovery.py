@@ -75,6 +75,28 @@ def test_sigkill_mid_retry_job_runs_again_and_completes_once(q: Quire, data_dir:
     assert [r[2] for r in rows if r[1] == 1] == [0, 1, 2]
 
 
+def test_crash_redelivery_of_a_retry_job_honours_max_attempts(q: Quire, data_dir: Path, tmp_path: Path) -> None:
+    """A retry job whose worker dies on every attempt is failed at its max_attempts, not redelivered."""
+    payload = {"steps": 3, "block_attempts": [1, 2], "block_after": 1, "gate": str(tmp_path / "never")}
+    with q.db.write() as conn:
+        job = q.queue.enqueue(conn, "test.fragile", payload).job_id
+    kill_after_steps(q, data_dir, job, 1)  # attempt 1 dies
+    proc = start_worker(data_dir)  # recovery hands it back; attempt 2 blocks too
+    try:
+        wait_until(lambda: any(r[1] == 2 for r in writes(q, job)), timeout=60)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    report = finish(data_dir)
+
+    assert report["recovery"]["exhausted"] == 1 and report["recovery"]["redelivered"] == 0
+    record = q.queue.get(job)
+    assert (record.status, record.attempt) == ("failed", 2)
+    assert (record.last_error or "").startswith("attempts_exhausted")
+    assert not any(r[1] == 3 for r in writes(q, job))
+
+
 def test_sigkill_mid_abandon_job_is_cancelled_and_hook_runs_once(q: Quire, data_dir: Path, tmp_path: Path) -> None:
     payload = {"steps": 6, "block_attempt": 1, "block_after": 2, "gate": str(tmp_path / "never")}
     with q.db.write() as conn:

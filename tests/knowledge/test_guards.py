@@ -89,10 +89,18 @@ def test_add_sets_containers_preparing_and_leaves_processing(quire: Quire, tmp_p
 
 def test_add_invalid_input_fails_without_a_job(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
-    changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "missing.txt")])
+    (tmp_path / "picture.bmp").write_bytes(b"BM" + bytes(64))
+    changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "picture.bmp")])
     item = operations.get_item(quire, "kb", changes.created[0])
-    assert (item.status, item.error_code) == ("failed", "unreadable")
+    assert (item.status, item.error_code) == ("failed", "unsupported_type")
     assert job_count(quire) == 0
+
+
+def test_add_of_a_missing_path_is_refused_up_front(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    with pytest.raises(NotFound):
+        operations.add_items(quire, "kb", [PathInput(tmp_path / "missing.txt")])
+    assert operations.list_items(quire, "kb", flat=True) == [] and job_count(quire) == 0
 
 
 def test_add_enqueue_failure_fails_the_failing_and_later_items_only(
@@ -236,9 +244,11 @@ def test_reindex_job_schedule_failure_marks_roots_failed(
 def test_reindex_brings_a_failed_item_back(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
     path = tmp_path / "late.txt"
+    path.write_text("")
     changes = operations.add_items(quire, "kb", [PathInput(path)])
+    drain(quire)
     assert item_status(quire, changes.created[0]) == "failed"
-    path.write_text("now it exists")  # a failed item is terminal, so it can be reindexed
+    path.write_text("now it has text")  # a failed item is terminal, so it can be reindexed
     operations.reindex_items(quire, "kb", changes.created)
     drain(quire)
     assert item_status(quire, changes.created[0]) == "completed"

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import exc as sa_exc
 
+from knowledge.errors import NotFound
 from knowledge.ingest.embedding import Encoder
 from knowledge.ingest.models import model_spec
 from knowledge.library import blobs
+from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
@@ -97,22 +100,115 @@ def test_broken_inputs_fail_precisely_and_good_files_complete(quire: Quire, tmp_
     assert hits[0].item_name == "good.pdf"
 
 
-def test_readding_an_unchanged_file_embeds_nothing_new(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
+def roots(quire: Quire) -> list[operations.tree.Item]:
+    return operations.list_items(quire, "kb")
+
+
+def hits_by_item(quire: Quire, query: str) -> list[int]:
+    return [h.item_id for h in search(quire, "kb", query, mode="keyword")]
+
+
+def test_readding_a_file_answers_already_present_and_embeds_nothing(
+    quire: Quire, tmp_path: Path, counting: CountingEncoder
+) -> None:
     base = make_base(quire)
     write_tree(tmp_path, {"paper.md": "# Results\n\n" + "The enzyme binds the receptor. " * 120})
-    first = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")]).created[0]
+    first = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")])
+    assert [o.outcome for o in first.outcomes] == ["created"]
     drain(quire)
     embedded_first = len(counting.texts_seen)
     assert embedded_first > 1
 
-    second = operations.add_items(quire, "kb", [PathInput(tmp_path / "paper.md")]).created[0]
+    # the same file, spelled through a link and a relative detour: one identity
+    os.symlink(tmp_path / "paper.md", tmp_path / "alias.md")
+    again = operations.add_items(
+        quire, "kb", [PathInput(tmp_path / "paper.md"), PathInput(tmp_path / "sub" / ".." / "alias.md")]
+    )
     drain(quire)
 
+    assert again.created == [] and again.job_ids == []
+    assert [(o.outcome, o.item_id, o.refreshed) for o in again.outcomes] == [
+        ("already_present", first.created[0], False)
+    ] * 2
     assert len(counting.texts_seen) == embedded_first  # the encoder saw nothing new
-    a, b = (operations.get_item(quire, "kb", i) for i in (first, second))
-    assert b.status == "completed" and b.chunk_count == a.chunk_count
+    assert [r.id for r in roots(quire)] == first.created
+    item = operations.get_item(quire, "kb", first.created[0])
     m = material_counts(quire, base.id)
-    assert m["chunks"] == m["vectors"] == m["keywords"] == 2 * a.chunk_count
+    assert m["chunks"] == m["vectors"] == m["keywords"] == item.chunk_count
+    assert set(hits_by_item(quire, "enzyme receptor")) == {item.id}
+
+
+def test_readding_a_changed_file_refreshes_it_in_place(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:
+    make_base(quire)
+    paragraphs = [f"Paragraph {n} is about topic {n} and nothing else at all." * 12 for n in range(6)]
+    path = tmp_path / "notes.txt"
+    path.write_text("\n\n".join(paragraphs))
+    item_id = operations.add_items(quire, "kb", [PathInput(path)]).created[0]
+    drain(quire)
+    before = len(counting.texts_seen)
+    paragraphs[-1] = "A completely rewritten final paragraph about quasars." * 12
+    path.write_text("\n\n".join(paragraphs))
+
+    again = operations.add_items(quire, "kb", [PathInput(path)])
+    assert [(o.outcome, o.item_id, o.refreshed) for o in again.outcomes] == [("already_present", item_id, True)]
+    drain(quire)
+
+    assert [r.id for r in roots(quire)] == [item_id]
+    assert operations.get_item(quire, "kb", item_id).status == "completed"
+    assert 0 < len(counting.texts_seen) - before < before  # only the changed chunk reached the model
+    assert hits_by_item(quire, "quasars") == [item_id]
+
+
+def test_readding_a_folder_rewalks_it_and_embeds_only_what_changed(
+    quire: Quire, tmp_path: Path, counting: CountingEncoder
+) -> None:
+    make_base(quire)
+    folder = write_tree(tmp_path / "lib", {f"f{n}.txt": f"File {n} describes mineral {n} in detail." for n in range(5)})
+    root = operations.add_items(quire, "kb", [PathInput(folder)]).created[0]
+    drain(quire)
+    embedded = len(counting.texts_seen)
+
+    unchanged = operations.add_items(quire, "kb", [PathInput(folder)])
+    drain(quire)
+    assert [(o.outcome, o.item_id) for o in unchanged.outcomes] == [("already_present", root)]
+    assert len(counting.texts_seen) == embedded
+
+    (folder / "f1.txt").write_text("File 1 now describes a comet instead.")
+    (folder / "new.txt").write_text("A new file about nebulae.")
+    changed = operations.add_items(quire, "kb", [PathInput(folder), PathInput(folder / "f3.txt")])
+    drain(quire)
+
+    assert [(o.outcome, o.item_id) for o in changed.outcomes] == [("already_present", root), ("already_covered", root)]
+    assert changed.outcomes[0].refreshed and changed.created == []
+    assert set(counting.texts_seen[embedded:]) == {"File 1 now describes a comet instead.", "A new file about nebulae."}
+    assert [r.id for r in roots(quire)] == [root]
+    items = by_name(quire)
+    assert len(operations.list_items(quire, "kb", flat=True)) == 7  # the folder and its six files, once each
+    assert items["lib"].status == "completed" and items["new.txt"].status == "completed"
+    assert len(hits_by_item(quire, "comet")) == 1
+    assert len(hits_by_item(quire, "mineral 4")) >= 1 and len(set(hits_by_item(quire, "mineral 4"))) == len(
+        hits_by_item(quire, "mineral 4")
+    )
+
+
+def test_a_path_that_cannot_be_seen_is_refused_and_nothing_is_created(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    write_tree(tmp_path, {"real.txt": "Real text about volcanoes."})
+    os.symlink(tmp_path / "gone.txt", tmp_path / "dangling.txt")
+    for missing in (tmp_path / "never.txt", tmp_path / "dangling.txt"):
+        with pytest.raises(NotFound):
+            operations.add_items(quire, "kb", [PathInput(tmp_path / "real.txt"), PathInput(missing)])
+    assert operations.list_items(quire, "kb", flat=True) == []
+
+
+def test_the_unique_index_refuses_a_second_live_root_for_one_source(quire: Quire, tmp_path: Path) -> None:
+    """The backstop under the outcome path: a writer that skipped the check cannot make a duplicate."""
+    base = make_base(quire)
+    write_tree(tmp_path, {"a.txt": "Alpha text."})
+    key = os.path.realpath(tmp_path / "a.txt")
+    operations.add_items(quire, "kb", [PathInput(tmp_path / "a.txt")])
+    with pytest.raises(sa_exc.IntegrityError), quire.db.write() as conn:
+        create_item(conn, NewItem(base.id, "file", "a.txt", "processing", source_path=key, source_key=key))
 
 
 def test_changed_file_embeds_only_changed_chunks(quire: Quire, tmp_path: Path, counting: CountingEncoder) -> None:

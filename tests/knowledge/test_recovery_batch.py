@@ -112,15 +112,24 @@ def test_batch_parking_equals_parking_one_job_at_a_time(quire: Quire, data_dir: 
         batched.close()
 
 
-def test_recovery_parks_every_interrupted_item_with_the_batch_hook(quire: Quire) -> None:
+def test_recovery_retries_every_interrupted_batch_with_the_batch_hook(quire: Quire) -> None:
+    """Index batches interrupted before their items were in flight go back as one job each (issue 10:
+    nothing is parked that can simply be retried); the leaf "taken over" by a job that does not exist is
+    parked by the orphan repair scan."""
     records = interrupted_folder(quire, jobs_of=6)
     report = quire.recover()
     assert sorted(report.cancelled) == sorted(r.id for r in records) and report.hook_errors == 0
     with quire.db.read() as conn:
-        parked = conn.execute(text("SELECT count(*) FROM items WHERE error_code = :c"), {"c": INTERRUPTED}).scalar()
-        left = conn.execute(text("SELECT name FROM items WHERE status = 'processing' AND type = 'file'")).all()
-    # every leaf: the one "taken over" by a job that does not exist is parked by the orphan repair scan
-    assert parked == 6 * 5 and left == []
+        parked = conn.execute(text("SELECT name FROM items WHERE error_code = :c"), {"c": INTERRUPTED}).all()
+        waiting = conn.execute(
+            text(
+                "SELECT i.job_id, count(*) FROM items i JOIN jobs j ON j.id = i.job_id"
+                " WHERE i.status = 'processing' AND i.type = 'file' AND j.status = 'pending' GROUP BY i.job_id"
+            )
+        ).all()
+    assert [r.name for r in parked] == ["f0-0.txt"]
+    assert sorted(n for _job, n in waiting) == [4, 5, 5, 5, 5, 5]
+    assert not {j for j, _n in waiting} & {r.id for r in records}
 
 
 def test_a_failing_batch_hook_falls_back_to_the_per_job_hook(quire: Quire) -> None:

@@ -30,8 +30,9 @@ def _content_stream(lines: list[str]) -> bytes:
     return "\n".join(ops).encode("latin-1")
 
 
-def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None) -> bytes:
-    """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page)."""
+def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None, *, flate_bomb: int = 0) -> bytes:
+    """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page).
+    ``flate_bomb`` > 0 makes the first page's content a FlateDecode stream of that many spaces."""
     page_ids = [4 + 2 * index for index in range(len(pages))]
     kids = " ".join(f"{page_id} 0 R" for page_id in page_ids)
     objects = [
@@ -45,6 +46,12 @@ def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None) -> byte
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
             f"/Resources << /Font << /F1 3 0 R >> >> /Contents {page_id + 1} 0 R >>".encode()
         )
+        if flate_bomb and page_id == page_ids[0]:
+            import zlib
+
+            packed = zlib.compress(b" " * flate_bomb, 9)
+            objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
+            continue
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
     trailer_info = ""
     if info:

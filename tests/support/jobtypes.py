@@ -35,7 +35,9 @@ def _wait_for_gate(ctx: JobContext) -> None:
 def steps_handler(ctx: JobContext) -> dict[str, int]:
     steps = int(ctx.payload["steps"])
     for step in range(steps):
-        if ctx.attempt == ctx.payload.get("block_attempt") and step == ctx.payload.get("block_after"):
+        blocked_attempts = [ctx.payload.get("block_attempt"), *ctx.payload.get("block_attempts", [])]
+        blocked = ctx.attempt in blocked_attempts
+        if blocked and step == ctx.payload.get("block_after"):
             _wait_for_gate(ctx)
         with ctx.write() as conn:
             conn.execute(
@@ -55,4 +57,5 @@ def register(quire: Quire) -> None:
         for ddl in DDL:
             conn.exec_driver_sql(ddl)
     quire.registry.register(JobType("test.steps", steps_handler, "retry", max_attempts=5))
+    quire.registry.register(JobType("test.fragile", steps_handler, "retry", max_attempts=2))
     quire.registry.register(JobType("test.abandonable", steps_handler, "abandon", on_abandon=abandon_hook))

@@ -1,0 +1,56 @@
+"""Bounded retries of transient faults, with exponential backoff and full jitter (seed 003 rule 12).
+
+A transient fault is one that a moment later may not happen again: the database busy or locked past its
+busy timeout (apsw ``BusyError``/``LockedError``, SQLAlchemy ``OperationalError`` saying so), a timeout.
+Everything else is raised at once: retrying a real error only delays the reason a person needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy import exc as sa_exc
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_TRANSIENT_NAMES = frozenset({"BusyError", "LockedError", "TimeoutError"})
+_TRANSIENT_WORDS = ("database is locked", "database is busy", "database table is locked")
+
+
+def is_transient(exc: BaseException) -> bool:
+    if type(exc).__name__ in _TRANSIENT_NAMES:
+        return True
+    if isinstance(exc, sa_exc.OperationalError):
+        original = exc.orig if exc.orig is not None else exc
+        return type(original).__name__ in _TRANSIENT_NAMES or any(w in str(original).lower() for w in _TRANSIENT_WORDS)
+    return False
+
+
+def retry_transient(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_delay: float = 0.05,
+    max_delay: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> T:
+    """Call ``fn``; on a transient fault wait ``uniform(0, min(max_delay, base_delay * 2**n))`` and try
+    again, at most ``attempts`` times in all; the last fault (or any other) is raised."""
+    chooser = rng or random.Random()
+    for n in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if n == attempts - 1 or not is_transient(exc):
+                raise
+            delay = chooser.uniform(0, min(max_delay, base_delay * 2**n))
+            log.info("transient fault (%s); retry %d of %d in %.3f s", type(exc).__name__, n + 1, attempts - 1, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,0 +1,203 @@
+"""Parsing in a child process, so a hang or a crash costs one item and never the worker (seed 003 rule 13).
+
+Each executor thread of a worker has one small, long-lived parse process (``multiprocessing`` with the
+``spawn`` context: ``fork`` is unsafe beside torch's threads). A batch of items goes over in **one**
+request; the child answers item by item, so the parent knows which item it is waiting on:
+
+* each answer must come within ``timeout_seconds`` (wall clock), else the child is killed, that item
+  fails ``parse_timeout`` and a fresh child takes the rest of the batch;
+* a child that dies (a parser crash, a signal, the memory limit) fails the item it was on
+  ``parser_crashed``, and likewise a fresh child takes the rest;
+* the child runs under ``RLIMIT_AS = memory_bytes``, so a parser that tries to unpack a bomb gets a
+  ``MemoryError`` (answered ``too_large``) or dies, instead of taking the machine's memory;
+* the child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on its pipe otherwise).
+
+Measured overhead (tests/benchmarks/parse_worker_overhead.py): see docs/ARCHITECTURE.md "Poison isolation".
+Settings: ``QUIRE_PARSE_TIMEOUT`` (seconds, default 120), ``QUIRE_PARSE_MEMORY_MB`` (default 2048).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from knowledge.sources import ParsedDocument, SourceRejected
+
+log = logging.getLogger(__name__)
+
+PARSE_TIMEOUT = "parse_timeout"
+PARSER_CRASHED = "parser_crashed"
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    timeout_seconds: float = 120.0
+    memory_bytes: int = 2048 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls) -> ParseLimits:
+        timeout = float(os.environ.get("QUIRE_PARSE_TIMEOUT", "120"))
+        memory_mb = int(os.environ.get("QUIRE_PARSE_MEMORY_MB", "2048"))
+        return cls(timeout_seconds=timeout, memory_bytes=memory_mb * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class ParseFailed:
+    """An item the parse process could not answer for: a code and a short message (no path)."""
+
+    code: str
+    message: str
+
+
+ParseResult = ParsedDocument | ParseFailed
+ParseRequest = tuple[str, bytes, int]  # (name, data, max_bytes)
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
+    """The parse process: answer each request's items one by one, in order."""
+    _die_with_parent()
+    if os.getppid() != parent_pid:
+        return
+    if memory_bytes > 0:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    from jobs.sanitize import sanitize_error
+    from knowledge.sources import parse_bytes
+
+    while True:
+        try:
+            request: list[ParseRequest] = conn.recv()
+        except (EOFError, OSError):
+            return
+        for name, data, max_bytes in request:
+            answer: Any
+            try:
+                answer = ("ok", parse_bytes(data, name=name, max_bytes=max_bytes))
+            except SourceRejected as rejected:
+                answer = ("rejected", rejected.code, rejected.reason)
+            except MemoryError:
+                answer = ("rejected", "too_large", "parsing it needed more memory than allowed")
+            except Exception as exc:  # a parser bug: this item's failure, not the process's
+                answer = ("failed", "parse_error", sanitize_error(exc))
+            del data
+            conn.send(answer)
+
+
+class ParseWorker:
+    """One parse process, started on first use and replaced when it dies or times out. Not shared
+    between threads (``ParseWorkers`` hands one to each thread)."""
+
+    def __init__(self, limits: ParseLimits) -> None:
+        self.limits = limits
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self.started = 0  # how many processes this worker has started (tests and stats)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else int(self._proc.pid)
+
+    def _ensure(self) -> Connection:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return self._conn
+        self.close()
+        parent, child = _SPAWN.Pipe()
+        proc = _SPAWN.Process(
+            target=_child_main, args=(child, self.limits.memory_bytes, os.getpid()), name="quire-parse", daemon=True
+        )
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        self.started += 1
+        return parent
+
+    def close(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc, self._conn = None, None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(timeout=5)
+
+    def parse_many(self, requests: list[ParseRequest]) -> list[ParseResult]:
+        """Parse every request; a result per request, in order. Never raises for what a file does."""
+        results: list[ParseResult] = []
+        pending = list(requests)
+        while pending:
+            conn = self._ensure()
+            try:
+                conn.send(pending)
+            except (BrokenPipeError, OSError):
+                self.close()
+                results.append(ParseFailed(PARSER_CRASHED, "the parser process stopped while reading this file"))
+                pending = pending[1:]
+                continue
+            answered = 0
+            for _request in pending:
+                result = self._answer(conn)
+                results.append(result)
+                answered += 1
+                if isinstance(result, ParseFailed) and result.code in (PARSE_TIMEOUT, PARSER_CRASHED):
+                    self.close()
+                    break
+            pending = pending[answered:]
+        return results
+
+    def _answer(self, conn: Connection) -> ParseResult:
+        timeout = self.limits.timeout_seconds
+        try:
+            if not conn.poll(timeout):
+                log.warning("a parse took longer than %.0f s; replacing the parse process", timeout)
+                return ParseFailed(PARSE_TIMEOUT, f"parsing took longer than {timeout:g} s and was stopped")
+            answer = conn.recv()
+        except (EOFError, OSError):
+            log.warning("the parse process stopped; replacing it")
+            return ParseFailed(PARSER_CRASHED, "the parser stopped (crashed or ran out of memory) on this file")
+        if answer[0] == "ok":
+            return answer[1]  # type: ignore[no-any-return]
+        return ParseFailed(answer[1], answer[2])
+
+
+class ParseWorkers:
+    """One :class:`ParseWorker` per thread of a process (each executor thread parses on its own)."""
+
+    def __init__(self, limits: ParseLimits | None = None) -> None:
+        self.limits = limits or ParseLimits.from_env()
+        self._local = threading.local()
+        self._all: list[ParseWorker] = []
+        self._lock = threading.Lock()
+
+    def for_this_thread(self) -> ParseWorker:
+        worker: ParseWorker | None = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = ParseWorker(self.limits)
+            self._local.worker = worker
+            with self._lock:
+                self._all.append(worker)
+        return worker
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.close()
