@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
+
 from jobs.queue import JobQueue
 from jobs.recovery import RecoveryReport, recover
 from jobs.registry import Registry
-from jobs.runtime import Worker
+from jobs.runtime import DEFAULT_REPAIR_INTERVAL, Worker
 from jobs.sessions import Session
 from jobs.transport import Transport
 from knowledge.search.term_stats import TermStats
@@ -25,11 +27,15 @@ from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
 from knowledge.store.database import Database, open_raw_connection
 from knowledge.store.migrations import migrate
+from knowledge.store.schema import settings
 
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
 
 log = logging.getLogger(__name__)
+
+REPAIR_INTERVAL_SETTING = "repair.interval_seconds"
+
 
 @dataclass
 class Quire:
@@ -71,7 +77,19 @@ class Quire:
         return recover(self.queue)
 
     def make_worker(self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5) -> Worker:
-        return Worker(self.queue, threads=threads, lease_seconds=lease_seconds, poll_interval=poll_interval)
+        return Worker(
+            self.queue,
+            threads=threads,
+            lease_seconds=lease_seconds,
+            poll_interval=poll_interval,
+            repair_interval=self.repair_interval(),
+        )
+
+    def repair_interval(self) -> float:
+        """Seconds between a running worker's repair passes (setting ``repair.interval_seconds``)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(settings.c.value).where(settings.c.key == REPAIR_INTERVAL_SETTING)).first()
+        return float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
 
     def document_encoder(self, model_id: str, precision: str) -> Encoder:
         """The ingest encoder for a base's model and precision (loaded lazily, shared per process)."""
