@@ -108,6 +108,13 @@ def _search_vectors(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
 
 
+def _folder_run_retry(conn: Connection) -> None:
+    """A person may retry a failed folder run: ``folder_runs.retries``, the status trigger allowing exactly
+    failed → pending with it, and one terminal entry per retry (frozen DDL in ``schema_runs``)."""
+    for ddl in schema_runs.FOLDER_RUN_RETRY_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -117,6 +124,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
+    Migration("0009_folder_run_retry", _folder_run_retry),
 ]
 
 

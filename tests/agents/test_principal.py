@@ -80,6 +80,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "bases.delete_base": lambda: bases.delete_base(quire.db, quire.queue, b, quire.blobs_dir),
         "folder_runs.start_run": lambda: folder_runs.start_run(quire, who, b, w["folder"]),
         "folder_runs.revert_run": lambda: folder_runs.revert_run(quire, who, w["run"]),
+        "folder_runs.retry_run": lambda: folder_runs.retry_run(quire, who, w["run"]),
         "folder_runs.set_descendant_cap": lambda: folder_runs.set_descendant_cap(quire, 5),
         "proposals.accept_proposal": lambda: proposals.accept_proposal(quire, who, w["proposal"]),
         "proposals.dismiss_proposal": lambda: proposals.dismiss_proposal(quire, who, w["proposal"]),
