@@ -22,6 +22,7 @@ from knowledge.ingest.material import (
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
+from knowledge.ingest.remote import EmbedderUnavailable
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
@@ -56,12 +57,15 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
             with ctx.write() as conn:
                 tree.set_status(conn, [p.item.id for p in prepared], "embedding")
             precision = base.precision
-            embed_batch(quire, base, prepared, quire.document_encoder(base.model_id, precision), stats)
+            embed_batch(quire, base, prepared, quire.document_encoder(base.model_id, precision, base.embedder), stats)
         write_blob_files(quire.blobs_dir, prepared)
         with ctx.write() as conn:
             written = _commit_outcomes(quire, conn, base, outcomes, generations)
     except Superseded:
         raise
+    except EmbedderUnavailable as exc:  # bounded retries spent: these items fail; a reindex tries again
+        _fail_items(ctx, [i.id for i in todo], exc.code, str(exc))
+        return {"failed": len(todo), "reason": exc.code}
     except Exception as exc:
         _fail_items(ctx, [i.id for i in todo], "index_error", sanitize_error(exc))
         raise

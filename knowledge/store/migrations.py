@@ -115,6 +115,11 @@ def _folder_run_retry(conn: Connection) -> None:
         conn.exec_driver_sql(ddl)
 
 
+def _base_embedder(conn: Connection) -> None:
+    """A base may embed through a remote endpoint: ``bases.embedder`` (JSON; NULL = the packaged model)."""
+    conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN embedder TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -125,6 +130,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
     Migration("0009_folder_run_retry", _folder_run_retry),
+    Migration("0010_base_embedder", _base_embedder),
 ]
 
 

@@ -49,6 +49,9 @@ bases = Table(
     Column("locked", Integer, nullable=False, server_default="0"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # NULL: the packaged model. Else JSON: a remote embedder (kind, endpoint, model, dimension, the API
+    # key's variable name — never the key — and its call settings); migration base_embedder.
+    Column("embedder", Text),
     CheckConstraint("status IN ('ok', 'failed')", name="bases_status"),
     CheckConstraint("chunk_overlap >= 0 AND chunk_overlap < chunk_size", name="bases_overlap"),
     Index("bases_name", text("name COLLATE NOCASE"), unique=True),
