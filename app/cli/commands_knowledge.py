@@ -65,12 +65,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("base")
     p.add_argument("--status", choices=ITEM_STATUSES)
     p.add_argument("--parent", type=int, help="only the children of this item (default: every item)")
+    p.add_argument("--stale", action="store_true", help="only items made by another parser, chunker or model")
     p.set_defaults(func=cmd_items)
 
     for name, fn in (("delete", cmd_delete), ("reindex", cmd_reindex)):
         p = sub.add_parser(name, parents=[common], help=f"{name} items (and everything inside them)")
         p.add_argument("base")
-        p.add_argument("items", nargs="+", type=int)
+        p.add_argument("items", nargs="+" if name == "delete" else "*", type=int)
+        if name == "reindex":
+            p.add_argument("--stale", action="store_true", help="re-derive exactly the base's stale items")
         p.set_defaults(func=fn)
 
     p = sub.add_parser("chunks", parents=[common], help="list a completed item's chunks")
@@ -229,10 +232,15 @@ def _item_line(i: dict[str, Any]) -> str:
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        found = lifecycle.list_items(
-            quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
-        )
-    rows = [i.as_dict() for i in found]
+        if args.stale:
+            if args.parent is not None or args.status is not None:
+                raise UsageError("--stale lists every stale item; it takes no --parent or --status")
+            found = lifecycle.stale_items(quire, args.base)
+        else:
+            found = lifecycle.list_items(
+                quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
+            )
+    rows = [{**i.as_dict(), **({"stale": True} if args.stale else {})} for i in found]
     out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")
     return 0
 
@@ -245,8 +253,13 @@ def cmd_delete(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
+    if args.stale == bool(args.items):
+        raise UsageError("reindex takes item ids or --stale (not both)")
     with opened(args) as quire:
-        changes = lifecycle.reindex_items(quire, args.base, args.items)
+        if args.stale:
+            changes = lifecycle.reindex_stale(quire, args.base)
+        else:
+            changes = lifecycle.reindex_items(quire, args.base, args.items)
     out.emit(changes.as_dict(), "reindex queued" if not changes.noop else "nothing to do")
     return 0
 

@@ -49,6 +49,7 @@ from knowledge.lifecycle.recovery import (
     repair_deleting_roots,
     repair_orphan_active_items,
 )
+from knowledge.lifecycle.stale import is_stale, reindex_stale, stale_items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -63,10 +64,13 @@ __all__ = [
     "delete_items",
     "get_item",
     "interrupted_items",
+    "is_stale",
     "list_item_chunks",
     "list_items",
     "register",
     "reindex_items",
+    "reindex_stale",
+    "stale_items",
 ]
 
 

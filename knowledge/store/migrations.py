@@ -120,6 +120,14 @@ def _base_embedder(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN embedder TEXT")
 
 
+def _vector_cache_stamp(conn: Connection) -> None:
+    """Cached vectors carry the model stamp they were made with (NULL for older rows: never reused).
+    0002 creates ``vector_cache`` from the live table definition, so a new data dir has the column."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(vector_cache)")).all()}
+    if "model_fingerprint" not in columns:
+        conn.exec_driver_sql("ALTER TABLE vector_cache ADD COLUMN model_fingerprint TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -131,6 +139,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0008_agent_proposals", _agent_proposals),
     Migration("0009_folder_run_retry", _folder_run_retry),
     Migration("0010_base_embedder", _base_embedder),
+    Migration("0011_vector_cache_stamp", _vector_cache_stamp),
 ]
 
 

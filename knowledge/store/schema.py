@@ -127,6 +127,8 @@ vector_cache = Table(
     Column("text_sha256", String, primary_key=True),
     Column("embedding", LargeBinary, nullable=False),
     Column("created_at", Float, nullable=False),
+    # The model stamp of the item the vector came from (migration vector_cache_stamp); reuse matches it.
+    Column("model_fingerprint", String),
 )
 
 blobs = Table(
