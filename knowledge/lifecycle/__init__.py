@@ -49,7 +49,7 @@ from knowledge.lifecycle.recovery import (
     repair_deleting_roots,
     repair_orphan_active_items,
 )
-from knowledge.lifecycle.stale import is_stale, reindex_stale, stale_items
+from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -60,7 +60,9 @@ __all__ = [
     "ItemInput",
     "NoteInput",
     "PathInput",
+    "Stamps",
     "add_items",
+    "current_stamps",
     "delete_items",
     "get_item",
     "interrupted_items",

@@ -12,6 +12,7 @@ worker from overwriting newer material.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, not_, or_, select
@@ -31,14 +32,36 @@ if TYPE_CHECKING:
 PAGE = 1000
 
 
+@dataclass(frozen=True)
+class Stamps:
+    """Today's stamps for one base; :meth:`stale` is pure (the window asks it for every row it draws)."""
+
+    parsers: dict[str, str]
+    chunker: str
+    model: str
+
+    def stale(self, item: tree.Item) -> bool:
+        """Whether a completed item's material was made by another parser, chunker or model than today's."""
+        if item.status != "completed" or item.type == "directory":
+            return False
+        if item.parser is not None and self.parsers.get(item.parser) != item.parser_version:
+            return True
+        return item.chunker_version != self.chunker or item.model_fingerprint != self.model
+
+
+def stamps_for(base: Base) -> Stamps:
+    """Today's stamps (the first call of a process hashes the weights: call it off the GUI thread)."""
+    return Stamps(dict(PARSER_VERSIONS), chunker_version(), model_stamp(base))
+
+
+def current_stamps(quire: Quire, base_id: int) -> Stamps:
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_id)
+    return stamps_for(base)
+
+
 def is_stale(item: tree.Item, base: Base) -> bool:
-    """Whether a completed item's material was made by another parser, chunker or model than today's."""
-    if item.status != "completed" or item.type == "directory":
-        return False
-    parser_current = item.parser is None or PARSER_VERSIONS.get(item.parser) == item.parser_version
-    return (
-        not parser_current or item.chunker_version != chunker_version() or item.model_fingerprint != model_stamp(base)
-    )
+    return stamps_for(base).stale(item)
 
 
 def _stale_condition(base: Base) -> Any:
