@@ -1,4 +1,6 @@
-"""The bases sidebar: list, create, rename, lock/unlock, delete (after a confirmation), export and import.
+"""The bases sidebar: list, create, rename, lock/unlock, delete (after a confirmation), export and import,
+and reindex the stale items of a base (material made by an older parser, chunker or model:
+``lifecycle.reindex_stale``).
 
 Threading contract: main thread; every read and write goes through an ``Op`` and the answer comes
 back on the main thread, where the shared ``AppContext`` is updated.
@@ -24,9 +26,10 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.ops import Op
 from app.resources import icon
-from knowledge import preferences
+from knowledge import lifecycle, preferences
 from knowledge.errors import Conflict
 from knowledge.library import Base, bases
+from knowledge.lifecycle import Changes
 from knowledge.portable import ExportResult, ImportResult
 from knowledge.runtime import Quire
 
@@ -102,6 +105,9 @@ class BasesPanel(QWidget):
         self.progress.setVisible(False)
         self._relay = _ProgressRelay(self)
         self._relay.changed.connect(self._show_progress)
+        self.stale_button = self._tool(
+            "Reindex stale", "Re-derive the items made by an older parser, chunker or model", self.reindex_stale
+        )
         self._layout()
         ctx.bases_changed.connect(self._show_bases)
         ctx.base_changed.connect(self._show_selection)
@@ -119,7 +125,7 @@ class BasesPanel(QWidget):
         title = QLabel("Knowledge bases")
         title.setObjectName("panelTitle")
         buttons = QHBoxLayout()
-        for b in (self.new_button, self.rename_button, self.lock_button, self.delete_button):
+        for b in (self.new_button, self.rename_button, self.lock_button, self.delete_button, self.stale_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         portable = QHBoxLayout()
@@ -168,7 +174,7 @@ class BasesPanel(QWidget):
         base = self.ctx.base
         self.new_button.setEnabled(self.ctx.ready)
         self.import_button.setEnabled(self.ctx.ready)
-        for b in (self.rename_button, self.lock_button, self.delete_button, self.export_button):
+        for b in (self.rename_button, self.lock_button, self.delete_button, self.export_button, self.stale_button):
             b.setEnabled(self.ctx.ready and base is not None)
         self.lock_button.setText("Unlock" if base is not None and base.locked else "Lock")
 
@@ -180,6 +186,7 @@ class BasesPanel(QWidget):
             menu.addAction(self.lock_button.text(), self.toggle_lock)
             menu.addAction("Delete…", self.delete_base)
             menu.addAction("Export base…", self.export_base)
+            menu.addAction("Reindex stale items", self.reindex_stale)
         menu.addAction("Import base…", self.import_base)
         menu.popup(self.list.mapToGlobal(pos))
 
@@ -228,6 +235,18 @@ class BasesPanel(QWidget):
         Op(bases.set_locked, quire.db, base.id, not base.locked).bound_to(self).on_success(
             lambda b: self.refresh(select_id=b.id)
         ).on_failure(self.ctx.fail).run()
+
+    def reindex_stale(self) -> None:
+        quire, base = self.ctx.quire, self.ctx.base
+        if quire is None or base is None:
+            return
+        Op(lifecycle.reindex_stale, quire, base.id).bound_to(self).on_success(self._stale_queued).on_failure(
+            self.ctx.fail
+        ).run()
+
+    def _stale_queued(self, changes: Changes) -> None:
+        self.ctx.announce(changes)
+        self.ctx.info("Nothing is stale." if changes.noop else "Reindexing the stale items.")
 
     def delete_base(self) -> None:
         base, quire = self.ctx.base, self.ctx.quire

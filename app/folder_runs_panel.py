@@ -10,6 +10,7 @@
   disposition counts), polled once a second while the panel is shown — progress is a column the GUI
   polls. Selecting a run shows each source's disposition and reason, and the run's audit entries.
 * **Revert** (completed runs only, after a confirmation) is ``folder_runs.revert_run``.
+* **Retry** (failed runs only) is ``folder_runs.retry_run``: the same run continues under its key.
 
 The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
 
@@ -112,6 +113,8 @@ class FolderRunsPanel(QWidget):
         self.runs_table.itemSelectionChanged.connect(self._run_selected)
         self.revert_button = QPushButton("Revert run…")
         self.revert_button.clicked.connect(self.revert_selected)
+        self.retry_button = QPushButton("Retry run")
+        self.retry_button.clicked.connect(self.retry_selected)
         self.sources_table = read_only_table(SOURCE_HEADERS, 1)
         self.audit_table = read_only_table(AUDIT_HEADERS, 4)
         layout = QVBoxLayout(self)
@@ -147,6 +150,7 @@ class FolderRunsPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.scope)
         top.addStretch(1)
+        top.addWidget(self.retry_button)
         top.addWidget(self.revert_button)
         layout.addLayout(top)
         detail_tabs = QTabWidget()
@@ -401,6 +405,21 @@ class FolderRunsPanel(QWidget):
         self.ctx.info(f"Folder run {result.run_id} reverted; {result.deleting} item(s) are being removed.")
         self.refresh()
 
+    # -- retry --------------------------------------------------------------------------------
+
+    def retry_selected(self) -> None:
+        quire, summary = self.ctx.quire, self.selected_summary()
+        if quire is None or summary is None:
+            return
+        self.retry_button.setEnabled(False)
+        Op(folder_runs.retry_run, quire, self.principal, summary.run.id).bound_to(self).on_success(
+            self._retried
+        ).on_failure(self._start_failed).run()
+
+    def _retried(self, result: folder_runs.RetryResult) -> None:
+        self.ctx.info(f"Folder run {result.run_id} continues (retry {result.retry}).")
+        self.refresh()
+
     # -- buttons ------------------------------------------------------------------------------
 
     def _update_buttons(self) -> None:
@@ -412,3 +431,4 @@ class FolderRunsPanel(QWidget):
         self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
         summary = self.selected_summary()
         self.revert_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "completed")
+        self.retry_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "failed")

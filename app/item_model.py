@@ -29,7 +29,7 @@ from PySide6.QtGui import QBrush, QColor
 from app.item_text import ACTIVE_COLOR, STATUS_COLORS, details_text, progress_of, summary_text
 from app.ops import Op, report_failure
 from app.resources import icon, icon_name_for
-from knowledge import app_queries
+from knowledge import app_queries, lifecycle
 from knowledge.app_queries import SortKey, sort_key
 from knowledge.library import Item
 from knowledge.lifecycle import Changes
@@ -95,12 +95,26 @@ class ItemTreeModel(QAbstractItemModel):
         self.beginResetModel()
         self._session += 1
         self._quire, self._base_id = quire, base_id
+        self.stamps: lifecycle.Stamps | None = None
+        if quire is not None and base_id is not None:  # today's stamps, for the stale marker (off-thread)
+            session = self._session
+            Op(lifecycle.current_stamps, quire, base_id).bound_to(self).on_success(
+                lambda stamps: self._stamps_read(session, stamps)
+            ).on_failure(lambda _exc: None).run()
         self._root = Node(ROOT, None, None, loaded_all=base_id is None)
         self._nodes = {ROOT: self._root}
         self._summary_wanted.clear()
         self._partial = []
         self._gone = set()
         self.endResetModel()
+
+    def _stamps_read(self, session: int, stamps: lifecycle.Stamps) -> None:
+        if session != self._session:
+            return  # another base is shown by now
+        self.stamps = stamps
+        # every loaded row's details may gain or lose the stale marker; no row moves
+        self.layoutAboutToBeChanged.emit()
+        self.layoutChanged.emit()
 
     # -- Qt model API -------------------------------------------------------------------------
 
@@ -212,7 +226,7 @@ class ItemTreeModel(QAbstractItemModel):
         if column == PROGRESS:
             value = progress_of(item, node.summary)
             return None if value is None else f"{round(value * 100)}%"
-        return details_text(item, node.summary)
+        return details_text(item, node.summary, stale=self.stamps is not None and self.stamps.stale(item))
 
     def _status_brush(self, item: Item) -> QBrush:
         return QBrush(QColor(STATUS_COLORS.get(item.status, ACTIVE_COLOR)))

@@ -15,14 +15,19 @@ STATUS_COLORS = {
 ACTIVE_COLOR = "#1565c0"
 
 
-def details_text(item: Item, summary: dict[str, int]) -> str:
-    """The fourth column: a failed row's reason, a container's summary, a completed leaf's chunks."""
+STALE_MARK = "⟳ stale: made by an older parser, chunker or model; reindex to refresh"
+
+
+def details_text(item: Item, summary: dict[str, int], *, stale: bool = False) -> str:
+    """The fourth column: a failed row's reason, a container's summary, a completed leaf's chunks (and
+    the stale marker when its material was made by another parser, chunker or model than today's)."""
     if item.status == "failed" and not item.is_container:
         return item.error_message or item.error_code or "failed"
     if item.is_container:
         return summary_text(summary) or ("reading the folder…" if item.status == "preparing" else "empty")
     if item.status == "completed":
-        return f"{item.chunk_count} chunk{'s' if item.chunk_count != 1 else ''}"
+        chunks = f"{item.chunk_count} chunk{'s' if item.chunk_count != 1 else ''}"
+        return f"{chunks} · {STALE_MARK}" if stale else chunks
     return {"processing": "waiting for the worker", "idle": "waiting"}.get(item.status, f"{item.status}…")
 
 

@@ -11,6 +11,9 @@ Threading contract
   cancelled attempt gets ``Superseded`` and stands down without writing anything.
 * The heartbeat thread renews the leases this worker holds (fenced the same way) and re-delivers
   ``retry`` jobs whose lease ran out under another owner (a stale claim), bumping the attempt.
+* The heartbeat thread also runs recovery (``jobs.recovery.recover``: dead sessions' jobs, then the
+  registered bounded, paginated repair scans) every ``repair_interval`` seconds, so work a crashed
+  process stranded is parked or handed back while this worker runs, not only at the next start.
 * ``stop()`` stops taking jobs and waits briefly for running ones. It never cancels a job: whatever is
   still running is judged by recovery on the next start.
 """
@@ -29,7 +32,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
-from jobs.recovery import fail_exhausted
+from jobs.recovery import fail_exhausted, recover
 from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
 from jobs.sessions import live_session_ids
@@ -37,6 +40,7 @@ from jobs.sessions import live_session_ids
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_REPAIR_INTERVAL = 20.0
 MAX_ERROR_CHARS = 500
 
 
@@ -102,6 +106,7 @@ class Worker:
         poll_interval: float = 0.5,
         renew_leases: bool = True,
         paused: Callable[[], bool] | None = None,
+        repair_interval: float | None = DEFAULT_REPAIR_INTERVAL,
     ) -> None:
         self.queue = queue
         # Asked before every claim: while it answers True nothing new is claimed and running jobs
@@ -113,6 +118,8 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.renew_leases = renew_leases
+        self.repair_interval = repair_interval  # None: recovery only at start-up (by the caller)
+        self.repairs = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._busy = 0
@@ -350,11 +357,28 @@ class Worker:
 
     def _heartbeat_loop(self) -> None:
         interval = max(0.05, self.lease_seconds / 3)
+        if self.repair_interval is not None:
+            interval = min(interval, max(0.05, self.repair_interval))
+        next_repair = time.monotonic() + (self.repair_interval or 0.0)
         while not self._stop.wait(interval):
             try:
                 self.heartbeat()
             except Exception:  # a busy database must not kill the heartbeat
                 log.warning("heartbeat failed", exc_info=True)
+            if self.repair_interval is not None and time.monotonic() >= next_repair:
+                self.periodic_repair()
+                next_repair = time.monotonic() + self.repair_interval
+
+    def periodic_repair(self) -> None:
+        """Recovery while running: a crashed process's jobs and stranded rows, without a restart."""
+        try:
+            report = recover(self.queue)
+        except Exception:  # logged; the next period tries again
+            log.warning("periodic repair failed", exc_info=True)
+            return
+        self.repairs += 1
+        if report.redelivered:
+            self._wake.set()
 
     def heartbeat(self) -> None:
         now = time.time()

@@ -7,17 +7,20 @@ the GUI both start here, so both call the very same operations.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import select
 
 from jobs.queue import JobQueue
 from jobs.recovery import RecoveryReport, recover
 from jobs.registry import Registry
-from jobs.runtime import Worker
+from jobs.runtime import DEFAULT_REPAIR_INTERVAL, Worker
 from jobs.sessions import Session
 from jobs.transport import Transport
 from knowledge import preferences
@@ -27,11 +30,14 @@ from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
 from knowledge.store.database import Database, open_raw_connection
 from knowledge.store.migrations import migrate
+from knowledge.store.schema import settings
 
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
 
 log = logging.getLogger(__name__)
+
+REPAIR_INTERVAL_SETTING = "repair.interval_seconds"
 
 
 @dataclass
@@ -82,20 +88,42 @@ class Quire:
             lease_seconds=lease_seconds,
             poll_interval=poll_interval,
             paused=lambda: preferences.is_paused(self.db),
+            repair_interval=self.repair_interval(),
         )
 
-    def document_encoder(self, model_id: str, precision: str) -> Encoder:
-        """The ingest encoder for a base's model and precision (loaded lazily, shared per process)."""
-        return self._encoder(model_id, precision, query=False)
+    def repair_interval(self) -> float:
+        """Seconds between a running worker's repair passes (setting ``repair.interval_seconds``)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(settings.c.value).where(settings.c.key == REPAIR_INTERVAL_SETTING)).first()
+        return float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
 
-    def query_encoder(self, model_id: str, precision: str) -> Encoder:
+    def document_encoder(self, model_id: str, precision: str, embedder: dict[str, Any] | None = None) -> Encoder:
+        """The ingest encoder for a base's model and precision (loaded lazily, shared per process); a base
+        with a remote ``embedder`` gets the bounded HTTP client (``knowledge.ingest.remote``) instead."""
+        return self._encoder(model_id, precision, query=False, embedder=embedder)
+
+    def query_encoder(self, model_id: str, precision: str, embedder: dict[str, Any] | None = None) -> Encoder:
         """The search encoder: one intra-op thread, so a query never fights an ingest for cores."""
-        return self._encoder(model_id, precision, query=True)
+        return self._encoder(model_id, precision, query=True, embedder=embedder)
 
-    def _encoder(self, model_id: str, precision: str, *, query: bool) -> Encoder:
+    def _encoder(self, model_id: str, precision: str, *, query: bool, embedder: dict[str, Any] | None) -> Encoder:
+        if embedder is not None:
+            return self._remote_encoder(embedder)
         key = f"{model_id}:{precision}:{'q' if query else 'd'}"
         with self._encoders_lock:  # two first searches on two threads must not build two encoders
             return self._encoder_locked(key, model_id, precision, query=query)
+
+    def _remote_encoder(self, embedder: dict[str, Any]) -> Encoder:
+        from knowledge.ingest.remote import RemoteConfig, RemoteEncoder
+
+        config = RemoteConfig.from_json(embedder)
+        key = "remote:" + json.dumps(embedder, sort_keys=True)
+        with self._encoders_lock:
+            if key not in self._encoders:
+                # no remote call while this thread holds a write transaction (seed 003)
+                remote = RemoteEncoder(config, in_transaction=lambda: self.db.current_write() is not None)
+                self._encoders[key] = cast("Encoder", remote)
+            return self._encoders[key]
 
     def _encoder_locked(self, key: str, model_id: str, precision: str, *, query: bool) -> Encoder:
         if key not in self._encoders:

@@ -12,6 +12,7 @@ from app.cli.commands_core import opened
 from app.cli.main import Output, UsageError
 from knowledge import lifecycle
 from knowledge.errors import InvalidInput
+from knowledge.ingest import DEFAULT_MODEL_ID, CallSettings, remote_embedder_config
 from knowledge.library import Location, bases
 from knowledge.search import MODES, search
 from knowledge.store.schema import ITEM_STATUSES
@@ -23,12 +24,21 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     bsub.required = True
     p = bsub.add_parser("create", parents=[common], help="create a knowledge base")
     p.add_argument("name")
-    p.add_argument("--model", default="all-MiniLM-L6-v2")
+    p.add_argument("--model", default=None, help="packaged model id, or the remote model's name with --embedder http")
     p.add_argument(
         "--precision", choices=("auto", "fp32", "bf16"), help="default: the bases.default_precision preference"
     )
     p.add_argument("--chunk-size", type=int, help="default: the bases.default_chunk_size preference")
     p.add_argument("--chunk-overlap", type=int, default=bases.DEFAULT_CHUNK_OVERLAP)
+    p.add_argument("--embedder", choices=("local", "http"), default="local", help="http: an OpenAI-compatible endpoint")
+    p.add_argument("--endpoint", help="the endpoint's base URL (…/v1/embeddings is added)")
+    p.add_argument("--dimensions", type=int, help="vector length (asked from the endpoint when left out)")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key (read at call time)")
+    defaults = CallSettings()
+    p.add_argument("--timeout", type=float, default=defaults.timeout, help="seconds per request")
+    p.add_argument("--max-retries", type=int, default=defaults.max_retries)
+    p.add_argument("--rate", type=float, default=defaults.rate_per_second, help="requests per second")
+    p.add_argument("--concurrency", type=int, default=defaults.max_concurrency, help="requests in flight at most")
     p.set_defaults(func=cmd_base_create)
     p = bsub.add_parser("list", parents=[common], help="list bases")
     p.set_defaults(func=cmd_base_list)
@@ -57,12 +67,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("base")
     p.add_argument("--status", choices=ITEM_STATUSES)
     p.add_argument("--parent", type=int, help="only the children of this item (default: every item)")
+    p.add_argument("--stale", action="store_true", help="only items made by another parser, chunker or model")
     p.set_defaults(func=cmd_items)
 
     for name, fn in (("delete", cmd_delete), ("reindex", cmd_reindex)):
         p = sub.add_parser(name, parents=[common], help=f"{name} items (and everything inside them)")
         p.add_argument("base")
-        p.add_argument("items", nargs="+", type=int)
+        p.add_argument("items", nargs="+" if name == "delete" else "*", type=int)
+        if name == "reindex":
+            p.add_argument("--stale", action="store_true", help="re-derive exactly the base's stale items")
         p.set_defaults(func=fn)
 
     p = sub.add_parser("chunks", parents=[common], help="list a completed item's chunks")
@@ -84,14 +97,33 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _base_text(b: dict[str, Any]) -> str:
     lock = " locked" if b["locked"] else ""
-    return f"{b['id']:>4} {b['name']} [{b['status']}{lock}] {b['model_id']} {b['precision']} chunk {b['chunk_size']}"
+    remote = b.get("embedder")
+    model = f"http {remote['model']} at {remote['endpoint']}" if remote else b["model_id"]
+    return f"{b['id']:>4} {b['name']} [{b['status']}{lock}] {model} {b['precision']} chunk {b['chunk_size']}"
+
+
+def _embedder_text(remote: dict[str, Any] | None) -> str:
+    if not remote:
+        return "embedder: packaged model"
+    s = remote["settings"]
+    key = f", API key from ${remote['api_key_env']}" if remote.get("api_key_env") else ""
+    return (
+        f"embedder: http {remote['model']} at {remote['endpoint']} ({remote['dimension']} dimensions{key})\n"
+        f"calls: timeout {s['timeout']}s, {s['max_retries']} retries (backoff {s['backoff_base']}s…{s['backoff_max']}s "
+        f"with jitter, Retry-After honoured), {s['rate_per_second']}/s (burst {s['burst']}), "
+        f"{s['max_concurrency']} in flight, {s['batch_size']} texts per request"
+    )
 
 
 def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
+    if args.embedder == "http":
+        return _create_remote_base(args, out)
+    if args.endpoint or args.api_key_env or args.dimensions:
+        raise UsageError("--endpoint, --dimensions and --api-key-env go with --embedder http")
     from knowledge import preferences
     from knowledge.ingest import default_precision, model_spec
 
-    spec = model_spec(args.model)
+    spec = model_spec(args.model or DEFAULT_MODEL_ID)
     with opened(args) as quire:
         chosen = args.precision or preferences.get(quire.db, "bases.default_precision")
         precision = default_precision() if chosen == "auto" else chosen
@@ -109,6 +141,31 @@ def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _create_remote_base(args: argparse.Namespace, out: Output) -> int:
+    if not args.endpoint or not args.model:
+        raise UsageError("--embedder http needs --endpoint URL and --model NAME")
+    settings = CallSettings(
+        timeout=args.timeout, max_retries=args.max_retries, rate_per_second=args.rate, max_concurrency=args.concurrency
+    )
+    # asked before the database is opened for writing: no network call inside a transaction
+    config = remote_embedder_config(
+        args.endpoint, args.model, dimensions=args.dimensions, api_key_env=args.api_key_env, settings=settings
+    )
+    with opened(args) as quire:
+        created = bases.create_base(
+            quire.db,
+            args.name,
+            model_id=DEFAULT_MODEL_ID,  # the tokenizer chunks are measured with
+            dimension=config.dimension,
+            precision="fp32",
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            embedder=config.as_json(),
+        )
+    out.emit(created.as_dict(), _base_text)
+    return 0
+
+
 def cmd_base_list(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         rows = [b.as_dict() for b in bases.list_bases(quire.db)]
@@ -120,7 +177,7 @@ def cmd_base_show(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         base = bases.get_base(quire.db, args.base)
         data = {**base.as_dict(), "items": bases.base_summary(quire.db, base.id)}
-    out.emit(data, lambda d: _base_text(d) + "\n" + json.dumps(d["items"]))
+    out.emit(data, lambda d: _base_text(d) + "\n" + _embedder_text(d.get("embedder")) + "\n" + json.dumps(d["items"]))
     return 0
 
 
@@ -194,12 +251,20 @@ def _item_line(i: dict[str, Any]) -> str:
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        found = lifecycle.list_items(
-            quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
-        )
+        if args.stale:
+            if args.parent is not None or args.status is not None:
+                raise UsageError("--stale lists every stale item; it takes no --parent or --status")
+            found = lifecycle.stale_items(quire, args.base)
+        else:
+            found = lifecycle.list_items(
+                quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
+            )
     from knowledge.portable.relocate import source_presence
 
-    rows = [{**i.as_dict(), "source": source_presence(i.source_path)} for i in found]
+    rows = [
+        {**i.as_dict(), "source": source_presence(i.source_path), **({"stale": True} if args.stale else {})}
+        for i in found
+    ]
     out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")
     return 0
 
@@ -212,8 +277,13 @@ def cmd_delete(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
+    if args.stale == bool(args.items):
+        raise UsageError("reindex takes item ids or --stale (not both)")
     with opened(args) as quire:
-        changes = lifecycle.reindex_items(quire, args.base, args.items)
+        if args.stale:
+            changes = lifecycle.reindex_stale(quire, args.base)
+        else:
+            changes = lifecycle.reindex_items(quire, args.base, args.items)
     out.emit(changes.as_dict(), "reindex queued" if not changes.noop else "nothing to do")
     return 0
 

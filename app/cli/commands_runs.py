@@ -1,4 +1,4 @@
-"""Folder-run commands: ``run preview|start|list|show|revert`` and ``audit``.
+"""Folder-run commands: ``run preview|start|list|show|revert|retry`` and ``audit``.
 
 The caller is a person (the OS user at the terminal) unless the global ``--as-agent NAME`` marks it
 as an agent principal, which may preview and read but not start or revert runs (exit 5).
@@ -28,7 +28,7 @@ def principal_of(args: argparse.Namespace) -> Principal:
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    run = sub.add_parser("run", parents=[common], help="folder runs: preview, start, list, show, revert")
+    run = sub.add_parser("run", parents=[common], help="folder runs: preview, start, list, show, revert, retry")
     rsub = run.add_subparsers(dest="run_command", metavar="ACTION", parser_class=type(run))
     rsub.required = True
 
@@ -57,6 +57,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = rsub.add_parser("revert", parents=[common], help="undo a completed run as a group")
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_revert)
+
+    p = rsub.add_parser("retry", parents=[common], help="continue a failed run (same run, same key)")
+    p.add_argument("run", type=int)
+    p.set_defaults(func=cmd_retry)
 
     p = sub.add_parser("audit", parents=[common], help="audit entries (optionally of one run)")
     p.add_argument("--run", type=int)
@@ -133,6 +137,13 @@ def cmd_revert(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         result = folder_runs.revert_run(quire, principal_of(args), args.run)
     out.emit(result.as_dict(), lambda d: f"run {d['run_id']} reverted; {d['deleting']} item(s) being removed")
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        result = folder_runs.retry_run(quire, principal_of(args), args.run)
+    out.emit(result.as_dict(), lambda d: f"run {d['run_id']} retried (retry {d['retry']}); a worker continues it")
     return 0
 
 

@@ -43,7 +43,8 @@ startup recovery or the stale-claim lease and the next attempt resumes the run)
 
 Revert: :func:`revert_run` marks everything a completed run committed ``deleting``, enqueues its
 ``delete-subtree`` cleanup, moves the run to ``reverted`` and files ``ingest.folder_run.reverted`` — one
-transaction. A failed run is not revertible; it is retried as a new run, which skips what is covered.
+transaction. A failed run is not revertible; a person retries it (:func:`retry_run`: the same run and key, its job
+reopened, ``ingest.folder_run.retried``), and what earlier attempts committed stays committed.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, vi
 from knowledge.folder_runs.preview import Preview, PreviewEntry, preview
 from knowledge.folder_runs.reading import RunDetail, RunSummary, SourceOutcome, list_runs, show_run
 from knowledge.folder_runs.repair import repair_stranded_runs
+from knowledge.folder_runs.retry import RetryResult, retry_run
 from knowledge.folder_runs.revert import RevertResult, revert_run
 from knowledge.folder_runs.rules import (
     CAP_SETTING,
@@ -81,6 +83,7 @@ __all__ = [
     "Preview",
     "PreviewEntry",
     "Principal",
+    "RetryResult",
     "RevertResult",
     "RunDetail",
     "RunFault",
@@ -92,6 +95,7 @@ __all__ = [
     "preview",
     "register",
     "request_fingerprint",
+    "retry_run",
     "revert_run",
     "set_descendant_cap",
     "show_run",

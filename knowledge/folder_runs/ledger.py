@@ -49,6 +49,7 @@ class RunRecord:
     started_at: float | None
     finished_at: float | None
     reverted_at: float | None
+    retries: int = 0
 
     @classmethod
     def from_row(cls, row: Any) -> RunRecord:
@@ -156,7 +157,12 @@ def settle_terminal(
         run.base_id,
         action,
         audit.SYSTEM_ACTOR,
-        {"size": run.declared_size, "counts": counts, **({} if error is None else {"error": error})},
+        {
+            "size": run.declared_size,
+            "counts": counts,
+            **({"retry": run.retries} if run.retries else {}),
+            **({} if error is None else {"error": error}),
+        },
         attempt=attempt,
         values={"status": status, "error": error, "finished_at": now},
     )

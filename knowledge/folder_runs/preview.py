@@ -15,8 +15,9 @@ from knowledge import preferences
 from knowledge.errors import NotFound
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
 from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTooLarge
-from knowledge.ingest.chunking import CHUNKER_VERSION
+from knowledge.ingest.chunking import chunker_version
 from knowledge.ingest.material import MAX_SOURCE_BYTES
+from knowledge.ingest.models import model_stamp
 from knowledge.ingest.walk import CapExceeded, Entry, walk
 from knowledge.library import blobs
 from knowledge.library.bases import Base
@@ -169,8 +170,8 @@ def _covered_query(base: Base, shas: Sequence[str]) -> Any:
             items.c.base_id == base.id,
             items.c.content_sha256.in_(list(shas)),
             items.c.status == "completed",
-            items.c.chunker_version == CHUNKER_VERSION,
-            items.c.model_fingerprint == base.model_fingerprint,
+            items.c.chunker_version == chunker_version(),
+            items.c.model_fingerprint == model_stamp(base),
             parser_stamp,
         )
     )

@@ -55,7 +55,7 @@ class SourceTools:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = self.quire.document_encoder(self.base.model_id, self.base.precision)
+            self._encoder = self.quire.document_encoder(self.base.model_id, self.base.precision, self.base.embedder)
         return self._encoder
 
 

@@ -4,5 +4,14 @@ is built."""
 
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.ingest.models import default_precision, model_spec
+from knowledge.ingest.remote import CallSettings, EmbedderUnavailable, RemoteConfig, remote_embedder_config
 
-__all__ = ["DEFAULT_MODEL_ID", "default_precision", "model_spec"]
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "CallSettings",
+    "EmbedderUnavailable",
+    "RemoteConfig",
+    "default_precision",
+    "model_spec",
+    "remote_embedder_config",
+]

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
 # Bump whenever the chunks produced for the same text and tokenizer change.
 CHUNKER_VERSION = "tok-1"
 
+
+def chunker_version() -> str:
+    """Today's chunker version (read at call time, so a bump is seen everywhere at once)."""
+    return CHUNKER_VERSION
+
+
 # all-MiniLM-L6-v2: max_seq_length 256 includes [CLS] and [SEP].
 MODEL_MAX_TOKENS = 256
 DEFAULT_MAX_TOKENS = MODEL_MAX_TOKENS - 2

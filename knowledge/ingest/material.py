@@ -25,7 +25,8 @@ import numpy as np
 from sqlalchemy import Connection, and_, select, update
 
 from knowledge import preferences
-from knowledge.ingest.chunking import CHUNKER_VERSION, chunk_text, load_tokenizer
+from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
+from knowledge.ingest.models import model_stamp
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index
 from knowledge.library.bases import Base
@@ -111,8 +112,8 @@ def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | 
                     items.c.base_id == base.id,
                     items.c.content_sha256 == raw_sha,
                     items.c.status == "completed",
-                    items.c.chunker_version == CHUNKER_VERSION,
-                    items.c.model_fingerprint == base.model_fingerprint,
+                    items.c.chunker_version == chunker_version(),
+                    items.c.model_fingerprint == model_stamp(base),
                     items.c.id != item.id,
                 )
             )
@@ -316,13 +317,14 @@ def _copy_material(
 
 def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats) -> None:
     """Fill ``vectors`` for every prepared item: reuse by text hash first, one encoder call for the rest."""
+    model_stamp(base)  # the weights' hash is computed here, outside any transaction, not in commit_prepared
     pending = [p for p in prepared if p.vectors is None]
     stats.copied += sum(1 for p in prepared if p.copied_from is not None)
     if not pending:
         return
     hashes = {row.text_sha256 for p in pending for row in p.rows}
     with quire.db.read() as conn:
-        known = index.vectors_for_hashes(conn, base.id, hashes)
+        known = index.vectors_for_hashes(conn, base.id, hashes, model_stamp(base))  # only today's model's
     missing: dict[str, str] = {}
     for p in pending:
         for row in p.rows:
@@ -360,8 +362,8 @@ def commit_prepared(conn: Connection, blobs_dir: Path, base: Base, p: Prepared, 
             text_sha256=p.text_sha,
             parser=p.parser,
             parser_version=p.parser_version,
-            chunker_version=CHUNKER_VERSION,
-            model_fingerprint=base.model_fingerprint,
+            chunker_version=chunker_version(),
+            model_fingerprint=model_stamp(base),
             chunk_count=len(p.rows),
             metadata=json.dumps(p.metadata, sort_keys=True, default=str),
             updated_at=now,

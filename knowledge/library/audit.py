@@ -33,6 +33,7 @@ RUN_STARTED = "ingest.folder_run.started"
 RUN_COMPLETED = "ingest.folder_run.completed"
 RUN_FAILED = "ingest.folder_run.failed"
 RUN_REVERTED = "ingest.folder_run.reverted"
+RUN_RETRIED = "ingest.folder_run.retried"
 BATCH_COMMITTED = "ingest.batch.committed"
 WALK_UNREADABLE = "ingest.folder_run.unreadable_folder"  # a read entry
 # Agents (MCP, knowledge.agents): calls they made, proposals they filed, what a person decided.
@@ -47,7 +48,8 @@ AGENT_ACTIONS = frozenset(
 )
 
 ACTIONS = (
-    frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, BATCH_COMMITTED, WALK_UNREADABLE})
+    frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, RUN_RETRIED})
+    | frozenset({BATCH_COMMITTED, WALK_UNREADABLE})
     | AGENT_ACTIONS
 )
 READ_ACTIONS = frozenset({WALK_UNREADABLE})

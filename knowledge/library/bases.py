@@ -7,8 +7,10 @@ opened; a failed base refuses runtime work (add, reindex, chunk listing) but sti
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +46,13 @@ class Base:
     locked: bool
     created_at: float
     updated_at: float
+    # None: the packaged model; else a remote embedder's stored config (knowledge.ingest.remote)
+    embedder: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def from_row(cls, row: Any) -> Base:
         m = row._mapping
+        raw = m.get("embedder")
         return cls(
             id=m["id"],
             name=m["name"],
@@ -61,10 +66,14 @@ class Base:
             locked=bool(m["locked"]),
             created_at=m["created_at"],
             updated_at=m["updated_at"],
+            embedder=json.loads(raw) if raw else None,
         )
 
     @property
     def model_fingerprint(self) -> str:
+        if self.embedder is not None:  # the remote model, its dimension and where it answers
+            where = hashlib.sha256(str(self.embedder.get("endpoint", "")).encode("utf-8")).hexdigest()[:12]
+            return f"http:{self.embedder.get('model')}:{self.dimension}:{where}"
         return f"{self.model_id}:{self.dimension}:{self.precision}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -174,7 +183,10 @@ def create_base(
     precision: str,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    embedder: dict[str, Any] | None = None,
 ) -> Base:
+    """A new base. ``embedder`` (a remote endpoint's config, made by ``knowledge.ingest.remote``) replaces
+    the packaged model for embedding; ``model_id`` then names the tokenizer chunks are measured with."""
     require_person("create a knowledge base")
     clean = validate_name(name)
     if not 16 <= chunk_size <= 254:
@@ -196,6 +208,7 @@ def create_base(
                     chunk_overlap=chunk_overlap,
                     created_at=now,
                     updated_at=now,
+                    embedder=None if embedder is None else json.dumps(embedder, sort_keys=True),
                 )
             ).inserted_primary_key
             assert pk is not None

@@ -3,11 +3,17 @@
 A base keeps the raw bytes of each source and its extracted text, so chunk viewing and reindex never
 depend on the original still being where it was. Identical content is stored once.
 
-Race rule between writers and the purge: a blob file is only ever unlinked *inside* a write
-transaction, after checking no item references it; a writer writes the file first (outside any
-transaction, the common path) and then, inside its own write transaction, re-checks the file and
-rewrites it if a purge removed it in between. Both hold SQLite's write lock for their check, so a
-committed reference always has its file.
+Side effects after commit: the purge deletes a blob's row inside the caller's transaction and unlinks
+the file only after that transaction committed (``store.database.after_commit``), so a rollback or a
+failed commit leaves every file in place. The unlink itself runs in a short write transaction of its
+own that re-checks no ``blobs`` row came back meanwhile; a crash between the commit and the unlink
+leaves a file with no row, which the orphan sweep removes.
+
+Race rule between writers and the purge: a writer writes the file first (outside any transaction, the
+common path) and then, inside its own write transaction, re-checks the file and rewrites it if a purge
+removed it in between, and records the row. The unlink holds SQLite's write lock for its check, so a
+committed reference always has its file. Temporary names carry the pid, the thread and a random part,
+so two threads writing the same blob never share one.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select
 
+from knowledge.store.database import Database, after_commit
 from knowledge.store.permissions import make_private_dir, write_private_bytes
 from knowledge.store.schema import blobs, items
 
@@ -39,7 +48,7 @@ def write_file(root: Path, sha: str, data: bytes) -> None:
     if target.exists():
         return
     make_private_dir(target.parent)  # owned copies of a person's documents: owner-only
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp")
     write_private_bytes(tmp, data)
     os.replace(tmp, target)
 
@@ -57,19 +66,40 @@ def read(root: Path, sha: str) -> bytes:
 
 
 def purge_unreferenced(conn: Connection, root: Path, candidates: Iterable[str]) -> int:
-    """Inside a write transaction: delete blobs among ``candidates`` that no item references any more."""
-    purged = 0
+    """Inside a write transaction: drop the rows of blobs among ``candidates`` no item references any more.
+
+    Their files are unlinked after the transaction commits (module docstring); nothing on rollback.
+    """
+    purged: list[str] = []
     for sha in set(c for c in candidates if c):
-        referenced = conn.execute(
-            select(items.c.id).where(or_(items.c.blob_sha256 == sha, items.c.text_sha256 == sha)).limit(1)
-        ).first()
-        if referenced is not None:
+        if _referenced(conn, sha):
             continue
         conn.execute(delete(blobs).where(blobs.c.sha256 == sha))
-        with contextlib.suppress(FileNotFoundError):
-            blob_path(root, sha).unlink()
-        purged += 1
-    return purged
+        purged.append(sha)
+    if purged:
+        after_commit(conn, lambda db: unlink_unrecorded(db, root, purged))
+    return len(purged)
+
+
+def unlink_unrecorded(db: Database, root: Path, shas: Iterable[str]) -> int:
+    """Unlink the files of ``shas`` that have no ``blobs`` row and no reference, checked under the write lock."""
+    removed = 0
+    with db.write() as conn:
+        for sha in shas:
+            recorded = conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == sha)).first()
+            if recorded is not None or _referenced(conn, sha):
+                continue  # a writer recorded it again since the purge committed
+            with contextlib.suppress(FileNotFoundError):
+                blob_path(root, sha).unlink()
+                removed += 1
+    return removed
+
+
+def _referenced(conn: Connection, sha: str) -> bool:
+    row = conn.execute(
+        select(items.c.id).where(or_(items.c.blob_sha256 == sha, items.c.text_sha256 == sha)).limit(1)
+    ).first()
+    return row is not None
 
 
 def shas_of_items(conn: Connection, item_ids: Iterable[int]) -> set[str]:

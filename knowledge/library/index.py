@@ -198,31 +198,37 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
 
 
 def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:
+    """Cached vectors keep the model stamp of the item they came from (reuse takes only today's)."""
     conn.execute(
         text(
-            f"INSERT OR IGNORE INTO vector_cache (base_id, text_sha256, embedding, created_at) "
-            f"SELECT c.base_id, c.text_sha256, v.embedding, unixepoch('subsec') FROM chunks c "
+            f"INSERT OR IGNORE INTO vector_cache (base_id, text_sha256, embedding, created_at, model_fingerprint) "
+            f"SELECT c.base_id, c.text_sha256, v.embedding, unixepoch('subsec'), i.model_fingerprint FROM chunks c "
+            f"JOIN items i ON i.id = c.item_id "
             f"JOIN {vec_table(base_id)} v ON v.rowid = c.id WHERE c.item_id IN :ids"
         ).bindparams(bindparam("ids", expanding=True)),
         {"ids": item_ids},
     )
 
 
-def vectors_for_hashes(conn: Connection, base_id: int, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-    """Vectors this base already has for these chunk texts — live chunks first, then the cache."""
+def vectors_for_hashes(
+    conn: Connection, base_id: int, hashes: Iterable[str], model_stamp: str
+) -> dict[str, np.ndarray]:
+    """Vectors this base already has for these chunk texts, made by the model ``model_stamp`` names —
+    live chunks of items stamped so first, then the cache rows stamped so. Stale vectors are never taken."""
     wanted = list(set(hashes))
     found: dict[str, np.ndarray] = {}
     live = text(
         f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
-        "WHERE c.base_id = :b AND c.text_sha256 IN :h"
+        "JOIN items i ON i.id = c.item_id WHERE c.base_id = :b AND c.text_sha256 IN :h AND i.model_fingerprint = :m"
     ).bindparams(bindparam("h", expanding=True))
     cached = text(
-        "SELECT text_sha256, embedding FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h"
+        "SELECT text_sha256, embedding FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h "
+        "AND model_fingerprint = :m"
     ).bindparams(bindparam("h", expanding=True))
     for query in (live, cached):
         missing = [h for h in wanted if h not in found]
         for start in range(0, len(missing), 500):
-            rows = conn.execute(query, {"b": base_id, "h": missing[start : start + 500]}).all()
+            rows = conn.execute(query, {"b": base_id, "h": missing[start : start + 500], "m": model_stamp}).all()
             for sha, blob in rows:
                 found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
     return found

@@ -50,6 +50,7 @@ from knowledge.lifecycle.recovery import (
     repair_orphan_active_items,
     requeue_interrupted_index,
 )
+from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -65,14 +66,19 @@ __all__ = [
     "ItemInput",
     "NoteInput",
     "PathInput",
+    "Stamps",
     "add_items",
+    "current_stamps",
     "delete_items",
     "get_item",
     "interrupted_items",
+    "is_stale",
     "list_item_chunks",
     "list_items",
     "register",
     "reindex_items",
+    "reindex_stale",
+    "stale_items",
 ]
 
 

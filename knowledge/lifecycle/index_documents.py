@@ -23,6 +23,7 @@ from knowledge.ingest.material import (
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
+from knowledge.ingest.remote import EmbedderUnavailable
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
@@ -58,13 +59,16 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         if prepared:
             with ctx.write() as conn:
                 tree.set_status(conn, [p.item.id for p in prepared], "embedding")
-            encoder = quire.document_encoder(base.model_id, base.precision)
+            encoder = quire.document_encoder(base.model_id, base.precision, base.embedder)
             culprits = embed_narrowed(quire, base, prepared, encoder, stats)
             culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
             outcomes = [culprits.get(o.item.id, o) for o in outcomes]
         written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
     except Superseded:
         raise
+    except EmbedderUnavailable as exc:  # bounded retries spent: these items fail; a reindex tries again
+        _fail_items(ctx, [i.id for i in todo], exc.code, str(exc))
+        return {"failed": len(todo), "reason": exc.code}
     except Exception as exc:
         _fail_items(ctx, [i.id for i in todo], "index_error", sanitize_error(exc))
         raise
@@ -87,6 +91,8 @@ def embed_narrowed(
     try:
         retry_transient(lambda: embed_batch(quire, base, prepared, encoder, stats), attempts=3)
         return Culprits()
+    except EmbedderUnavailable:
+        raise  # the endpoint is down, not an item: bisecting would only repeat the bounded retries
     except Exception as exc:
         if len(prepared) == 1:
             log.warning("item %s could not be embedded: %s", prepared[0].item.id, exc)

@@ -14,7 +14,8 @@ from sqlalchemy import Connection, delete, func, select, update
 
 from jobs.runtime import JobContext
 from knowledge import preferences
-from knowledge.ingest.chunking import CHUNKER_VERSION
+from knowledge.ingest.chunking import chunker_version
+from knowledge.ingest.models import model_stamp
 from knowledge.ingest.walk import Entry, Walk, walk
 from knowledge.library import blobs, index
 from knowledge.library import items as tree
@@ -56,6 +57,7 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         with ctx.write() as conn:
             tree.set_status(conn, [root_id], "failed", error_code="unreadable", error_message="folder cannot be read")
         return {"failed": "unreadable"}
+    model_stamp(base)  # hash the weights (once per process) before the write transaction, not inside it
     with ctx.write() as conn:
         root = tree.load_item(conn, root_id)
         if root is None or root.status == "deleting":  # delete won the race: no children under it
@@ -118,8 +120,8 @@ def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
         and old.mtime == entry.mtime
         and old.size == entry.size
         and old.parser_version == PARSER_VERSIONS.get(old.parser or "")
-        and old.chunker_version == CHUNKER_VERSION
-        and old.model_fingerprint == base.model_fingerprint
+        and old.chunker_version == chunker_version()
+        and old.model_fingerprint == model_stamp(base)
     )
 
 

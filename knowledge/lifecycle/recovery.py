@@ -20,7 +20,7 @@ from knowledge.lifecycle.operations import (
     INDEX_DOCUMENTS,
     idempotency_key,
 )
-from knowledge.store.schema import ACTIVE_STATUSES, bases, items
+from knowledge.store.schema import ACTIVE_STATUSES, bases, items, settings
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -174,33 +174,55 @@ def _roots_with_live_delete(conn: Connection) -> set[int]:
     return covered
 
 
-ORPHAN_GRACE_SECONDS = 60.0
+ORPHAN_GRACE_SECONDS = 30.0
+ORPHAN_GRACE_SETTING = "repair.orphan_grace_seconds"
+ORPHAN_PAGE = 500
 
 
 def repair_orphan_active_items(queue: JobQueue, limit: int) -> int:
-    """Active items with no live job to advance them (e.g. a crash between commit and scheduling) → parked."""
+    """Active items with no live job to advance them → parked ``indexing_interrupted``. Every page, by id.
+
+    An item whose job ended (cancelled, failed, gone) is parked whatever its age: job liveness, not a
+    clock, decides (a job left running by a dead session was cancelled by recovery just before this
+    scan). An item with no job at all is one a crash caught between its commit and its scheduling; the
+    scheduling follows that commit within moments, so only those idle longer than a short grace
+    (setting ``repair.orphan_grace_seconds``) are parked. ``limit`` bounds each page's transaction,
+    not the scan: it pages on until no orphan is left.
+    """
     parked = 0
-    cutoff = time.time() - ORPHAN_GRACE_SECONDS
-    with queue.db.write() as conn:
-        live = select(jobs.c.id).where(jobs.c.status.in_(("pending", "running")))
-        rows = conn.execute(
-            select(items.c.id)
-            .where(
-                or_(
-                    and_(items.c.type != "directory", items.c.status.in_(ACTIVE_STATUSES)),
-                    and_(items.c.type == "directory", items.c.status == "preparing"),
+    after = 0
+    page = max(1, min(limit, ORPHAN_PAGE))
+    while True:
+        with queue.db.write() as conn:
+            cutoff = time.time() - orphan_grace_seconds(conn)
+            live = select(jobs.c.id).where(jobs.c.status.in_(("pending", "running")))
+            rows = conn.execute(
+                select(items.c.id)
+                .where(items.c.id > after)
+                .where(
+                    or_(
+                        and_(items.c.type != "directory", items.c.status.in_(ACTIVE_STATUSES)),
+                        and_(items.c.type == "directory", items.c.status == "preparing"),
+                    )
                 )
-            )
-            .where(
-                or_(
-                    and_(items.c.job_id.is_(None), items.c.updated_at < cutoff),
-                    and_(items.c.job_id.is_not(None), items.c.job_id.not_in(live)),
+                .where(
+                    or_(
+                        and_(items.c.job_id.is_(None), items.c.updated_at < cutoff),
+                        and_(items.c.job_id.is_not(None), items.c.job_id.not_in(live)),
+                    )
                 )
-            )
-            .limit(limit)
-        ).all()
-        parked = park_interrupted(conn, [r.id for r in rows], None)
-    return parked
+                .order_by(items.c.id)
+                .limit(page)
+            ).all()
+            if not rows:
+                return parked
+            after = rows[-1].id
+            parked += park_interrupted(conn, [r.id for r in rows], None)
+
+
+def orphan_grace_seconds(conn: Connection) -> float:
+    row = conn.execute(select(settings.c.value).where(settings.c.key == ORPHAN_GRACE_SETTING)).first()
+    return float(row[0]) if row is not None else ORPHAN_GRACE_SECONDS
 
 
 def repair_blob_files(quire: Quire) -> Any:

@@ -264,7 +264,7 @@ def search(
         # is encoded (SQLite and torch both release the GIL); on a small base it is cheaper than the thread
         parallel = mode == "hybrid" and quire.vectors.held_count(base.id) > PARALLEL_KEYWORD_ABOVE
         background = _Background(keyword) if parallel else None
-        vector = quire.query_encoder(base.model_id, base.precision).encode_query(query)
+        vector = quire.query_encoder(base.model_id, base.precision, base.embedder).encode_query(query)
 
         def both(conn: Connection, allowed: AbstractSet[int] | None) -> list[tuple[Any, float]]:
             by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)

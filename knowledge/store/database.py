@@ -13,6 +13,10 @@ decides transaction boundaries. Those are ours:
 * ``Database.read()`` issues a deferred ``BEGIN``: a consistent WAL snapshot for multi-query reads,
   never blocking writers.
 * Autocommit statements are for pragmas and maintenance only.
+* Side effects outside the database (unlinking a file) wait for the commit: ``after_commit(conn, fn)``
+  queues ``fn(database)`` on the open write transaction; it runs after a successful commit, in order,
+  outside any transaction, and is dropped on rollback (also when the savepoint it was queued in rolls
+  back). A crash between the commit and the hook leaves work a repair scan finishes (the blob sweep).
 * A test guard (``Database.forbid_writes_on``) makes ``write()`` refuse to open on one thread — the GUI
   tests name the Qt main thread for calls coming from ``app.``: the window must never wait on SQLite's
   write lock there (its writes run in ``app.ops.Op`` worker threads). Refusals raise
@@ -26,9 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,7 +46,10 @@ from knowledge.errors import MissingComponent, StoreError
 from knowledge.store import apsw_dbapi
 from knowledge.store.native import load_vec_extension
 
+log = logging.getLogger(__name__)
+
 DB_FILENAME = "quire.sqlite3"
+_AFTER_COMMIT = "quire_after_commit"
 BUSY_TIMEOUT_MS = 15_000
 
 
@@ -144,20 +152,45 @@ class Database:
         self._check_write_thread()
         outer: Connection | None = getattr(self._local, "write_conn", None)
         if outer is not None:
-            with _mapped_errors(), outer.begin_nested():
-                yield outer
+            queued = len(_hooks(outer))
+            try:
+                with _mapped_errors(), outer.begin_nested():
+                    yield outer
+            except BaseException:
+                del _hooks(outer)[queued:]  # the savepoint rolled back: so do its side effects
+                raise
             return
         with _mapped_errors(), self.engine.connect() as conn:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
             self._local.write_conn = conn
+            _hooks(conn).clear()
             try:
                 yield conn
             except BaseException:
                 conn.rollback()
+                _hooks(conn).clear()
                 raise
             finally:
                 self._local.write_conn = None
-            conn.commit()
+            try:
+                conn.commit()
+            except BaseException:
+                _hooks(conn).clear()
+                # SQLite keeps the transaction open when COMMIT fails (a deferred constraint, a busy or
+                # full disk), and SQLAlchemy skips the pool's reset after a commit it issued: end it here.
+                with contextlib.suppress(Exception):
+                    conn.connection.driver_connection.rollback()  # type: ignore[union-attr]
+                raise
+            hooks = list(_hooks(conn))
+            _hooks(conn).clear()
+        self._run_after_commit(hooks)
+
+    def _run_after_commit(self, hooks: list[Callable[[Database], object]]) -> None:
+        for hook in hooks:
+            try:
+                hook(self)
+            except Exception:  # a side effect must not undo a committed write; repair scans finish it
+                log.exception("an after-commit action failed; a repair scan will finish it")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
@@ -184,6 +217,18 @@ class Database:
         with _mapped_errors(), self.engine.connect() as conn:
             yield conn
             conn.rollback()
+
+
+def after_commit(conn: Connection, hook: Callable[[Database], object]) -> None:
+    """Run ``hook(database)`` once the write transaction open on ``conn`` has committed (see the docstring)."""
+    if not conn.in_transaction():
+        raise StoreError("after_commit needs an open write transaction")
+    _hooks(conn).append(hook)
+
+
+def _hooks(conn: Connection) -> list[Callable[[Database], object]]:
+    found: list[Callable[[Database], object]] = conn.info.setdefault(_AFTER_COMMIT, [])
+    return found
 
 
 def _stack_passes_through(module_prefix: str) -> bool:

@@ -144,6 +144,26 @@ def _items_attempts(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE items ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
 
 
+def _folder_run_retry(conn: Connection) -> None:
+    """A person may retry a failed folder run: ``folder_runs.retries``, the status trigger allowing exactly
+    failed → pending with it, and one terminal entry per retry (frozen DDL in ``schema_runs``)."""
+    for ddl in schema_runs.FOLDER_RUN_RETRY_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def _base_embedder(conn: Connection) -> None:
+    """A base may embed through a remote endpoint: ``bases.embedder`` (JSON; NULL = the packaged model)."""
+    conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN embedder TEXT")
+
+
+def _vector_cache_stamp(conn: Connection) -> None:
+    """Cached vectors carry the model stamp they were made with (NULL for older rows: never reused).
+    0002 creates ``vector_cache`` from the live table definition, so a new data dir has the column."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(vector_cache)")).all()}
+    if "model_fingerprint" not in columns:
+        conn.exec_driver_sql("ALTER TABLE vector_cache ADD COLUMN model_fingerprint TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -156,6 +176,9 @@ MIGRATIONS: list[Migration] = [
     Migration("0009_base_imports", _base_imports),
     Migration("0010_items_source_identity", _items_source_identity),
     Migration("0011_items_attempts", _items_attempts),
+    Migration("0012_folder_run_retry", _folder_run_retry),
+    Migration("0013_base_embedder", _base_embedder),
+    Migration("0014_vector_cache_stamp", _vector_cache_stamp),
 ]
 
 

@@ -49,6 +49,9 @@ bases = Table(
     Column("locked", Integer, nullable=False, server_default="0"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # NULL: the packaged model. Else JSON: a remote embedder (kind, endpoint, model, dimension, the API
+    # key's variable name — never the key — and its call settings); migration base_embedder.
+    Column("embedder", Text),
     CheckConstraint("status IN ('ok', 'failed')", name="bases_status"),
     CheckConstraint("chunk_overlap >= 0 AND chunk_overlap < chunk_size", name="bases_overlap"),
     Index("bases_name", text("name COLLATE NOCASE"), unique=True),
@@ -131,6 +134,8 @@ vector_cache = Table(
     Column("text_sha256", String, primary_key=True),
     Column("embedding", LargeBinary, nullable=False),
     Column("created_at", Float, nullable=False),
+    # The model stamp of the item the vector came from (migration vector_cache_stamp); reuse matches it.
+    Column("model_fingerprint", String),
 )
 
 blobs = Table(

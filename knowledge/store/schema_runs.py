@@ -59,6 +59,8 @@ folder_runs = Table(
     Column("finished_at", Float),
     Column("reverted_at", Float),
     Column("updated_at", Float, nullable=False),
+    # How many times a person retried this failed run (migration folder_run_retry).
+    Column("retries", Integer, nullable=False, server_default="0"),
 )
 
 folder_run_sources = Table(
@@ -218,4 +220,30 @@ FOLDER_RUNS_DDL: tuple[str, ...] = (
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
     """CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+)
+
+
+# Migration ``folder_run_retry`` (frozen DDL): a failed run may go back to ``pending`` exactly when a
+# person retries it (``retries`` goes up by one in the same update), and each retry may file its own one
+# terminal entry (entries carry ``retry`` in their payload; none means 0). Nothing else moves backwards.
+FOLDER_RUN_RETRY_DDL: tuple[str, ...] = (
+    "ALTER TABLE folder_runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0",
+    "DROP TRIGGER folder_runs_status_moves_forward",
+    """CREATE TRIGGER folder_runs_status_moves_forward BEFORE UPDATE OF status ON folder_runs
+    WHEN NEW.status IS NOT OLD.status AND NOT (
+        (OLD.status = 'pending' AND NEW.status IN ('running', 'failed'))
+        OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed'))
+        OR (OLD.status = 'completed' AND NEW.status = 'reverted')
+        OR (OLD.status = 'failed' AND NEW.status = 'pending' AND NEW.retries = OLD.retries + 1))
+    BEGIN SELECT RAISE(ABORT, 'illegal folder run status transition'); END""",
+    """CREATE TRIGGER folder_runs_retries_only_with_a_retry BEFORE UPDATE OF retries ON folder_runs
+    WHEN NEW.retries IS NOT OLD.retries AND NOT (
+        OLD.status = 'failed' AND NEW.status = 'pending' AND NEW.retries = OLD.retries + 1)
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s retry count only goes up with a retry'); END""",
+    "DROP INDEX audit_log_one_terminal",
+    """CREATE UNIQUE INDEX audit_log_one_terminal ON audit_log
+    (run_id, coalesce(json_extract(payload, '$.retry'), 0))
+    WHERE action IN ('ingest.folder_run.completed', 'ingest.folder_run.failed')""",
+    """CREATE UNIQUE INDEX audit_log_one_retried ON audit_log (run_id, json_extract(payload, '$.retry'))
+    WHERE action = 'ingest.folder_run.retried'""",
 )

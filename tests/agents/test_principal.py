@@ -110,6 +110,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "start.start_run": lambda: folder_runs.start_run(quire, who, b, w["folder"]),
         "revert.revert_run": lambda: folder_runs.revert_run(quire, who, w["run"]),
         "judging.set_descendant_cap": lambda: folder_runs.set_descendant_cap(quire, 5),
+        "retry.retry_run": lambda: folder_runs.retry_run(quire, who, w["run"]),
         "proposals.accept_proposal": lambda: proposals.accept_proposal(quire, who, w["proposal"]),
         "proposals.dismiss_proposal": lambda: proposals.dismiss_proposal(quire, who, w["proposal"]),
         "access.set_enabled": lambda: access.set_enabled(quire, who, True),
