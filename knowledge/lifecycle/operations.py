@@ -37,7 +37,7 @@ from knowledge.library.bases import (
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
 from knowledge.principal import require_person
-from knowledge.store.schema import chunks, items
+from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -250,8 +250,9 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
             return
         item_id, kind, invalid = entries[0]
         if invalid is not None:
-            tree.set_status(conn, [item_id], "failed", error_code=invalid.code, error_message=invalid.message)
-            changes.statuses[item_id] = "failed"
+            status = tree.terminal_status_for(invalid.code)  # an unsupported type is skipped, a missing file failed
+            tree.set_status(conn, [item_id], status, error_code=invalid.code, error_message=invalid.message)
+            changes.statuses[item_id] = status
             return
         if kind == "directory":
             job = quire.queue.enqueue(conn, PREPARE_ROOT, {"base_id": base.id, "item_id": item_id}, base_id=base.id)
@@ -303,9 +304,9 @@ def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> 
 
 def assert_subtrees_can_reindex(conn: Connection, roots: Sequence[tree.Item]) -> None:
     for item in tree.subtree_items(conn, [r.id for r in roots]):
-        if item.status not in ("completed", "failed"):
+        if item.status not in TERMINAL_STATUSES:  # completed, failed or skipped
             raise GuardRejected(
-                f"cannot reindex while {item.name!r} is {item.status}; wait until it is completed or failed"
+                f"cannot reindex while {item.name!r} is {item.status}; wait until it is completed, failed or skipped"
             )
 
 

@@ -108,6 +108,37 @@ def _search_vectors(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
 
 
+def _items_skipped_status(conn: Connection) -> None:
+    """Allow the terminal status ``skipped`` (issue 12) in the ``items_status`` CHECK constraint.
+
+    SQLite cannot alter a CHECK, and the usual table rebuild is unsafe here: with foreign keys on (they
+    cannot be turned off inside the migration's transaction) ``DROP TABLE items`` would cascade to every
+    chunk. A CHECK constraint does not change the on-disk format, so the documented way is to edit the
+    table's SQL in the schema table (``writable_schema``) and bump ``schema_version`` so every open
+    connection re-reads it. Frozen DDL text on both sides; a no-op when the constraint already allows it.
+    """
+    old = "'completed', 'failed', 'deleting'"
+    new = "'completed', 'failed', 'skipped', 'deleting'"
+    sql = conn.execute(text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'")).scalar_one()
+    if new in sql:
+        return
+    if old not in sql:
+        raise RuntimeError("items_status constraint is not the one 0001 created; refusing to edit it")
+    version = int(conn.execute(text("PRAGMA schema_version")).scalar_one())
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = 'items'"),
+            {"sql": sql.replace(old, new)},
+        )
+        conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+    check = conn.execute(text("PRAGMA quick_check")).scalar_one()
+    if check != "ok":
+        raise RuntimeError(f"schema check failed after allowing 'skipped': {check}")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -117,6 +148,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
+    Migration("0009_items_skipped_status", _items_skipped_status),
 ]
 
 

@@ -31,7 +31,8 @@ metadata = MetaData()
 
 ITEM_TYPES = ("file", "directory", "note")
 ACTIVE_STATUSES = ("idle", "preparing", "processing", "reading", "embedding")
-TERMINAL_STATUSES = ("completed", "failed")
+# ``skipped``: not read by design (unsupported type, ignored, empty, too large, no text); never a failure.
+TERMINAL_STATUSES = ("completed", "failed", "skipped")
 ITEM_STATUSES = (*ACTIVE_STATUSES, *TERMINAL_STATUSES, "deleting")
 
 bases = Table(
