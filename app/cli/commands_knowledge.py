@@ -39,6 +39,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         p = bsub.add_parser(action, parents=[common], help=f"{action} a base")
         p.add_argument("base", help="base name or id")
         p.set_defaults(func=fn)
+    p = bsub.add_parser(
+        "ocr-language", parents=[common], help="show or set the OCR language of a base's scans and images"
+    )
+    p.add_argument("base", help="base name or id")
+    p.add_argument("language", nargs="?", help="Tesseract language code(s), e.g. eng or eng+deu")
+    p.set_defaults(func=cmd_base_ocr_language)
     p = bsub.add_parser("rename", parents=[common], help="rename a base")
     p.add_argument("base")
     p.add_argument("new_name")
@@ -116,6 +122,20 @@ def cmd_base_show(args: argparse.Namespace, out: Output) -> int:
         base = bases.get_base(quire.db, args.base)
         data = {**base.as_dict(), "items": bases.base_summary(quire.db, base.id)}
     out.emit(data, lambda d: _base_text(d) + "\n" + json.dumps(d["items"]))
+    return 0
+
+
+def cmd_base_ocr_language(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        if args.language is None:
+            base = bases.get_base(quire.db, args.base)
+        else:
+            base = lifecycle.set_ocr_language(quire.db, args.base, args.language)
+        installed = list(lifecycle.installed_languages())
+    out.emit(
+        {"base": base.name, "ocr_language": base.ocr_language, "installed": installed},
+        lambda d: f"{d['base']}: OCR language {d['ocr_language']} (installed: {', '.join(d['installed'])})",
+    )
     return 0
 
 

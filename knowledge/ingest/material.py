@@ -181,7 +181,7 @@ def prepare_bytes(
 ) -> Prepared | Rejected:
     """Parse and chunk a source's bytes, already read: the stage every ingest path shares."""
     try:
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
     except SourceRejected as rejected:
         return Rejected(item, rejected.code, rejected.reason)
     return chunk_parsed(base, item, doc, raw, raw_sha, mtime, model_path)
@@ -197,8 +197,8 @@ def chunk_parsed(
     model_path: str,
 ) -> Prepared | Rejected:
     rows = chunk_document(base, doc, model_path)
-    if not rows:
-        return Rejected(item, "no_text", "no text could be extracted")
+    if not rows:  # never completed with zero chunks: said out loud as skipped / no_text
+        return Rejected(item, "no_text", "no text found: nothing to index after parsing")
     return Prepared(
         item=item,
         raw=raw,
@@ -236,7 +236,7 @@ def _copy_material(
         source = conn.execute(select(items).where(items.c.id == source_id)).first()
         rows, vectors = index.item_vectors(conn, base.id, source_id)
     if source is None or not rows:  # it went away meanwhile: parse after all
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
         rows = chunk_document(base, doc, model_path)
         return Prepared(
             item,

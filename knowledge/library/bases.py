@@ -43,6 +43,7 @@ class Base:
     locked: bool
     created_at: float
     updated_at: float
+    ocr_language: str = "eng"  # OCR of scans and images (knowledge/sources/ocr.py); set by set_ocr_language
 
     @classmethod
     def from_row(cls, row: Any) -> Base:
@@ -60,6 +61,7 @@ class Base:
             locked=bool(m["locked"]),
             created_at=m["created_at"],
             updated_at=m["updated_at"],
+            ocr_language=m["ocr_language"],
         )
 
     @property

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, reindex_subtree
+from knowledge.lifecycle.ocr_language import installed_languages, set_ocr_language
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
     INDEX_DOCUMENTS,
@@ -62,11 +63,13 @@ __all__ = [
     "add_items",
     "delete_items",
     "get_item",
+    "installed_languages",
     "interrupted_items",
     "list_item_chunks",
     "list_items",
     "register",
     "reindex_items",
+    "set_ocr_language",
 ]
 
 

@@ -122,6 +122,7 @@ def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
         and old.parser_version == PARSER_VERSIONS.get(old.parser or "")
         and old.chunker_version == CHUNKER_VERSION
         and old.model_fingerprint == base.model_fingerprint
+        and old.metadata.get("ocr") in (None, base.ocr_language)  # OCR'd in another language: read again
     )
 
 

@@ -48,6 +48,8 @@ bases = Table(
     Column("status", String, nullable=False, server_default="ok"),  # ok | failed
     Column("status_reason", Text),
     Column("locked", Integer, nullable=False, server_default="0"),
+    # Tesseract language(s) for pages without a text layer and images, e.g. eng, eng+deu (migration 0010)
+    Column("ocr_language", String, nullable=False, server_default="eng"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     CheckConstraint("status IN ('ok', 'failed')", name="bases_status"),
