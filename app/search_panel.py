@@ -118,7 +118,8 @@ class SearchResultsModel(QAbstractTableModel):
         if column == SOURCE:
             return Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
         if column == LOCATION:
-            return hit.location.describe() or f"chunk {hit.ordinal + 1}"
+            where = hit.location.describe() or f"chunk {hit.ordinal + 1}"
+            return f"{where} · OCR" if hit.ocr else where  # read from a scan or an image
         return f"{hit.score:.4f}"
 
 

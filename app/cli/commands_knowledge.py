@@ -63,11 +63,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--parent", type=int, help="only the children of this item (default: every item)")
     p.set_defaults(func=cmd_items)
 
-    for name, fn in (("delete", cmd_delete), ("reindex", cmd_reindex)):
-        p = sub.add_parser(name, parents=[common], help=f"{name} items (and everything inside them)")
-        p.add_argument("base")
-        p.add_argument("items", nargs="+", type=int)
-        p.set_defaults(func=fn)
+    p = sub.add_parser("delete", parents=[common], help="delete items (and everything inside them)")
+    p.add_argument("base")
+    p.add_argument("items", nargs="+", type=int)
+    p.set_defaults(func=cmd_delete)
+    p = sub.add_parser("reindex", parents=[common], help="reindex items (and everything inside them)")
+    p.add_argument("base")
+    p.add_argument("items", nargs="*", type=int, help="items to reindex (with --failed: only inside these)")
+    p.add_argument(
+        "--failed", action="store_true", help="retry only the failed items (not skipped ones) of the base or ITEMS"
+    )
+    p.set_defaults(func=cmd_reindex)
 
     p = sub.add_parser("chunks", parents=[common], help="list a completed item's chunks")
     p.add_argument("base")
@@ -211,6 +217,17 @@ def cmd_delete(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
+    if args.failed:
+        with opened(args) as quire:
+            retried = lifecycle.reindex_failed(quire, args.base, args.items)
+        count = len(retried.item_ids)
+        out.emit(
+            {**retried.changes.as_dict(), "retried": retried.item_ids},
+            f"retrying {count} failed item(s)" if count else "no failed items",
+        )
+        return 0
+    if not args.items:
+        raise UsageError("give the items to reindex, or --failed")
     with opened(args) as quire:
         changes = lifecycle.reindex_items(quire, args.base, args.items)
     out.emit(changes.as_dict(), "reindex queued" if not changes.noop else "nothing to do")
@@ -225,7 +242,8 @@ def cmd_chunks(args: argparse.Namespace, out: Output) -> int:
 
 
 def _chunk_text(c: dict[str, Any]) -> str:
-    return f"#{c['ordinal']} ({Location.of(c).describe()})\n{c['text']}"
+    ocr = ", OCR" if c.get("ocr") else ""
+    return f"#{c['ordinal']} ({Location.of(c).describe()}{ocr})\n{c['text']}"
 
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
@@ -269,6 +287,6 @@ def _read_queries(path: Path) -> list[dict[str, Any]]:
 def _hits_text(d: dict[str, Any]) -> str:
     lines = []
     for n, h in enumerate(d["hits"], start=1):
-        where = Location.of(h["location"]).short()
+        where = Location.of(h["location"]).short() + (" OCR" if h.get("ocr") else "")
         lines.append(f"{n:>2}. {h['score']:.4f} {h['source_path'] or h['item_name']} {where}\n    {h['snippet']}")
     return "\n".join(lines) or "no results"

@@ -50,6 +50,7 @@ from knowledge.lifecycle.recovery import (
     repair_deleting_roots,
     repair_orphan_active_items,
 )
+from knowledge.lifecycle.retry_failed import Retried, reindex_failed
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -60,6 +61,7 @@ __all__ = [
     "ItemInput",
     "NoteInput",
     "PathInput",
+    "Retried",
     "add_items",
     "delete_items",
     "get_item",
@@ -68,6 +70,7 @@ __all__ = [
     "list_item_chunks",
     "list_items",
     "register",
+    "reindex_failed",
     "reindex_items",
     "set_ocr_language",
 ]

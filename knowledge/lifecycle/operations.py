@@ -36,6 +36,7 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.library.location import read_by_ocr
 from knowledge.principal import require_person
 from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
 
@@ -376,7 +377,7 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
         for start in range(0, len(leaf_ids), 500):
             rows.extend(
                 conn.execute(
-                    select(chunks, items.c.name, items.c.source_path)
+                    select(chunks, items.c.name, items.c.source_path, items.c.metadata)
                     .join(items, items.c.id == chunks.c.item_id)
                     .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
                     .order_by(chunks.c.item_id, chunks.c.ordinal)
@@ -396,6 +397,7 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
             "line_start": r.line_start,
             "line_end": r.line_end,
             "token_count": r.token_count,
+            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
         }
         for r in rows
     ]

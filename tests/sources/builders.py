@@ -137,10 +137,10 @@ def make_epub() -> bytes:
 # scanned at 150 dpi.
 
 
-def render_page(lines: list[str], size: tuple[int, int] = (1240, 1754)) -> PILImage:
+def render_page(lines: list[str], size: tuple[int, int] | None = None) -> PILImage:
     from PIL import Image, ImageDraw, ImageFont
 
-    image = Image.new("L", size, 255)
+    image = Image.new("L", size or (1240, max(1754, 300 + 70 * len(lines))), 255)
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=40)
     for row, line in enumerate(lines):
