@@ -31,7 +31,7 @@ from jobs.schema import LIVE_STATUSES, jobs
 from knowledge.ingest import walk
 from knowledge.library import blobs
 from knowledge.library.items import Item
-from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema import ACTIVE_STATUSES, TERMINAL_STATUSES, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -170,7 +170,7 @@ class BaseProgress:
 
     @property
     def settled(self) -> int:
-        return self.statuses.get("completed", 0) + self.statuses.get("failed", 0)
+        return sum(self.statuses.get(s, 0) for s in TERMINAL_STATUSES)  # completed, failed, skipped
 
 
 def base_progress(quire: Quire, base_id: int) -> BaseProgress:
