@@ -32,7 +32,8 @@ MAX_SHOWN = 2000
 
 def chunk_label(chunk: dict[str, Any], with_item: bool) -> str:
     prefix = f"{chunk['item_name']} · " if with_item else ""
-    return f"{prefix}#{chunk['ordinal'] + 1} · {Location.of(chunk).describe()} · {chunk['token_count']} tokens"
+    ocr = " · OCR" if chunk.get("ocr") else ""  # text read from a scan or an image: it may hold misreadings
+    return f"{prefix}#{chunk['ordinal'] + 1} · {Location.of(chunk).describe()}{ocr} · {chunk['token_count']} tokens"
 
 
 class ChunkViewer(QDialog):

@@ -83,6 +83,7 @@ class ItemTreeModel(QAbstractItemModel):
         # Ids seen ``deleting``: that state is terminal, so a poll read before the delete (arriving
         # after it) must not bring the row back, even for one poll interval.
         self._gone: set[int] = set()
+        self._hidden: tuple[str, ...] = ()  # statuses not shown ("Hide skipped"); filtered where pages are read
 
     # -- source -------------------------------------------------------------------------------
 
@@ -115,6 +116,17 @@ class ItemTreeModel(QAbstractItemModel):
         # every loaded row's details may gain or lose the stale marker; no row moves
         self.layoutAboutToBeChanged.emit()
         self.layoutChanged.emit()
+
+    def set_hidden_statuses(self, statuses: Sequence[str]) -> None:
+        """Leave rows in these statuses out (pages are read filtered, so lazy paging still holds); the
+        levels are paged in again from the start."""
+        if tuple(statuses) != self._hidden:
+            self._hidden = tuple(statuses)
+            self.set_source(self._quire, self._base_id)
+
+    @property
+    def hidden_statuses(self) -> tuple[str, ...]:
+        return self._hidden
 
     # -- Qt model API -------------------------------------------------------------------------
 
@@ -174,9 +186,9 @@ class ItemTreeModel(QAbstractItemModel):
         node.fetching = True
         parent_id = None if node is self._root else node.id
         done = _PageArrival(self, node.id, node.epoch, self._session)
-        Op(app_queries.children_page, self._quire, self._base_id, parent_id, node.cursor, PAGE).bound_to(
-            self
-        ).on_success(done.arrived).on_failure(done.failed).run()
+        Op(
+            app_queries.children_page, self._quire, self._base_id, parent_id, node.cursor, PAGE, self._hidden
+        ).bound_to(self).on_success(done.arrived).on_failure(done.failed).run()
 
     def fetching(self, parent: AnyIndex) -> bool:
         return self._node(parent).fetching
@@ -361,6 +373,11 @@ class ItemTreeModel(QAbstractItemModel):
             if item.status == "deleting":
                 self._gone.add(item.id)
             node = self._nodes.get(item.id)
+            if item.status in self._hidden:  # e.g. became skipped: leaves the view, back when it changes again
+                if node is not None and node is not self._root:
+                    self._remove(node)
+                    changed_status = True
+                continue
             if node is None:
                 self._maybe_insert(item)
             elif item.status == "deleting":

@@ -38,13 +38,16 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.rect = option.rect.adjusted(3, 3, -3, -3)
         bar.minimum, bar.maximum = 0, 100
         bar.progress = round(float(value) * 100)
-        failed = index.data(StatusRole) == "failed"
-        bar.text = "failed" if failed else f"{bar.progress}%"
+        status = index.data(StatusRole)
+        failed, skipped = status == "failed", status == "skipped"
+        bar.text = status if failed or skipped else f"{bar.progress}%"
         bar.textVisible = True
         bar.state = option.state
         bar.palette = QPalette(option.palette)
         if failed:
             bar.palette.setColor(QPalette.ColorRole.Highlight, QColor("#d9534f"))
+        elif skipped:  # quiet: not read by design
+            bar.palette.setColor(QPalette.ColorRole.Highlight, QColor("#bdbdbd"))
         elif bar.progress >= 100:
             bar.palette.setColor(QPalette.ColorRole.Highlight, QColor("#4caf50"))
         style = option.widget.style() if option.widget is not None else QApplication.style()

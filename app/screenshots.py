@@ -1,9 +1,10 @@
 """Render the main views into PNGs: ``python -m app.screenshots docs/screenshots`` (``make screenshots``).
 
 It builds a small demo in a temporary data directory — a base with the sample notes of
-``resources/sample`` (plus one file Quire cannot read, to show a failed row with its reason) indexed
-by the real worker process, and a folder run over a copy of the same notes into a second base — then
-grabs the main window with its menu bar, the search panel (results grouped by document), the chunk
+``resources/sample`` plus what real folders hold (a photo of a whiteboard and a scanned letter, read by
+OCR; a holiday photo with no text, an archive, an empty file and an ignored draft, all skipped quietly)
+indexed by the real worker process, and a folder run over a copy of the same notes into a second base —
+then grabs the main window with its menu bar, the search panel (results grouped by document), the chunk
 viewer, the folder-run panel, the Preferences dialog, and the main window in the dark palette. Run it offscreen
 (``QT_QPA_PLATFORM=offscreen``); it takes a minute, mostly the worker loading the model.
 """
@@ -19,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QModelIndex
 from PySide6.QtWidgets import QApplication, QWidget
@@ -45,9 +47,9 @@ def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
 
     data_dir, notes, project = root / "data", root / "Notes", root / "Project notes"
     shutil.copytree(resources_dir() / "sample", notes)
-    (notes / "whiteboard-photo.heic").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    add_real_folder_files(notes)
     shutil.copytree(resources_dir() / "sample", project)
-    (project / "scan-2024-03-12.heic").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    _text_image(["Sprint review 12 March", "ship the export button"]).save(project / "scan-2024-03-12.png")
     (project / "private").mkdir()
     (project / "private" / "salary-review.md").write_text("# Salary review\n\nNot for the index.\n")
     (project / ".quireignore").write_text("private/\n")
@@ -58,6 +60,47 @@ def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
     finally:
         quire.close()
     return data_dir, notes, project
+
+
+def _text_image(lines: list[str], size: tuple[int, int] = (1240, 700)) -> Any:
+    """A picture of text (what a phone photo of a whiteboard or a scanner gives), for OCR."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("L", size, 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=44)
+    for row, line in enumerate(lines):
+        draw.text((90, 110 + row * 80), line, fill=0, font=font)
+    return image
+
+
+def add_real_folder_files(folder: Path) -> None:
+    """What real folders hold besides notes: read by OCR, or skipped with a reason (never a red row)."""
+    import io
+    import zipfile
+
+    from PIL import Image, ImageDraw
+
+    whiteboard = _text_image(["Garden plan for spring", "tomatoes by the south wall", "water the seedlings daily"])
+    try:
+        import pillow_heif
+
+        pillow_heif.from_pillow(whiteboard.convert("RGB")).save(folder / "whiteboard-photo.heic", quality=90)
+    except ImportError:  # without the HEIC decoder the demo shows the same photo as a PNG
+        whiteboard.save(folder / "whiteboard-photo.png")
+    letter = [_text_image(["Dear neighbour,", "the hedge will be trimmed on Saturday."], (1240, 1754))]
+    letter.append(_text_image(["Kind regards,", "the garden committee"], (1240, 1754)))
+    letter[0].save(folder / "scanned-letter.pdf", save_all=True, append_images=letter[1:], resolution=150)
+    photo = Image.linear_gradient("L").resize((900, 600)).convert("RGB")  # a holiday photo: no text in it
+    ImageDraw.Draw(photo).ellipse((520, 80, 680, 240), fill=(250, 220, 120))
+    photo.save(folder / "holiday.jpg", quality=85)
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("receipts/2024-01.txt", "groceries 42.10")
+    (folder / "receipts.zip").write_bytes(archive.getvalue())
+    (folder / "shopping-list.txt").write_text("")
+    (folder / "draft.tmp").write_text("half a thought")
+    (folder / ".quireignore").write_text("*.tmp\n")
 
 
 def expand_all(window: object) -> None:
@@ -87,7 +130,7 @@ def settled(window: object) -> bool:
     assert isinstance(window, MainWindow)
     model = window.model
     rows = [model.item_at(model.index(r, 0)) for r in range(model.rowCount())]
-    return bool(rows) and all(i is not None and i.status in ("completed", "failed") for i in rows)
+    return bool(rows) and all(i is not None and i.status in ("completed", "failed", "skipped") for i in rows)
 
 
 def grab(widget: QWidget, path: Path) -> None:

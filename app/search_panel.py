@@ -225,7 +225,8 @@ class SearchResultsModel(QAbstractTableModel):
             name = Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
             return name if row.first else "\u21b3 same document"
         if column == LOCATION:
-            return hit.location.describe() or f"chunk {hit.ordinal + 1}"
+            where = hit.location.describe() or f"chunk {hit.ordinal + 1}"
+            return f"{where} · OCR" if hit.ocr else where  # read from a scan or an image
         return f"#{row.rank} {relevance_bar(row.relevance)}"
 
 

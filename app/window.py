@@ -24,6 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QCheckBox,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -62,7 +63,7 @@ from knowledge.lifecycle import Changes, NoteInput, PathInput
 
 log = logging.getLogger(__name__)
 
-TERMINAL = ("completed", "failed")
+TERMINAL = ("completed", "failed", "skipped")
 
 
 def added_message(changes: lifecycle.Changes, what: str, base_name: str) -> str:
@@ -189,11 +190,17 @@ class MainWindow(QMainWindow):
         self.act_delete = self._action("Delete", self.delete_selected, QKeySequence.StandardKey.Delete)
         self.act_reindex = self._action("Reindex", self.reindex_selected)
         self.act_chunks = self._action("View chunks", self.view_chunks)
+        self.act_retry_failed = self._action("Retry failed", self.retry_failed)
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
-        for act in (self.act_delete, self.act_reindex, self.act_chunks):
+        for act in (self.act_delete, self.act_reindex, self.act_retry_failed, self.act_chunks):
             self.toolbar.addAction(act)
+        self.toolbar.addSeparator()
+        self.hide_skipped = QCheckBox("Hide skipped")
+        self.hide_skipped.setToolTip("Hide files Quire does not read by design (unsupported, ignored, empty, no text)")
+        self.hide_skipped.toggled.connect(lambda on: self.model.set_hidden_statuses(("skipped",) if on else ()))
+        self.toolbar.addWidget(self.hide_skipped)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -345,6 +352,7 @@ class MainWindow(QMainWindow):
         self._enable(self.act_chunks, self._why_no_chunks(base, chosen) if ready else refusal)
         folder = next((i for i in chosen if i.is_container), None) if len(chosen) == 1 else None
         self.search_panel.set_folder(None if folder is None else (folder.id, folder.name))
+        self._enable(self.act_retry_failed, self._why_no_retry(base, chosen) if ready else refusal)
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:
@@ -365,7 +373,18 @@ class MainWindow(QMainWindow):
         if not chosen:
             return "Select completed or failed items to reindex"
         busy = next((i for i in chosen if i.status not in TERMINAL), None)
-        return None if busy is None else f"{busy.name!r} is {busy.status}; wait until it is completed or failed"
+        if busy is None:
+            return None
+        return f"{busy.name!r} is {busy.status}; wait until it is completed, failed or skipped"
+
+    @classmethod
+    def _why_no_retry(cls, base: Base | None, chosen: list[Item]) -> str | None:
+        refusal = cls._why_no_reindex(base, chosen)
+        if refusal is not None:
+            return refusal.replace("Select completed or failed items to reindex", "Select a failed folder or file")
+        if not any(i.status == "failed" for i in chosen):
+            return "Nothing selected has failed"
+        return None
 
     @staticmethod
     def _why_no_chunks(base: Base | None, chosen: list[Item]) -> str | None:
@@ -429,6 +448,15 @@ class MainWindow(QMainWindow):
             return
         Op(lifecycle.reindex_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
             lambda changes: self._changed(changes, "Reindex queued.")
+        ).on_failure(self.ctx.fail).run()
+
+    def retry_failed(self) -> None:
+        """Reindex only the failed items inside the selection (never the skipped ones); the service guards."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or not chosen:
+            return
+        Op(lifecycle.reindex_failed, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
+            lambda retried: self._changed(retried.changes, f"Retrying {len(retried.item_ids)} failed item(s).")
         ).on_failure(self.ctx.fail).run()
 
     def view_chunks(self) -> None:

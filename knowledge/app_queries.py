@@ -32,7 +32,7 @@ from knowledge import preferences
 from knowledge.ingest import walk
 from knowledge.library import blobs
 from knowledge.library.items import Item
-from knowledge.store.schema import ACTIVE_STATUSES, chunks, items
+from knowledge.store.schema import ACTIVE_STATUSES, TERMINAL_STATUSES, chunks, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -51,10 +51,18 @@ def _key_columns() -> Any:
 
 
 def children_page(
-    quire: Quire, base_id: int, parent_id: int | None, after: SortKey | None, limit: int = 200
+    quire: Quire,
+    base_id: int,
+    parent_id: int | None,
+    after: SortKey | None,
+    limit: int = 200,
+    hidden_statuses: Sequence[str] = (),
 ) -> list[Item]:
-    """The next ``limit`` visible children of ``parent_id`` (None: top level) after the cursor ``after``."""
+    """The next ``limit`` visible children of ``parent_id`` (None: top level) after the cursor ``after``;
+    ``hidden_statuses`` leaves rows out (the window's "Hide skipped"): the keyset cursor still holds."""
     query = select(items).where(and_(items.c.base_id == base_id, items.c.status != "deleting"))
+    if hidden_statuses:
+        query = query.where(items.c.status.not_in(list(hidden_statuses)))
     query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
     if after is not None:
         query = query.where(_key_columns() > tuple_(*after))
@@ -163,7 +171,7 @@ class BaseProgress:
 
     @property
     def settled(self) -> int:
-        return self.statuses.get("completed", 0) + self.statuses.get("failed", 0)
+        return sum(self.statuses.get(s, 0) for s in TERMINAL_STATUSES)  # completed, failed, skipped
 
 
 def base_progress(quire: Quire, base_id: int) -> BaseProgress:

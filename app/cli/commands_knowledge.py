@@ -51,6 +51,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         p = bsub.add_parser(action, parents=[common], help=f"{action} a base")
         p.add_argument("base", help="base name or id")
         p.set_defaults(func=fn)
+    p = bsub.add_parser(
+        "ocr-language", parents=[common], help="show or set the OCR language of a base's scans and images"
+    )
+    p.add_argument("base", help="base name or id")
+    p.add_argument("language", nargs="?", help="Tesseract language code(s), e.g. eng or eng+deu")
+    p.set_defaults(func=cmd_base_ocr_language)
     p = bsub.add_parser("rename", parents=[common], help="rename a base")
     p.add_argument("base")
     p.add_argument("new_name")
@@ -70,13 +76,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--stale", action="store_true", help="only items made by another parser, chunker or model")
     p.set_defaults(func=cmd_items)
 
-    for name, fn in (("delete", cmd_delete), ("reindex", cmd_reindex)):
-        p = sub.add_parser(name, parents=[common], help=f"{name} items (and everything inside them)")
-        p.add_argument("base")
-        p.add_argument("items", nargs="+" if name == "delete" else "*", type=int)
-        if name == "reindex":
-            p.add_argument("--stale", action="store_true", help="re-derive exactly the base's stale items")
-        p.set_defaults(func=fn)
+    p = sub.add_parser("delete", parents=[common], help="delete items (and everything inside them)")
+    p.add_argument("base")
+    p.add_argument("items", nargs="+", type=int)
+    p.set_defaults(func=cmd_delete)
+    p = sub.add_parser("reindex", parents=[common], help="reindex items (and everything inside them)")
+    p.add_argument("base")
+    p.add_argument("items", nargs="*", type=int, help="items to reindex (with --failed: only inside these)")
+    p.add_argument(
+        "--failed", action="store_true", help="retry only the failed items (not skipped ones) of the base or ITEMS"
+    )
+    p.add_argument("--stale", action="store_true", help="re-derive exactly the base's stale items")
+    p.set_defaults(func=cmd_reindex)
 
     p = sub.add_parser("chunks", parents=[common], help="list a completed item's chunks")
     p.add_argument("base")
@@ -181,6 +192,20 @@ def cmd_base_show(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def cmd_base_ocr_language(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        if args.language is None:
+            base = bases.get_base(quire.db, args.base)
+        else:
+            base = lifecycle.set_ocr_language(quire.db, args.base, args.language)
+        installed = list(lifecycle.installed_languages())
+    out.emit(
+        {"base": base.name, "ocr_language": base.ocr_language, "installed": installed},
+        lambda d: f"{d['base']}: OCR language {d['ocr_language']} (installed: {', '.join(d['installed'])})",
+    )
+    return 0
+
+
 def cmd_base_rename(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         out.emit(bases.rename_base(quire.db, args.base, args.new_name).as_dict(), _base_text)
@@ -277,8 +302,19 @@ def cmd_delete(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
+    if args.failed and args.stale:
+        raise UsageError("--failed and --stale go one at a time")
+    if args.failed:
+        with opened(args) as quire:
+            retried = lifecycle.reindex_failed(quire, args.base, args.items)
+        count = len(retried.item_ids)
+        out.emit(
+            {**retried.changes.as_dict(), "retried": retried.item_ids},
+            f"retrying {count} failed item(s)" if count else "no failed items",
+        )
+        return 0
     if args.stale == bool(args.items):
-        raise UsageError("reindex takes item ids or --stale (not both)")
+        raise UsageError("reindex takes item ids, --stale or --failed")
     with opened(args) as quire:
         if args.stale:
             changes = lifecycle.reindex_stale(quire, args.base)
@@ -296,7 +332,8 @@ def cmd_chunks(args: argparse.Namespace, out: Output) -> int:
 
 
 def _chunk_text(c: dict[str, Any]) -> str:
-    return f"#{c['ordinal']} ({Location.of(c).describe()})\n{c['text']}"
+    ocr = ", OCR" if c.get("ocr") else ""
+    return f"#{c['ordinal']} ({Location.of(c).describe()}{ocr})\n{c['text']}"
 
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
@@ -340,6 +377,6 @@ def _read_queries(path: Path) -> list[dict[str, Any]]:
 def _hits_text(d: dict[str, Any]) -> str:
     lines = []
     for n, h in enumerate(d["hits"], start=1):
-        where = Location.of(h["location"]).short()
+        where = Location.of(h["location"]).short() + (" OCR" if h.get("ocr") else "")
         lines.append(f"{n:>2}. {h['score']:.4f} {h['source_path'] or h['item_name']} {where}\n    {h['snippet']}")
     return "\n".join(lines) or "no results"

@@ -277,6 +277,7 @@ def status(quire: Quire, base_ref: str | int | None = None) -> dict[str, Any]:
                     for i in failed[: LIMITS.failed_items]
                 ],
                 "failed_items_total": len(failed),
+                "skipped_items_total": progress.statuses.get("skipped", 0),  # not read by design, not failures
                 "sync": None,  # folder sync does not exist yet
             }
         )

@@ -78,7 +78,8 @@ def settle_source_in_tx(
     if is_covered(conn, tools.base, work.sha):
         return _record(conn, ctx, run, source, "already_covered", "the knowledge base already has the same content")
     if work.rejected is not None:
-        return _record(conn, ctx, run, source, "rejected", work.rejected)
+        by_design = tree.terminal_status_for(work.rejected_code or "") == "skipped"  # empty, no text, too large…
+        return _record(conn, ctx, run, source, "skipped" if by_design else "rejected", work.rejected)
     if work.prepared is None:  # it was covered when read and no longer is: read it again
         if last_round:
             return _record(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")

@@ -68,6 +68,7 @@ class SourceWork:
     unavailable: str | None = None
     changed: bool = False
     rejected: str | None = None
+    rejected_code: str | None = None  # decides the disposition: skipped (by design) or rejected
     prepared: Prepared | None = None
 
 
@@ -102,7 +103,7 @@ def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> So
         work.rejected = f"parse_error: {sanitize_error(exc)}"
         return work
     if isinstance(outcome, Rejected):
-        work.rejected = f"{outcome.code}: {outcome.message}"
+        work.rejected, work.rejected_code = f"{outcome.code}: {outcome.message}", outcome.code
         return work
     prepared = outcome
     embed_batch(tools.quire, tools.base, [prepared], tools.encoder, BatchStats())

@@ -204,7 +204,9 @@ def prepare_many(
             outcomes[item.id] = _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
         else:
             to_parse.append((item, raw, raw_sha, mtime))
-    parsed = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES) for item, raw, _sha, _m in to_parse])
+    parsed = parser.parse_many(
+        [(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language) for item, raw, _sha, _m in to_parse]
+    )
     for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
         if isinstance(result, ParseFailed):
             outcomes[item.id] = Rejected(item, result.code, result.message)
@@ -217,7 +219,7 @@ def prepare_bytes_isolated(
     base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str, parser: ParseWorker
 ) -> Prepared | Rejected:
     """:func:`prepare_bytes` with the parse in ``parser``'s child process (folder runs, one source at a time)."""
-    result = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES)])[0]
+    result = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language)])[0]
     if isinstance(result, ParseFailed):
         return Rejected(item, result.code, result.message)
     return chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
@@ -228,7 +230,7 @@ def prepare_bytes(
 ) -> Prepared | Rejected:
     """Parse and chunk a source's bytes, already read: the stage every ingest path shares."""
     try:
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
     except SourceRejected as rejected:
         return Rejected(item, rejected.code, rejected.reason)
     return chunk_parsed(base, item, doc, raw, raw_sha, mtime, model_path)
@@ -244,8 +246,8 @@ def chunk_parsed(
     model_path: str,
 ) -> Prepared | Rejected:
     rows = chunk_document(base, doc, model_path)
-    if not rows:
-        return Rejected(item, "no_text", "no text could be extracted")
+    if not rows:  # never completed with zero chunks: said out loud as skipped / no_text
+        return Rejected(item, "no_text", "no text found: nothing to index after parsing")
     return Prepared(
         item=item,
         raw=raw,
@@ -283,7 +285,7 @@ def _copy_material(
         source = conn.execute(select(items).where(items.c.id == source_id)).first()
         rows, vectors = index.item_vectors(conn, base.id, source_id)
     if source is None or not rows:  # it went away meanwhile: parse after all
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES)
+        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
         rows = chunk_document(base, doc, model_path)
         return Prepared(
             item,

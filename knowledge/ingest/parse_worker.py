@@ -59,7 +59,7 @@ class ParseFailed:
 
 
 ParseResult = ParsedDocument | ParseFailed
-ParseRequest = tuple[str, bytes, int]  # (name, data, max_bytes)
+ParseRequest = tuple[str, bytes, int, str]  # (name, data, max_bytes, OCR language)
 
 
 def _die_with_parent() -> None:
@@ -87,10 +87,10 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
             request: list[ParseRequest] = conn.recv()
         except (EOFError, OSError):
             return
-        for name, data, max_bytes in request:
+        for name, data, max_bytes, ocr_language in request:
             answer: Any
             try:
-                answer = ("ok", parse_bytes(data, name=name, max_bytes=max_bytes))
+                answer = ("ok", parse_bytes(data, name=name, max_bytes=max_bytes, ocr_language=ocr_language))
             except SourceRejected as rejected:
                 answer = ("rejected", rejected.code, rejected.reason)
             except MemoryError:

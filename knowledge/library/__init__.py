@@ -4,6 +4,6 @@ blobs, the audit log and the per-base index tables (vec0 + FTS5). The rooms abov
 from knowledge.library import audit, bases
 from knowledge.library.bases import Base
 from knowledge.library.items import Item
-from knowledge.library.location import Location
+from knowledge.library.location import Location, read_by_ocr
 
-__all__ = ["Base", "Item", "Location", "audit", "bases"]
+__all__ = ["Base", "Item", "Location", "audit", "bases", "read_by_ocr"]

@@ -48,6 +48,7 @@ class Base:
     updated_at: float
     # None: the packaged model; else a remote embedder's stored config (knowledge.ingest.remote)
     embedder: dict[str, Any] | None = field(default=None, compare=False)
+    ocr_language: str = "eng"  # OCR of scans and images (knowledge/sources/ocr.py); set by set_ocr_language
 
     @classmethod
     def from_row(cls, row: Any) -> Base:
@@ -67,6 +68,7 @@ class Base:
             created_at=m["created_at"],
             updated_at=m["updated_at"],
             embedder=json.loads(raw) if raw else None,
+            ocr_language=m["ocr_language"],
         )
 
     @property

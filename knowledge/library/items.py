@@ -5,8 +5,9 @@ membership is always resolved inside that same transaction (never precomputed be
 concurrent create or delete cannot leave descendants behind or reconcile against stale membership.
 
 Container reconciliation: a container's status follows its children, ignoring ``deleting`` ones —
-active while any child is active, ``completed`` when all are completed (or it has none), ``failed``
-when none is active and some failed. A container still ``preparing`` belongs to its prepare-root job
+active while any child is active, ``completed`` when all are completed or ``skipped`` (or it has
+none), ``failed`` when none is active and some failed. ``skipped`` (a file Quire does not read by
+design) counts as done: it never fails its folder. A container still ``preparing`` belongs to its prepare-root job
 and is left alone. Any non-delete status write reconciles the containers above what it wrote.
 """
 
@@ -27,6 +28,26 @@ from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 CONTAINER_TYPES = ("directory",)
+
+# Reason codes that mean "not read by design": the item is ``skipped``, not ``failed`` (issue 12).
+# Everything else (unreadable, parse_error, invalid_encoding, index_error, interrupted…) is a failure.
+SKIP_CODES = frozenset(
+    {
+        "unsupported_type",  # a type Quire does not read (yet: a later version may, and reindex picks it up)
+        "excluded",  # an ignore rule (.quireignore) excludes it
+        "empty",  # nothing but whitespace
+        "too_large",  # over the size limit
+        "no_text",  # parsed (and OCR'd where it applies) and no text came out
+        "binary",  # binary data behind a text suffix
+        "not_regular_file",  # a device, pipe or socket
+        "symlink_not_followed",  # a link to a folder, or one pointing outside the folder
+    }
+)
+
+
+def terminal_status_for(code: str) -> str:
+    """``skipped`` for a by-design reason code, ``failed`` for anything that went wrong."""
+    return "skipped" if code in SKIP_CODES else "failed"
 
 
 @dataclass(frozen=True)
@@ -313,7 +334,8 @@ class Reason(NamedTuple):
 
 @dataclass(frozen=True)
 class NewItem:
-    """A row to create. ``root_id`` None makes the item its own root; ``error`` creates it ``failed``."""
+    """A row to create. ``root_id`` None makes the item its own root; ``error`` creates it terminal
+    (``skipped`` or ``failed`` by its code, see :func:`terminal_status_for`)."""
 
     base_id: int
     type: str
@@ -331,6 +353,7 @@ class NewItem:
 
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
+    """Insert ``new``; with an ``error`` it is born terminal: ``skipped`` for a by-design reason, else ``failed``."""
     now = time.time()
     pk = conn.execute(
         insert(items).values(
@@ -343,7 +366,7 @@ def create_item(conn: Connection, new: NewItem) -> ItemId:
             source_key=new.source_key,
             relative_path=new.relative_path,
             note_text=new.note_text,
-            status=new.status if new.error is None else "failed",
+            status=new.status if new.error is None else terminal_status_for(new.error.code),
             error_code=None if new.error is None else new.error.code,
             error_message=None if new.error is None else sanitize_reason(new.error.message),
             owner=new.owner,

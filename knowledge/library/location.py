@@ -3,6 +3,7 @@ character range of the extracted text. The window, the CLI and search hits all d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,3 +43,20 @@ class Location:
     def as_dict(self) -> dict[str, int | None]:
         """The JSON a search hit has always carried: page and line range."""
         return {"page": self.page, "line_start": self.line_start, "line_end": self.line_end}
+
+
+def read_by_ocr(metadata: Mapping[str, Any] | str | None, page: int | None) -> bool:
+    """Whether a chunk on ``page`` holds OCR'd text, by its item's metadata: ``ocr`` (the language, set
+    only when OCR found text) and ``ocr_pages`` (``1-3,7``, the pages whose text came from OCR)."""
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata) if metadata else None
+    if not metadata or not metadata.get("ocr"):
+        return False
+    pages = str(metadata.get("ocr_pages") or "")
+    if page is None:
+        return bool(pages)
+    for run in pages.split(","):
+        first, _, last = run.partition("-")
+        if first.strip().isdigit() and int(first) <= page <= int(last or first):
+            return True
+    return False

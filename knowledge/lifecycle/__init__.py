@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.registry import JobType
 from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, reindex_subtree
 from knowledge.lifecycle.identity import ALREADY_COVERED, ALREADY_PRESENT, CREATED, AddOutcome
+from knowledge.lifecycle.ocr_language import installed_languages, set_ocr_language
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
     INDEX_DOCUMENTS,
@@ -50,6 +51,7 @@ from knowledge.lifecycle.recovery import (
     repair_orphan_active_items,
     requeue_interrupted_index,
 )
+from knowledge.lifecycle.retry_failed import Retried, reindex_failed
 from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
 
 if TYPE_CHECKING:
@@ -66,18 +68,22 @@ __all__ = [
     "ItemInput",
     "NoteInput",
     "PathInput",
+    "Retried",
     "Stamps",
     "add_items",
     "current_stamps",
     "delete_items",
     "get_item",
+    "installed_languages",
     "interrupted_items",
     "is_stale",
     "list_item_chunks",
     "list_items",
     "register",
+    "reindex_failed",
     "reindex_items",
     "reindex_stale",
+    "set_ocr_language",
     "stale_items",
 ]
 

@@ -163,8 +163,9 @@ def _commit_outcomes(
         if not _still_ours(conn, item_id, generations[item_id]):
             continue  # deleted, reset or finished by someone else meanwhile: never overwrite newer state
         if isinstance(outcome, Rejected):
+            status = tree.terminal_status_for(outcome.code)  # not read by design → skipped, else failed
             tree.set_status(
-                conn, [item_id], "failed", error_code=outcome.code, error_message=outcome.message, reconcile=False
+                conn, [item_id], status, error_code=outcome.code, error_message=outcome.message, reconcile=False
             )
         else:
             commit_prepared(conn, quire.blobs_dir, base, outcome, now)

@@ -38,6 +38,7 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.library.location import read_by_ocr
 from knowledge.lifecycle.identity import (
     ALREADY_COVERED,
     ALREADY_PRESENT,
@@ -51,7 +52,7 @@ from knowledge.lifecycle.identity import (
     subtree_is_terminal,
 )
 from knowledge.principal import require_person
-from knowledge.store.schema import chunks, items
+from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -326,8 +327,9 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
             return
         item_id, kind, invalid = entries[0]
         if invalid is not None:
-            tree.set_status(conn, [item_id], "failed", error_code=invalid.code, error_message=invalid.message)
-            changes.statuses[item_id] = "failed"
+            status = tree.terminal_status_for(invalid.code)  # an unsupported type is skipped, a missing file failed
+            tree.set_status(conn, [item_id], status, error_code=invalid.code, error_message=invalid.message)
+            changes.statuses[item_id] = status
             return
         if kind == "directory":
             job = quire.queue.enqueue(conn, PREPARE_ROOT, {"base_id": base.id, "item_id": item_id}, base_id=base.id)
@@ -379,9 +381,9 @@ def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> 
 
 def assert_subtrees_can_reindex(conn: Connection, roots: Sequence[tree.Item]) -> None:
     for item in tree.subtree_items(conn, [r.id for r in roots]):
-        if item.status not in ("completed", "failed"):
+        if item.status not in TERMINAL_STATUSES:  # completed, failed or skipped
             raise GuardRejected(
-                f"cannot reindex while {item.name!r} is {item.status}; wait until it is completed or failed"
+                f"cannot reindex while {item.name!r} is {item.status}; wait until it is completed, failed or skipped"
             )
 
 
@@ -451,7 +453,7 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
         for start in range(0, len(leaf_ids), 500):
             rows.extend(
                 conn.execute(
-                    select(chunks, items.c.name, items.c.source_path)
+                    select(chunks, items.c.name, items.c.source_path, items.c.metadata)
                     .join(items, items.c.id == chunks.c.item_id)
                     .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
                     .order_by(chunks.c.item_id, chunks.c.ordinal)
@@ -471,6 +473,7 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
             "line_start": r.line_start,
             "line_end": r.line_end,
             "token_count": r.token_count,
+            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
         }
         for r in rows
     ]

@@ -84,6 +84,8 @@ def _walk_or_none(folder: Path, data_dir: Path, ignore: list[str]) -> Walk | Non
     return None if "." in found.unreadable_dirs else found
 
 
+# Not read, by design or because something is wrong: ``create_item``/``_reset_leaf`` turn the code into
+# ``skipped`` or ``failed`` (``items.terminal_status_for``): only the dangling link is a failure.
 _KIND_FAILURES: dict[str, Reason] = {
     "link_to_dir": Reason("symlink_not_followed", "a link to a folder is not followed"),
     "link_outside": Reason("symlink_not_followed", "a link pointing outside the folder is not followed"),
@@ -106,6 +108,8 @@ class _Expansion:
 
 
 def _failure_for(entry: Entry) -> Reason | None:
+    if entry.excluded:  # an ignored file is listed as skipped with the rule's reason, never read
+        return Reason("excluded", entry.excluded)
     failure = _KIND_FAILURES.get(entry.kind)
     if failure is None and not is_supported(entry.path):
         failure = Reason("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
@@ -122,6 +126,7 @@ def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
         and old.parser_version == PARSER_VERSIONS.get(old.parser or "")
         and old.chunker_version == chunker_version()
         and old.model_fingerprint == model_stamp(base)
+        and old.metadata.get("ocr") in (None, base.ocr_language)  # OCR'd in another language: read again
     )
 
 
@@ -136,9 +141,10 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
     seen: set[int] = set()
     excluded_dirs: list[str] = []
     for entry in found.entries:
-        if entry.excluded or any(entry.relative.startswith(d + "/") for d in excluded_dirs):
-            if entry.kind == "dir":
-                excluded_dirs.append(entry.relative)
+        if any(entry.relative.startswith(d + "/") for d in excluded_dirs):
+            continue
+        if entry.excluded and entry.kind == "dir":
+            excluded_dirs.append(entry.relative)  # an ignored folder is not walked, so nothing below is listed
             continue
         parent_rel = entry.relative.rsplit("/", 1)[0] if "/" in entry.relative else ""
         parent_id = parents.get(parent_rel, root.id)
@@ -198,7 +204,7 @@ def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: Reason | 
         update(items)
         .where(items.c.id == item_id)
         .values(
-            status="failed" if failure else "processing",
+            status=tree.terminal_status_for(failure.code) if failure else "processing",
             error_code=failure.code if failure else None,
             error_message=failure.message if failure else None,
             chunk_count=0,

@@ -32,7 +32,7 @@ from knowledge.errors import InvalidInput
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.index import fts_table
-from knowledge.library.location import Location
+from knowledge.library.location import Location, read_by_ocr
 from knowledge.search.snippets import WORD, make_snippet
 from knowledge.search.term_stats import TermStats, quoted
 from knowledge.search.vector_index import VectorIndex
@@ -102,6 +102,7 @@ class Hit:
     mode: str
     snippet: str = ""
     highlights: list[tuple[int, int]] = field(default_factory=list)  # spans inside ``snippet``
+    ocr: bool = False  # the chunk's text was read by OCR (a scanned page or an image)
 
     @property
     def location(self) -> Location:
@@ -119,6 +120,7 @@ class Hit:
             "text": self.text,
             "snippet": self.snippet,
             "highlights": self.highlights,
+            "ocr": self.ocr,
         }
 
 
@@ -147,7 +149,8 @@ def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: AbstractSet[in
         return {}
     rows = conn.execute(
         text(
-            "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path "
+            "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
+            "i.metadata "
             "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
         ).bindparams(bindparam("ids", expanding=True)),
         {"ids": list(chunk_ids)},
@@ -336,4 +339,5 @@ def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:
         mode=mode,
         snippet=snippet,
         highlights=spans,
+        ocr=read_by_ocr(row.metadata, row.page),
     )

@@ -146,6 +146,8 @@ _PDF = ParserCensus(
         stored("/CreationDate", "created"),
         stored("/ModDate", "modified"),
         stored("page tree: number of pages", "page_count"),
+        stored("OCR language, when a page without a text layer was read by OCR", "ocr"),
+        stored("pages whose text came from OCR", "ocr_pages"),
     ),
     (
         excluded("/Creator", "name of the authoring application, not about the content"),
@@ -224,8 +226,29 @@ _EPUB = ParserCensus(
     ),
 )
 
+_IMAGE = ParserCensus(
+    "image",
+    (
+        stored("number of pages (frames of a multi-page TIFF)", "page_count"),
+        stored("pixel width of the first page", "width"),
+        stored("pixel height of the first page", "height"),
+        stored("OCR language", "ocr"),
+        stored("pages whose OCR found text", "ocr_pages"),
+    ),
+    (
+        excluded(
+            "EXIF (camera, lens, exposure, date taken, GPS position)",
+            "photographic settings and, for GPS, where the person was: personal data search does not need",
+        ),
+        excluded("embedded ICC colour profile", "colour management, not about the content"),
+        excluded("XMP and IPTC blocks", "editing-tool bookkeeping; captions are rare and unreliable"),
+        excluded("image mode, DPI and compression", "how the pixels are stored, not what they say"),
+        excluded("animation frames after the first (GIF, WebP)", "animations are not documents"),
+    ),
+)
+
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType(
-    {c.parser: c for c in (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _NOTE)}
+    {c.parser: c for c in (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)}
 )
 
 

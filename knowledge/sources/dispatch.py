@@ -21,13 +21,14 @@ from knowledge.sources.census import assert_declared, blank_metadata
 from knowledge.sources.formats import TEST_PARSERS, Format, format_for, suffix_of
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
+from knowledge.sources.ocr import DEFAULT_LANGUAGE as DEFAULT_OCR_LANGUAGE  # no engine import at module level
 from knowledge.sources.plain import parse_code, parse_text
 from knowledge.sources.textutil import clean_text, clean_value, document, line_segments
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _MIB = 1024 * 1024
 
-Parser = Callable[[bytes, Format], ParsedDocument]
+Parser = Callable[..., ParsedDocument]  # (data, fmt, **options)
 
 
 def _on_first_use(module: str, name: str) -> Parser:
@@ -35,11 +36,15 @@ def _on_first_use(module: str, name: str) -> Parser:
     imports together) is imported when the first such file is parsed, not by every process that
     imports this package (the CLI, the app)."""
 
-    def parse(data: bytes, fmt: Format) -> ParsedDocument:
-        real: Parser = getattr(importlib.import_module(module), name)
-        return real(data, fmt)
+    def parse(data: bytes, fmt: Format, **options: str) -> ParsedDocument:
+        real: Callable[..., ParsedDocument] = getattr(importlib.import_module(module), name)
+        return real(data, fmt, **options)
 
     return parse
+
+
+# Parsers that may run OCR take the base's OCR language (knowledge/sources/ocr.py).
+OCR_PARSERS = frozenset({"pdf", "image"})
 
 
 _PARSERS: dict[str, tuple[Parser, str]] = {
@@ -50,18 +55,25 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "pdf": (_on_first_use("knowledge.sources.pdf", "parse_pdf"), "PDF"),
     "docx": (_on_first_use("knowledge.sources.word", "parse_docx"), "DOCX"),
     "epub": (_on_first_use("knowledge.sources.ebook", "parse_epub"), "EPUB"),
+    "image": (_on_first_use("knowledge.sources.image", "parse_image"), "image"),
 }
 
 
-def parse_bytes(data: bytes, *, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedDocument:
-    """Parse ``data`` as the type ``name``'s suffix says; raise :class:`SourceRejected` if it cannot be."""
+def parse_bytes(
+    data: bytes, *, name: str, max_bytes: int = DEFAULT_MAX_BYTES, ocr_language: str = DEFAULT_OCR_LANGUAGE
+) -> ParsedDocument:
+    """Parse ``data`` as the type ``name``'s suffix says; raise :class:`SourceRejected` if it cannot be.
+
+    PDF pages without a text layer and images are read by OCR in ``ocr_language`` (the base's setting),
+    inside this call, so any limit the caller puts on parsing holds for OCR too."""
     fmt = require_format(name)
     check_size(len(data), max_bytes)
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
     parse, label = _PARSERS[fmt.parser] if fmt.parser in _PARSERS else _test_parser(name)
+    options = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
     with failing_as(f"{label} could not be parsed (unexpected content)"):
-        parsed = parse(data, fmt)
+        parsed = parse(data, fmt, **options)
     assert_declared(parsed.parser, parsed.metadata)
     return parsed
 

@@ -18,9 +18,10 @@ PARSER_VERSIONS: dict[str, str] = {
     "markdown": "markdown-1",
     "code": "code-1",
     "html": "html-1",
-    "pdf": "pdf-1",
+    "pdf": "pdf-2",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages
     "docx": "docx-1",
     "epub": "epub-1",
+    "image": "image-1",
     "note": "note-1",
 }
 
@@ -39,6 +40,12 @@ _TEXT_SUFFIXES = (
     ".srt", ".vtt",
 )  # fmt: skip
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
+# read by OCR (knowledge/sources/image.py); HEIC/HEIF through pillow-heif
+_IMAGE_SUFFIXES = {
+    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
+    ".tiff": "image/tiff", ".webp": "image/webp", ".bmp": "image/bmp", ".gif": "image/gif",
+    ".heic": "image/heic", ".heif": "image/heif",
+}  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 
 # suffix -> language name; the MIME type is the generic one for text so no table of x- types is needed.
@@ -64,6 +71,7 @@ def _build_formats() -> dict[str, Format]:
     formats[".pdf"] = Format("pdf", "application/pdf")
     formats[".docx"] = Format("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
     formats[".epub"] = Format("epub", "application/epub+zip")
+    formats.update({s: Format("image", mime) for s, mime in _IMAGE_SUFFIXES.items()})
     return formats
 
 

@@ -4,7 +4,12 @@ Outcomes, each with a fixed reason so the recorded message never depends on pypd
 
 * no ``%PDF-`` header, or a structure pypdf cannot read (truncated, damaged) → ``parse_error``;
 * encrypted, and the empty user password does not open it → ``parse_error`` "PDF is encrypted";
-* pages but no extractable text (a scan without OCR) → ``no_text``.
+* pages without a text layer (scans) are rendered with pdfium (``pypdfium2``) and read by local OCR
+  (``knowledge/sources/ocr.py``); pages that have a text layer never are, so OCR costs nothing there;
+* no text from the text layer nor from OCR → ``no_text``, saying how many pages had no text layer.
+
+``metadata["ocr"]`` is the OCR language and ``metadata["ocr_pages"]`` the pages (``1-3,7``) whose text
+came from OCR, by which chunks are marked as OCR'd text; both ``None`` when no page needed OCR.
 
 A single page whose text cannot be extracted (a broken font or content stream) is skipped and logged,
 not fatal: losing one page beats losing the book. Ligature characters (U+FB00 to U+FB06, common in
@@ -22,8 +27,10 @@ from datetime import datetime
 from pypdf import DocumentInformation, PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError
 
+from knowledge.sources import ocr
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
+from knowledge.sources.image import page_ranges
 from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.textutil import Block, clean_value, document, join_blocks
 
@@ -36,9 +43,10 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 _HEADER_WINDOW = 1024  # readers accept junk before the header; the PDF spec's tolerance is 1 KiB
 _LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
 _DAMAGED = "PDF is damaged or truncated"
+_OCR_DPI = 300  # render scans at 300 dpi for OCR (capped at ocr.MAX_SIDE pixels on the long side)
 
 
-def parse_pdf(data: bytes, fmt: Format) -> ParsedDocument:
+def parse_pdf(data: bytes, fmt: Format, *, ocr_language: str = ocr.DEFAULT_LANGUAGE) -> ParsedDocument:
     if b"%PDF-" not in data[:_HEADER_WINDOW]:
         raise SourceRejected("parse_error", "not a PDF file (no %PDF header)")
     reader = _open(data)
@@ -47,14 +55,57 @@ def parse_pdf(data: bytes, fmt: Format) -> ParsedDocument:
     if page_count == 0:
         raise SourceRejected("no_text", "PDF has no pages")
     pages = [_page_text(reader, index) for index in range(page_count)]
-    text, segments = join_blocks(Block(page or "", index + 1) for index, page in enumerate(pages))
+    untexted = [index for index, page in enumerate(pages) if not (page or "").strip()]
+    ocr_read = _ocr_pages(data, untexted, ocr_language) if untexted else {}
+    texts = [ocr_read.get(index, page or "") for index, page in enumerate(pages)]
+    text, segments = join_blocks(Block(page, index + 1) for index, page in enumerate(texts))
     if not text:
-        if None in pages:
+        if None in pages and not ocr_read:
             raise SourceRejected("parse_error", f"{_DAMAGED} (no page text could be read)")
-        raise SourceRejected("no_text", "PDF has no extractable text (it may be scanned images)")
+        raise SourceRejected("no_text", _no_text_message(page_count, len(untexted)))
     metadata = blank_metadata("pdf")
-    metadata.update(_info_fields(reader), page_count=page_count)
+    read_pages = page_ranges(index + 1 for index, page in ocr_read.items() if page)
+    metadata.update(
+        _info_fields(reader),
+        page_count=page_count,
+        ocr=ocr_language if read_pages else None,
+        ocr_pages=read_pages,
+    )
     return document("pdf", text, segments, metadata, fmt.mime)
+
+
+def _no_text_message(page_count: int, untexted: int) -> str:
+    pages = f"{page_count} page{'s' if page_count != 1 else ''}"
+    if untexted == page_count:
+        return f"no text found: the PDF has {pages} without a text layer (images) and OCR found nothing"
+    return f"no text found: the PDF has {pages}, {untexted} without a text layer, and OCR found nothing"
+
+
+def _ocr_pages(data: bytes, indexes: list[int], language: str) -> dict[int, str]:
+    """OCR text of the pages at ``indexes`` (0-based), rendered by pdfium; a page pdfium cannot render is
+    left out (logged), so one bad page never loses the rest. Pages whose OCR finds nothing map to ``""``."""
+    import pypdfium2 as pdfium
+
+    try:
+        document_ = pdfium.PdfDocument(data)
+    except Exception:
+        log.info("pdfium cannot open this PDF; its pages without text are not read by OCR", exc_info=True)
+        return {}
+    found: dict[int, str] = {}
+    try:
+        for index in indexes:
+            try:
+                page = document_[index]
+                width, height = page.get_size()
+                scale = min(_OCR_DPI / 72, ocr.MAX_SIDE / max(width, height, 1))
+                image = page.render(scale=scale, grayscale=True).to_pil()
+            except Exception:
+                log.info("PDF page %d could not be rendered for OCR", index + 1, exc_info=True)
+                continue
+            found[index] = ocr.recognize(image, language)
+    finally:
+        document_.close()
+    return found
 
 
 def _open(data: bytes) -> PdfReader:

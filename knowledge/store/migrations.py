@@ -164,6 +164,55 @@ def _vector_cache_stamp(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE vector_cache ADD COLUMN model_fingerprint TEXT")
 
 
+def _edit_check(conn: Connection, table: str, old: str, new: str) -> None:
+    """Widen a CHECK constraint of ``table`` in place: ``old`` → ``new`` in its stored SQL.
+
+    SQLite cannot alter a CHECK, and the usual table rebuild is unsafe here: with foreign keys on (they
+    cannot be turned off inside the migration's transaction) ``DROP TABLE`` would cascade to the rows
+    that reference it (every chunk, for ``items``). A CHECK constraint does not change the on-disk
+    format, so SQLite's documented way is to edit the table's SQL in the schema table
+    (``writable_schema``) and bump ``schema_version``, so every open connection re-reads it. A no-op
+    when the constraint already reads ``new``; refuses a constraint that is not the frozen one.
+    """
+    query = text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :t")
+    sql = conn.execute(query, {"t": table}).scalar_one()
+    if new in sql:
+        return
+    if sql.count(old) != 1:
+        raise RuntimeError(f"{table}: the CHECK constraint is not the frozen one; refusing to edit it")
+    version = int(conn.execute(text("PRAGMA schema_version")).scalar_one())
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :t"),
+            {"sql": sql.replace(old, new), "t": table},
+        )
+        conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+    check = conn.execute(text("PRAGMA quick_check")).scalar_one()
+    if check != "ok":
+        raise RuntimeError(f"schema check failed after editing {table}: {check}")
+
+
+def _items_skipped_status(conn: Connection) -> None:
+    """Allow the terminal item status ``skipped`` (issue 12): not read by design, never a failure."""
+    _edit_check(conn, "items", "'completed', 'failed', 'deleting'", "'completed', 'failed', 'skipped', 'deleting'")
+
+
+def _run_outcomes_skipped(conn: Connection) -> None:
+    """Allow the folder-run disposition ``skipped`` (issue 12): empty, no text, too large… by design."""
+    old, new = "'already_covered', 'rejected')", "'already_covered', 'rejected', 'skipped')"
+    _edit_check(conn, "folder_run_outcomes", old, new)
+
+
+def _bases_ocr_language(conn: Connection) -> None:
+    """Each base's OCR language (issue 12), ``eng`` for the bases that exist (frozen DDL)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(bases)")).all()}
+    if "ocr_language" not in columns:
+        conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN ocr_language VARCHAR DEFAULT 'eng' NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -179,6 +228,9 @@ MIGRATIONS: list[Migration] = [
     Migration("0012_folder_run_retry", _folder_run_retry),
     Migration("0013_base_embedder", _base_embedder),
     Migration("0014_vector_cache_stamp", _vector_cache_stamp),
+    Migration("0015_items_skipped_status", _items_skipped_status),
+    Migration("0016_bases_ocr_language", _bases_ocr_language),
+    Migration("0017_run_outcomes_skipped", _run_outcomes_skipped),
 ]
 
 

@@ -31,7 +31,8 @@ metadata = MetaData()
 
 ITEM_TYPES = ("file", "directory", "note")
 ACTIVE_STATUSES = ("idle", "preparing", "processing", "reading", "embedding")
-TERMINAL_STATUSES = ("completed", "failed")
+# ``skipped``: not read by design (unsupported type, ignored, empty, too large, no text); never a failure.
+TERMINAL_STATUSES = ("completed", "failed", "skipped")
 ITEM_STATUSES = (*ACTIVE_STATUSES, *TERMINAL_STATUSES, "deleting")
 
 bases = Table(
@@ -47,6 +48,8 @@ bases = Table(
     Column("status", String, nullable=False, server_default="ok"),  # ok | failed
     Column("status_reason", Text),
     Column("locked", Integer, nullable=False, server_default="0"),
+    # Tesseract language(s) for pages without a text layer and images, e.g. eng, eng+deu (migration 0010)
+    Column("ocr_language", String, nullable=False, server_default="eng"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     # NULL: the packaged model. Else JSON: a remote embedder (kind, endpoint, model, dimension, the API

@@ -28,7 +28,8 @@ metadata = MetaData()
 
 RUN_STATUSES = ("pending", "running", "completed", "failed", "reverted")
 TERMINAL_RUN_STATUSES = ("completed", "failed", "reverted")
-DISPOSITIONS = (
+# What migration 0003 created the CHECK with (frozen: its DDL below must never change).
+_DISPOSITIONS_0003 = (
     "committed",
     "source_unavailable",
     "outside_run_root",
@@ -36,6 +37,9 @@ DISPOSITIONS = (
     "already_covered",
     "rejected",
 )
+# ``skipped`` (migration 0011): read and not indexed by design (empty, no text, too large…), the word the
+# items use; ``rejected`` stays for a source that could not be parsed (something went wrong).
+DISPOSITIONS = (*_DISPOSITIONS_0003, "skipped")
 
 folder_runs = Table(
     "folder_runs",
@@ -114,7 +118,7 @@ audit_log = Table(
 )
 
 _STATUS_LIST = ", ".join(f"'{s}'" for s in RUN_STATUSES)
-_DISPOSITION_LIST = ", ".join(f"'{d}'" for d in DISPOSITIONS)
+_DISPOSITION_LIST = ", ".join(f"'{d}'" for d in _DISPOSITIONS_0003)
 
 FOLDER_RUNS_DDL: tuple[str, ...] = (
     f"""CREATE TABLE folder_runs (

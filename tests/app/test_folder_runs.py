@@ -42,7 +42,7 @@ def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and
         {
             "readme.md": "# Project\n\nThe telescope mount needs a counterweight of four kilograms.\n",
             "docs/guide.txt": "Align the finder scope on a distant chimney during the day.\n",
-            "logo.png": b"\x89PNG\r\n\x1a\n....",
+            "logo.psd": b"8BPS\x00\x01....",  # a type Quire does not read (PNG is read by OCR now)
             "secret.txt": "not for the index\n",
             ".quireignore": "secret.txt\n",
         },
@@ -57,12 +57,12 @@ def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and
     assert outcome.preview is not None
     assert sorted(e.relative for e in outcome.preview.eligible) == ["docs/guide.txt", "readme.md"]
     assert {e.relative: e.reason for e in outcome.preview.ineligible} == {
-        "logo.png": "unsupported file type .png",
+        "logo.psd": "unsupported file type .psd",
         "secret.txt": "excluded by .quireignore",
     }
     assert f"walked {outcome.preview.walked} of at most 200" in panel.summary.text()
     rows = _table(panel.preview_table)
-    assert ["logo.png", "12 B", "no", "unsupported file type .png"] in rows
+    assert ["logo.psd", "10 B", "no", "unsupported file type .psd"] in rows
     assert sum(1 for r in rows if r[2] == "yes") == 2
 
     # a double click on Start, then a retry of the same approved preview: one run

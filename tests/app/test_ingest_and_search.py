@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex
+from PySide6.QtCore import QModelIndex, Qt
 from pytestqt.qtbot import QtBot
 
 from app.chunk_viewer import ChunkViewer
@@ -28,6 +28,7 @@ from tests.app.conftest import (
     select_ids,
     tree_items,
 )
+from tests.sources.builders import make_pdf
 from tests.support.files import write_tree
 from tests.support.prompters import ScriptedPrompter
 
@@ -36,7 +37,7 @@ def _settled(qtbot: QtBot, window: object) -> bool:
     model = window.model  # type: ignore[attr-defined]
     load_all(qtbot, model)
     found = tree_items(model)
-    return bool(found) and all(i.status in ("completed", "failed") for i in found)
+    return bool(found) and all(i.status in ("completed", "failed", "skipped") for i in found)
 
 
 def test_a_dropped_folder_is_added_and_its_rows_move_to_completed_or_failed_with_reasons(
@@ -80,17 +81,41 @@ def test_a_dropped_folder_is_added_and_its_rows_move_to_completed_or_failed_with
         "notes": "completed",
         "guide.md": "completed",
         "todo.txt": "completed",
-        "data.bin": "failed",
-        "scan.pdf": "failed",
+        "data.bin": "skipped",  # not read by design: quiet, never a failure (issue 12)
+        "scan.pdf": "failed",  # damaged: what went wrong stays failed
     }
-    assert row_text(window.model, rows["data.bin"].id)[1:] == ["failed", "100%", "unsupported file type .bin"]
+    assert row_text(window.model, rows["data.bin"].id)[1:] == ["skipped", "100%", "unsupported file type .bin"]
     assert row_text(window.model, rows["scan.pdf"].id)[3]  # the parser's reason, shown in the row
-    assert row_text(window.model, rows["mixed"].id)[3] == "4 items · 2 done · 2 failed"
+    assert row_text(window.model, rows["mixed"].id)[3] == "4 items · 2 indexed · 1 skipped · 1 failed"
+    grey = window.model.index_for_id(rows["data.bin"].id, STATUS).data(Qt.ItemDataRole.ForegroundRole)
+    red = window.model.index_for_id(rows["scan.pdf"].id, STATUS).data(Qt.ItemDataRole.ForegroundRole)
+    assert grey.color().name() == "#9e9e9e" and red.color().name() == "#c62828"
     assert row_text(window.model, rows["guide.md"].id)[3] == "1 chunk"
     for name in ("guide.md", "todo.txt"):  # each was seen active before it completed
         history = seen[rows[name].id]
         assert history[-1] == "completed" and any(s in ACTIVE_STATUSES for s in history[:-1]), history
-    assert window.model.index_for_id(rows["data.bin"].id, STATUS).data(StatusRole) == "failed"
+    assert window.model.index_for_id(rows["data.bin"].id, STATUS).data(StatusRole) == "skipped"
+
+    # "Hide skipped": the rows are paged in again without it, and come back when it is off
+    window.hide_skipped.setChecked(True)
+    window.tree.expand(window.model.index_for_id(root.id))
+    qtbot.waitUntil(lambda: _settled(qtbot, window) and len(tree_items(window.model)) == 5, timeout=10_000)
+    assert "data.bin" not in {i.name for i in tree_items(window.model)}
+    window.hide_skipped.setChecked(False)
+    qtbot.waitUntil(lambda: _settled(qtbot, window) and len(tree_items(window.model)) == 6, timeout=10_000)
+
+    # "Retry failed" on the folder: the user repaired the PDF; only it is read again, and the folder turns green
+    (folder / "scan.pdf").write_bytes(make_pdf([["A repaired scan about pruning"]]))
+    generations = {i.id: i.generation for i in tree_items(window.model)}
+    select_ids(window, [root.id])
+    assert window.act_retry_failed.isEnabled()
+    window.retry_failed()
+    qtbot.waitUntil(
+        lambda: _settled(qtbot, window) and _status(window, root.id) == "completed", timeout=WORKER_TIMEOUT_MS
+    )
+    moved = {i.name for i in tree_items(window.model) if i.generation != generations[i.id]}
+    assert moved == {"scan.pdf"}
+    assert not window.act_retry_failed.isEnabled()  # nothing selected has failed any more
 
     # chunk viewer for a completed item
     select_ids(window, [rows["guide.md"].id])
@@ -109,6 +134,11 @@ def test_a_dropped_folder_is_added_and_its_rows_move_to_completed_or_failed_with
     window.reindex_selected()
     qtbot.waitUntil(lambda: _generation(window, before.id) > before.generation, timeout=WORKER_TIMEOUT_MS)
     qtbot.waitUntil(lambda: window.model.item_for_id(before.id).status == "completed", timeout=WORKER_TIMEOUT_MS)
+
+
+def _status(window: object, item_id: int) -> str | None:
+    item = window.model.item_for_id(item_id)  # type: ignore[attr-defined]
+    return None if item is None else str(item.status)
 
 
 def _generation(window: object, item_id: int) -> int:

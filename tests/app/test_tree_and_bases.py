@@ -135,10 +135,10 @@ def test_reindex_and_chunks_are_disabled_where_guards_refuse_and_stale_calls_are
 ) -> None:
     base = create_base(data_dir, "guards")
     folder = write_tree(tmp_path / "files", {"a.md": "# A\n\nalpha", "c.bin": b"\x00\x01"})
-    window = open_window()  # no worker: a.md stays active, c.bin fails at once (unsupported)
+    window = open_window()  # no worker: a.md stays active, c.bin is skipped at once (unsupported)
     window.add_paths([folder / "a.md", folder / "c.bin"])
     qtbot.waitUntil(lambda: len(tree_items(window.model)) == 2, timeout=10_000)
-    qtbot.waitUntil(lambda: {i.name: i.status for i in tree_items(window.model)}["c.bin"] == "failed", timeout=10_000)
+    qtbot.waitUntil(lambda: {i.name: i.status for i in tree_items(window.model)}["c.bin"] == "skipped", timeout=10_000)
     items = {i.name: i for i in tree_items(window.model)}
 
     select_ids(window, [items["a.md"].id])
@@ -155,7 +155,8 @@ def test_reindex_and_chunks_are_disabled_where_guards_refuse_and_stale_calls_are
     viewer.close()
 
     select_ids(window, [items["c.bin"].id])
-    assert window.act_reindex.isEnabled()  # failed is terminal: reindex allowed
+    assert window.act_reindex.isEnabled()  # skipped is terminal: reindex allowed (a later version may read it)
+    assert not window.act_retry_failed.isEnabled()  # but it is not failed: nothing to retry
     assert not window.act_chunks.isEnabled()
     assert row_text(window.model, items["c.bin"].id)[3] == "unsupported file type .bin"
 

@@ -19,7 +19,7 @@ BATCH = 128
 
 def sample(n: int) -> list[tuple[str, bytes, int]]:
     body = "# Note {n}\n\n" + "A small Markdown note about rivers and the sea, line {n}.\n" * 20
-    return [(f"note{n}.md", body.format(n=n).encode(), 50 << 20) for n in range(n)]
+    return [(f"note{n}.md", body.format(n=n).encode(), 50 << 20, "eng") for n in range(n)]
 
 
 def main(n: int = 300) -> dict[str, float]:

@@ -67,7 +67,7 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Pa
             {
                 "sub/twin-a.txt": doc_text(500),
                 "sub/twin-b.txt": doc_text(500),  # same bytes: settles already_covered by twin-a
-                "empty.txt": "",  # eligible by type, unparseable: rejected
+                "empty.txt": "",  # eligible by type, empty: skipped (issue 12)
                 "gone.txt": doc_text(501),
                 "changed.txt": doc_text(502),
                 "ignored.txt": doc_text(503),
@@ -126,7 +126,7 @@ def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -
     got = {s.relative_path: s.disposition for s in detail.sources}
     expected_skips = {
         "sub/twin-b.txt": "already_covered",
-        "empty.txt": "rejected",
+        "empty.txt": "skipped",
         "gone.txt": "source_unavailable",
         "changed.txt": "source_unavailable",
         "ignored.txt": "excluded",

@@ -106,11 +106,11 @@ def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPat
     try:
         results = worker.parse_many(
             [
-                ("a.txt", b"first good text", 1 << 20),
-                ("x.hang", b"hang", 1 << 20),
-                ("b.txt", b"second good text", 1 << 20),
-                ("y.crash", b"crash", 1 << 20),
-                ("c.txt", b"third good text", 1 << 20),
+                ("a.txt", b"first good text", 1 << 20, "eng"),
+                ("x.hang", b"hang", 1 << 20, "eng"),
+                ("b.txt", b"second good text", 1 << 20, "eng"),
+                ("y.crash", b"crash", 1 << 20, "eng"),
+                ("c.txt", b"third good text", 1 << 20, "eng"),
             ]
         )
         codes = [getattr(r, "code", None) or r.text for r in results]  # type: ignore[union-attr]

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from typing import TYPE_CHECKING
 
 import docx
 from ebooklib import epub
 from pypdf import PdfReader, PdfWriter
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 PNG_BYTES = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4"
@@ -133,3 +137,42 @@ def make_epub() -> bytes:
     buffer = io.BytesIO()
     epub.write_epub(buffer, book)
     return buffer.getvalue()
+
+
+# -- images of text, for OCR (issue 12) ---------------------------------------------------------
+# Rendered with Pillow's bundled font (no system fonts needed), black on white, at the size of a page
+# scanned at 150 dpi.
+
+
+def render_page(lines: list[str], size: tuple[int, int] | None = None) -> PILImage:
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("L", size or (1240, max(1754, 300 + 70 * len(lines))), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=40)
+    for row, line in enumerate(lines):
+        draw.text((100, 150 + row * 70), line, fill=0, font=font)
+    return image
+
+
+def image_bytes(lines: list[str], fmt: str = "PNG") -> bytes:
+    out = io.BytesIO()
+    render_page(lines, (1400, 300 + 70 * len(lines))).save(out, format=fmt)
+    return out.getvalue()
+
+
+def scanned_pdf(pages: list[list[str] | PILImage]) -> bytes:
+    """An image-only PDF (no text layer): each page a picture, of text lines or as given."""
+    images = [p if not isinstance(p, list) else render_page(p) for p in pages]
+    out = io.BytesIO()
+    images[0].save(out, format="PDF", save_all=True, append_images=images[1:], resolution=150)
+    return out.getvalue()
+
+
+def noise_image(seed: int = 0, size: tuple[int, int] = (900, 1200)) -> PILImage:
+    """A grey photo-like picture with no legible text."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0]), dtype=np.uint8)
+    return Image.fromarray(pixels)

@@ -21,7 +21,7 @@ from knowledge.sources.census import (
 )
 from knowledge.sources.formats import Format
 
-from .builders import make_docx, make_epub, make_pdf
+from .builders import image_bytes, make_docx, make_epub, make_pdf
 
 FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "text": lambda: parse_bytes(b"plain words\n", name="a.txt"),
@@ -31,6 +31,7 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "pdf": lambda: parse_bytes(make_pdf([["page"]], {"Title": "T", "Producer": "P"}), name="a.pdf"),
     "docx": lambda: parse_bytes(make_docx(), name="a.docx"),
     "epub": lambda: parse_bytes(make_epub(), name="a.epub"),
+    "image": lambda: parse_bytes(image_bytes(["Census of a picture"]), name="a.png"),
     "note": lambda: parse_note("a note", title="T"),
 }
 

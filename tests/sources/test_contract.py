@@ -40,7 +40,8 @@ def test_supported_suffixes_and_is_supported() -> None:
     assert all(s.startswith(".") and s == s.lower() for s in SUPPORTED_SUFFIXES)
     assert {".txt", ".md", ".py", ".html", ".pdf", ".docx", ".epub", ".json", ".yml"} <= SUPPORTED_SUFFIXES
     assert is_supported(Path("Report.PDF")) and is_supported(PurePosixPath("/x/y/notes.Md"))
-    assert not is_supported(Path("photo.png")) and not is_supported(Path("Makefile"))
+    assert is_supported(Path("photo.png")) and is_supported(Path("scan.TIFF"))  # read by OCR (issue 12)
+    assert not is_supported(Path("notes.zip")) and not is_supported(Path("Makefile"))
     assert not is_supported(Path("archive.tar.gz"))
 
 

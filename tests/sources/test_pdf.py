@@ -22,7 +22,7 @@ INFO = {
 
 def test_pages_become_segments_with_page_numbers(write: Writer) -> None:
     parsed = parse_source(write("guide.pdf", make_pdf(PAGES, INFO)))
-    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("pdf", "pdf-1", "application/pdf")
+    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("pdf", "pdf-2", "application/pdf")
     assert "Alpha page one\ncontinues here" in parsed.text
     assert segment_at(parsed, "Alpha").page == 1
     assert segment_at(parsed, "continues").page == 1
@@ -38,6 +38,7 @@ def test_metadata_fields(write: Writer) -> None:
     assert parsed.metadata == {
         "title": "Field Guide", "author": "Ann Author", "subject": "Birds", "keywords": "heron, egret",
         "created": "2024-01-02T03:04:05+01:00", "modified": "2024-02-03T00:00:00", "page_count": 4,
+        "ocr": None, "ocr_pages": None,  # the blank page 3 was OCR'd and held nothing
     }  # fmt: skip
 
 
