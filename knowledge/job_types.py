@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge import folder_runs, lifecycle
+from knowledge import folder_runs, lifecycle, sync
 from knowledge.runtime import Quire
 
 
 def register_job_types(quire: Quire) -> None:
     lifecycle.register(quire)
     folder_runs.register(quire)
+    sync.register(quire)
 
 
 def open_quire(data_dir: Path, *, hosts_worker: bool = False) -> Quire:

@@ -32,7 +32,8 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal"},
     "runtime": {"errors", "store", "library", "ingest", "search"},
     "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime"},
-    "job_types": {"runtime", "lifecycle", "folder_runs"},
+    "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime"},
+    "job_types": {"runtime", "lifecycle", "folder_runs", "sync"},
     "agents": {
         "errors",
         "store",
@@ -46,7 +47,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
         "app_queries",
     },
 }
-FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents"}
+FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents", "sync"}
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:

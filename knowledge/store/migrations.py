@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from knowledge.store import schema, schema_agents, schema_runs
+from knowledge.store import schema, schema_agents, schema_runs, schema_sync
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
 
@@ -108,6 +108,12 @@ def _search_vectors(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")
 
 
+def _sync_roots(conn: Connection) -> None:
+    """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
+    for ddl in schema_sync.SYNC_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -117,6 +123,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0006_items_updated_index", _items_updated_index),
     Migration("0007_search_vectors", _search_vectors),
     Migration("0008_agent_proposals", _agent_proposals),
+    Migration("0009_sync_roots", _sync_roots),
 ]
 
 
