@@ -62,9 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    from app.cli import commands_core, commands_knowledge, commands_mcp, commands_runs  # they import from here
+    from app.cli import (  # they import from here
+        commands_core,
+        commands_knowledge,
+        commands_mcp,
+        commands_runs,
+        commands_sync,
+    )
 
-    for commands in (commands_core, commands_knowledge, commands_runs, commands_mcp):
+    for commands in (commands_core, commands_knowledge, commands_runs, commands_mcp, commands_sync):
         commands.add_commands(sub, common)
     return parser
 

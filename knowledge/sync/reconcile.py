@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 APPLY_BATCH = 200  # changes per write transaction
 STALE_CLAIM_SECONDS = 600.0  # a claim older than this is taken over even if its process lives
 SYNC_APPLIED = audit.SYNC_BATCH_APPLIED
+PREPARING_RETRY_SECONDS = 1.0  # a root still being expanded by prepare-root is looked at again after this
 
 
 class StoodDown(Conflict):
@@ -157,6 +158,8 @@ def reconcile(
         target = target_of(quire, root)
         if target is None:  # being prepared or deleted: its own job owns it now; look again later
             release(quire, root_id, owner)
+            with quire.db.write() as conn:
+                schedule_reconcile(quire, conn, root, delay=PREPARING_RETRY_SECONDS, tag="revisit")
             outcome.stood_down = "the folder is being prepared or deleted"
             return outcome
         diff = scan(quire.db, target, hidden=[quire.data_dir], quiet_seconds=setting(quire.db, QUIET_SECONDS))
