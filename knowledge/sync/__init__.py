@@ -14,7 +14,7 @@ them). Events are hints, the scan is the truth:
 * **Transaction and cursor contract** (``reconcile.py``): a reconcile claims the root first
   (``scan_generation`` s → s+1 by compare-and-swap, owner stamped; a live claim makes a newcomer stand
   down writing nothing, a dead one's claim is taken over), scans after the claim, then applies at most
-  ``APPLY_BATCH`` changes per write transaction (the job's ``ctx.write()``, re-checking the claim, each
+  ``sync.apply_batch`` changes per write transaction (the job's ``ctx.write()``, re-checking the claim, each
   change re-validated). The cursor (``cursor_generation`` + ``cursor_state``) moves only in the
   transaction of the last batch, by ``UPDATE … WHERE cursor_generation = old AND scan_generation = s+1
   AND scan_owner = me``: a reconcile that lost the race stands down and its transaction rolls back; a
@@ -33,6 +33,7 @@ from jobs.registry import JobType
 from knowledge.sync import job
 from knowledge.sync.reconcile import Outcome, StoodDown, dismiss, list_pending, reconcile
 from knowledge.sync.roots import (
+    APPLY_BATCH,
     FULL_RECONCILE_SECONDS,
     POLL_SECONDS,
     QUIET_SECONDS,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 __all__ = [
+    "APPLY_BATCH",
     "FULL_RECONCILE_SECONDS",
     "POLL_SECONDS",
     "QUIET_SECONDS",

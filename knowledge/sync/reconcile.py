@@ -7,7 +7,7 @@ Contract (see also the room's docstring in ``knowledge/sync/__init__.py``):
   claim held by a live process (not stale) makes the newcomer stand down at once, writing nothing. A
   claim left by a dead process is taken over. The scan reads the item rows *after* the claim, so it sees
   everything an earlier, interrupted reconcile committed.
-* **Fenced batches.** Changes are applied at most ``APPLY_BATCH`` per write transaction, each opened by
+* **Fenced batches.** Changes are applied at most ``sync.apply_batch`` (200) per write transaction, each opened by
   the caller's writer (``ctx.write()`` in a job: fenced on the job attempt) and re-checking the claim
   (``scan_generation``/``scan_owner``); a reconcile whose claim was taken over raises ``StoodDown`` and
   its transaction rolls back. Each change is re-validated inside the transaction (the row is still live
@@ -42,7 +42,7 @@ from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
-from knowledge.sync.roots import QUIET_SECONDS, SyncRoot, Writer, load_root, schedule_reconcile, setting
+from knowledge.sync.roots import APPLY_BATCH, QUIET_SECONDS, SyncRoot, Writer, load_root, schedule_reconcile, setting
 from knowledge.sync.scan import Change, Diff, Target, scan
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-APPLY_BATCH = 200  # changes per write transaction
 STALE_CLAIM_SECONDS = 600.0  # a claim older than this is taken over even if its process lives
 SYNC_APPLIED = audit.SYNC_BATCH_APPLIED
 PREPARING_RETRY_SECONDS = 1.0  # a root still being expanded by prepare-root is looked at again after this
@@ -212,7 +211,8 @@ def _apply_all(
     if base is None:
         raise StoodDown("the base is gone")
     ordered = _apply_order(changes)
-    batches = [ordered[i : i + APPLY_BATCH] for i in range(0, len(ordered), APPLY_BATCH)] or [[]]
+    size = max(1, int(setting(quire.db, APPLY_BATCH)))
+    batches = [ordered[i : i + size] for i in range(0, len(ordered), size)] or [[]]
     for number, batch in enumerate(batches):
         last = number == len(batches) - 1
         with writer() as conn:

@@ -28,6 +28,7 @@ SYNC_ROOT = "knowledge.sync-root"
 FULL_RECONCILE_SECONDS = ("sync.full_reconcile_seconds", 600.0)  # the periodic full reconcile
 POLL_SECONDS = ("sync.poll_seconds", 30.0)  # a root the watcher cannot watch is reconciled this often
 QUIET_SECONDS = ("sync.quiet_seconds", 0.5)  # a file must hold still this long to be read
+APPLY_BATCH = ("sync.apply_batch", 200.0)  # changes per write transaction of a reconcile
 
 
 class Writer(Protocol):
