@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 UNWATCHABLE_FS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre", "davfs", "sshfs", "virtiofs"}
 )
-REFRESH_SECONDS = 2.0  # how often the watch loop looks for roots turned on or off
+REFRESH_SECONDS = 1.0  # how often the watch loop looks for roots turned on or off (and its first yield)
 
 
 def fs_type(path: Path, mountinfo: str | None = None) -> str | None:
@@ -126,18 +126,18 @@ class SyncWatcher:
             reason = self.watch_failed or polling_reason(folder)
             if reason is None and not folder.is_dir():
                 reason = "the folder cannot be found"
-            state = "polling" if reason else "watching"
             root = roots.get(root_id)
-            if root is not None and (root.watcher_state, root.watcher_reason) != (state, reason):
-                set_watcher_state(self.quire.db, [root_id], state, reason)
             if reason is None:
-                watched[root_id] = folder
+                watched[root_id] = folder  # "watching" once the watch is up (see _watch)
+            elif root is not None and (root.watcher_state, root.watcher_reason) != ("polling", reason):
+                set_watcher_state(self.quire.db, [root_id], "polling", reason)
         return watched
 
     def _watch(self, watched: dict[int, Path]) -> None:
         import watchfiles
 
         started = time.monotonic()
+        ready = False
         try:
             for changes in watchfiles.watch(
                 *watched.values(),
@@ -149,6 +149,13 @@ class SyncWatcher:
                 raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
+                if not ready:
+                    # The watch is up now (its first yield). What changed before it was up is found by
+                    # one reconcile of every watched root: events are hints, the scan is the truth.
+                    ready = True
+                    set_watcher_state(self.quire.db, list(watched), "watching", None)
+                    for root_id in watched:
+                        request_reconcile(self.quire, root_id)
                 if changes:
                     self._hint(watched, {Path(p) for _kind, p in changes})
                 self._timers()

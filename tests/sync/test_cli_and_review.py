@@ -11,7 +11,6 @@ from pathlib import Path
 from sqlalchemy import text
 
 from knowledge import sync
-from knowledge.job_types import open_quire
 from knowledge.library import audit
 from knowledge.runtime import Quire
 from tests.conftest import REPO, quire_cli

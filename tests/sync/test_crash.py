@@ -106,7 +106,7 @@ def run_seed(tmp_path: Path, seed: int) -> None:
                 else:
                     want = 25 * rng.randint(1, 3)
                     wait_until(
-                        lambda w=want: touched_since(quire, spawned) >= w or not sync_job_live(quire),
+                        lambda w=want, t=spawned: touched_since(quire, t) >= w or not sync_job_live(quire),
                         timeout=120,
                         interval=0.005,
                     )
