@@ -47,7 +47,7 @@ from app.resources import icon
 from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
 from app.worker_process import WorkerProcess
-from knowledge import lifecycle
+from knowledge import app_queries, lifecycle, sync
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
 
@@ -134,10 +134,11 @@ class MainWindow(QMainWindow):
         self.act_delete = self._action("Delete", self.delete_selected, QKeySequence.StandardKey.Delete)
         self.act_reindex = self._action("Reindex", self.reindex_selected)
         self.act_chunks = self._action("View chunks", self.view_chunks)
+        self.act_sync = self._action("Keep in sync", self.toggle_sync_selected)
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
-        for act in (self.act_delete, self.act_reindex, self.act_chunks):
+        for act in (self.act_delete, self.act_reindex, self.act_chunks, self.act_sync):
             self.toolbar.addAction(act)
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -283,6 +284,7 @@ class MainWindow(QMainWindow):
                 self.model.fetchMore(QModelIndex())
         self.drop_hint.setText(why_base_refuses_changes(base) or "Drop files or folders here to add them to this base.")
         self._update_actions()
+        self.show_sync_states()
 
     def selected_items(self) -> list[Item]:
         rows = self.tree.selectionModel().selectedRows(0)
@@ -298,6 +300,48 @@ class MainWindow(QMainWindow):
         self._enable(self.act_delete, self._why_no_delete(base, chosen) if ready else refusal)
         self._enable(self.act_reindex, self._why_no_reindex(base, chosen) if ready else refusal)
         self._enable(self.act_chunks, self._why_no_chunks(base, chosen) if ready else refusal)
+        self._enable(self.act_sync, self._why_no_sync(base, chosen) if ready else refusal)
+        self._sync_label()
+
+    @staticmethod
+    def _why_no_sync(base: Base | None, chosen: list[Item]) -> str | None:
+        if base is None or len(chosen) != 1 or not chosen[0].is_container or not chosen[0].source_path:
+            return "Select one folder added from disk to keep it in sync"
+        return why_base_refuses_changes(base)
+
+    def toggle_sync_selected(self) -> None:
+        """Turn folder sync on or off for the selected folder (the worker's watcher does the rest)."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or len(chosen) != 1:
+            return
+        folder = chosen[0]
+
+        def done(root: object) -> None:
+            text = f"{folder.name!r} is kept in sync." if root is not None else f"{folder.name!r} is no longer synced."
+            self._show_message("info", text)
+            self.show_sync_states()
+
+        Op(sync.toggle_sync, quire, base.id, folder.id).bound_to(self).on_success(done).on_failure(self.ctx.fail).run()
+
+    def show_sync_states(self) -> None:
+        """The sync state of the base's synced folders, in the selected folder's tooltip and the status bar."""
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+
+        def shown(states: dict[int, str]) -> None:
+            self.sync_states = states
+            self._sync_label()
+
+        Op(app_queries.sync_states, quire, base.id).bound_to(self).on_success(shown).on_failure(self.ctx.fail).run()
+
+    def _sync_label(self) -> None:
+        """ "Stop syncing" with the folder's sync state as tooltip when the selected folder is synced."""
+        chosen = self.selected_items()
+        line = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
+        self.act_sync.setText("Stop syncing" if line else "Keep in sync")
+        if line and self.act_sync.isEnabled():
+            self.act_sync.setToolTip(line)
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:

@@ -256,3 +256,11 @@ def _subfolders(directory: Path, data_dir: Path) -> list[Path]:
             continue
         found.append(path)
     return found
+
+
+def sync_states(quire: Quire, base_id: int) -> dict[int, str]:
+    """Folder sync per synced folder item of a base: one line each (watching / polling with its reason /
+    reconciling / pending N / last synced at), for the window (``knowledge.sync.describe``)."""
+    from knowledge import sync
+
+    return {root.item_id: f"{root.mode}: {sync.describe(root)}" for root in sync.list_roots(quire.db, base_id)}

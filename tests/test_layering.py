@@ -31,7 +31,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "lifecycle": {"errors", "store", "sources", "library", "ingest", "principal"},
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal"},
     "runtime": {"errors", "store", "library", "ingest", "search"},
-    "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime"},
+    "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime", "sync"},
     "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime"},
     "job_types": {"runtime", "lifecycle", "folder_runs", "sync"},
     "agents": {

@@ -47,6 +47,7 @@ from knowledge.sync.roots import (
     root_for_item,
     set_setting,
     setting,
+    toggle_sync,
 )
 from knowledge.sync.scan import Change, Diff
 from knowledge.sync.watcher import SyncWatcher, describe, polling_reason
@@ -80,6 +81,7 @@ __all__ = [
     "root_for_item",
     "set_setting",
     "setting",
+    "toggle_sync",
 ]
 
 

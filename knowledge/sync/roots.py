@@ -230,3 +230,14 @@ def set_watcher_state(db: Database, root_ids: list[int], state: str, reason: str
             .where(and_(sync_roots.c.id.in_(root_ids)))
             .values(watcher_state=state, watcher_reason=reason, updated_at=time.time())
         )
+
+
+def toggle_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = "auto") -> SyncRoot | None:
+    """The window's "Keep in sync" toggle: turn sync on (returns the root) or off (returns None)."""
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        synced = root_for_item(conn, item_id) is not None
+    if synced:
+        disable_sync(quire, base.id, item_id)
+        return None
+    return enable_sync(quire, base.id, item_id, mode=mode)
