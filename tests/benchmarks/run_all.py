@@ -20,7 +20,7 @@ import traceback
 
 from tests.benchmarks.common import log
 
-BENCHMARKS = ("ingest", "quality", "latency", "app")
+BENCHMARKS = ("ingest", "quality", "latency", "app", "sync")
 
 
 def main(argv: list[str] | None = None) -> int:
