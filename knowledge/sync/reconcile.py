@@ -40,6 +40,7 @@ from knowledge.library import items as tree
 from knowledge.library.bases import find_base
 from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
+from knowledge.principal import require_person
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
 from knowledge.sync.roots import APPLY_BATCH, QUIET_SECONDS, SyncRoot, Writer, load_root, schedule_reconcile, setting
@@ -145,6 +146,8 @@ def reconcile(
 ) -> Outcome:
     """Reconcile one root. ``auto`` roots apply what they find; ``review`` roots list it as pending,
     unless ``apply_review`` (a person pressed Apply), which applies the pending changes still current."""
+    if apply_review:
+        require_person("apply sync changes")  # a person's decision; the automatic reconciles are the system's
     owner = owner or new_owner(quire)
     outcome = Outcome(root_id)
     try:
@@ -510,6 +513,7 @@ def list_pending(quire: Quire, root_ids: Sequence[int]) -> list[dict[str, Any]]:
 
 def dismiss(quire: Quire, root_id: int, paths: Sequence[str], actor: str) -> int:
     """Dismiss pending changes; each stays dismissed until its file changes again (its fingerprint)."""
+    require_person("dismiss sync changes")
     with quire.db.write() as conn:
         found = conn.execute(
             update(sync_pending)
