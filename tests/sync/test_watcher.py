@@ -165,3 +165,35 @@ def test_polling_when_the_watcher_cannot_start_and_on_network_mounts(
     finally:
         watcher.stop()
         worker.stop()
+
+
+def _dirty(quire: Quire, root_id: int) -> int:
+    with quire.db.read() as conn:
+        return int(conn.execute(text("SELECT dirty_seq FROM sync_roots WHERE id = :r"), {"r": root_id}).scalar_one())
+
+
+def test_reading_files_never_triggers_a_reconcile(quire: Quire, tmp_path: Path) -> None:
+    """Reads under root A, then a write under root B, in one watch: the watcher's events come in order, so
+    once B's write was seen, any event the reads made would have been seen too — A must not have moved."""
+    from knowledge.lifecycle import PathInput, add_items
+
+    folder_a = write_tree(tmp_path / "a", FILES)
+    _item, root_a = synced_folder(quire, folder_a)
+    folder_b = write_tree(tmp_path / "b", {"x.txt": "bee"})
+    item_b = add_items(quire, "kb", [PathInput(folder_b)]).created[0]
+    root_b = sync.enable_sync(quire, "kb", item_b)
+    watcher = sync.SyncWatcher(quire)
+    watcher.start()
+    try:
+        # the watch is up when both roots had their catch-up reconcile requested
+        wait_until(lambda: _dirty(quire, root_a.id) >= 1 and _dirty(quire, root_b.id) >= 1, timeout=60)
+        base_a, base_b = _dirty(quire, root_a.id), _dirty(quire, root_b.id)
+        for _ in range(20):
+            for path in folder_a.rglob("*.txt"):
+                path.read_bytes()
+            os.listdir(folder_a)
+        (folder_b / "y.txt").write_text("a real change")
+        wait_until(lambda: _dirty(quire, root_b.id) > base_b, timeout=60)
+        assert _dirty(quire, root_a.id) == base_a
+    finally:
+        watcher.stop()
