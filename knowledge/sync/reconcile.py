@@ -223,7 +223,9 @@ def _apply_all(
             outcome.applied += _apply_batch(quire, conn, root, batch)
             if last:
                 _checkpoint(conn, root, generation, owner, diff, pending_after)
-                applied_counts = {k: v for k, v in diff.counts().items() if v}
+                applied_counts: dict[str, int] = {}
+                for c in changes:  # what this diff applied, per kind (review mode applies a subset)
+                    applied_counts[c.kind] = applied_counts.get(c.kind, 0) + 1
                 if changes:
                     audit.append(
                         conn,

@@ -52,6 +52,7 @@ def test_review_mode_changes_wait_until_applied_and_dismissal_sticks(quire: Quir
     assert keyword_hits(quire, "tapirine") == []  # dismissed: never entered the base
     entries = audit.list_entries(quire.db, actions=[audit.SYNC_BATCH_APPLIED])
     assert entries[-1].actor == "person:tester" and entries[-1].payload["mode"] == "review"
+    assert entries[-1].payload["counts"] == {"added": 1, "removed": 1}  # what was applied, per kind
 
     (folder / "four.txt").write_text("A fourth file about tapirine, edited: it changed again.")
     _age(folder / "four.txt")
