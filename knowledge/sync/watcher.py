@@ -191,7 +191,7 @@ class SyncWatcher:
 
 def describe(root: SyncRoot) -> str:
     """One line for people: the state, pending changes, when it last synced, why it polls."""
-    parts = [root.state]
+    parts = ["not watched (no worker running)" if root.state == "off" else root.state]
     if root.pending_count:
         parts.append(f"{root.pending_count} change(s) pending review")
     if root.last_synced_at:
