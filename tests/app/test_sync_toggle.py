@@ -45,7 +45,8 @@ def test_keep_in_sync_toggle_on_a_folder_row(
     window.act_sync.trigger()
     qtbot.waitUntil(lambda: _synced(data_dir) == [folder_id], timeout=10_000)
     qtbot.waitUntil(lambda: window.act_sync.text() == "Stop syncing", timeout=10_000)
-    assert window.act_sync.toolTip().startswith("auto: ")  # the folder's sync state, e.g. "auto: not watched (no worker running); not synced yet"
+    # the folder's sync state, e.g. "auto: not watched (no worker running); not synced yet"
+    assert window.act_sync.toolTip().startswith("auto: ")
 
     window.act_sync.trigger()
     qtbot.waitUntil(lambda: _synced(data_dir) == [], timeout=10_000)
