@@ -135,10 +135,11 @@ class MainWindow(QMainWindow):
         self.act_reindex = self._action("Reindex", self.reindex_selected)
         self.act_chunks = self._action("View chunks", self.view_chunks)
         self.act_sync = self._action("Keep in sync", self.toggle_sync_selected)
+        self.act_sync_apply = self._action("Apply sync changes", self.apply_sync_selected)
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
-        for act in (self.act_delete, self.act_reindex, self.act_chunks, self.act_sync):
+        for act in (self.act_delete, self.act_reindex, self.act_chunks, self.act_sync, self.act_sync_apply):
             self.toolbar.addAction(act)
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -329,19 +330,39 @@ class MainWindow(QMainWindow):
         if base is None or quire is None:
             return
 
-        def shown(states: dict[int, str]) -> None:
+        def shown(states: dict[int, app_queries.SyncState]) -> None:
             self.sync_states = states
             self._sync_label()
 
         Op(app_queries.sync_states, quire, base.id).bound_to(self).on_success(shown).on_failure(self.ctx.fail).run()
 
     def _sync_label(self) -> None:
-        """ "Stop syncing" with the folder's sync state as tooltip when the selected folder is synced."""
+        """The toggle reads "Stop syncing", with the folder's sync state as tooltip, on a synced folder;
+        "Apply sync changes" is enabled, listing them, on a review folder with changes pending."""
         chosen = self.selected_items()
-        line = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
-        self.act_sync.setText("Stop syncing" if line else "Keep in sync")
-        if line and self.act_sync.isEnabled():
-            self.act_sync.setToolTip(line)
+        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
+        self.act_sync.setText("Stop syncing" if state else "Keep in sync")
+        if state and self.act_sync.isEnabled():
+            self.act_sync.setToolTip(state.line)
+        pending = state.pending if state else ()
+        self.act_sync_apply.setEnabled(bool(pending) and self.act_sync.isEnabled())
+        self.act_sync_apply.setToolTip("\n".join(pending) if pending else "No sync changes waiting for review")
+
+    def apply_sync_selected(self) -> None:
+        """Apply the selected review folder's pending changes (a person's decision, audited)."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
+        if base is None or quire is None or state is None:
+            return
+
+        def done(outcome: sync.Outcome) -> None:
+            text = outcome.stood_down or f"Applied {outcome.applied} change(s)."
+            self._show_message("info", text)
+            self.show_sync_states()
+
+        Op(sync.apply_pending, quire, state.root_id, person()).bound_to(self).on_success(done).on_failure(
+            self.ctx.fail
+        ).run()
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:

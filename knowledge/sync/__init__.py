@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.sync import job
-from knowledge.sync.reconcile import Outcome, StoodDown, dismiss, list_pending, reconcile
+from knowledge.sync.reconcile import Outcome, StoodDown, apply_pending, dismiss, list_pending, reconcile
 from knowledge.sync.roots import (
     APPLY_BATCH,
     FULL_RECONCILE_SECONDS,
@@ -67,6 +67,7 @@ __all__ = [
     "StoodDown",
     "SyncRoot",
     "SyncWatcher",
+    "apply_pending",
     "describe",
     "disable_sync",
     "dismiss",

@@ -538,3 +538,8 @@ def dismiss(quire: Quire, root_id: int, paths: Sequence[str], actor: str) -> int
                 conn, audit.SYNC_DISMISSED, actor, base_id=root.base_id, payload={"root": root_id, "count": found}
             )
     return int(found)
+
+
+def apply_pending(quire: Quire, root_id: int, actor: str) -> Outcome:
+    """A person's Apply on a review root: apply its pending changes still current (the window's button)."""
+    return reconcile(quire, root_id, quire.db.write, apply_review=True, actor=actor)
