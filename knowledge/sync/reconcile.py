@@ -455,7 +455,7 @@ def _review(
         chosen = [c for c in current if listed.get(c.relative) == ("pending", c.fingerprint)]
         rest = [c for c in current if c not in chosen]
         _apply_all(quire, writer, root, generation, owner, chosen, diff, outcome, actor, pending_after=len(rest))
-        _write_pending(quire, writer, root, rest, keep_claim=False)
+        _write_pending(writer, root, rest)
         outcome.pending = len(rest)
         return
     with writer() as conn:
@@ -494,7 +494,7 @@ def _replace_pending(conn: Connection, root_id: int, current: Sequence[Change]) 
         )
 
 
-def _write_pending(quire: Quire, writer: Writer, root: SyncRoot, rest: Sequence[Change], *, keep_claim: bool) -> None:
+def _write_pending(writer: Writer, root: SyncRoot, rest: Sequence[Change]) -> None:
     with writer() as conn:
         _replace_pending(conn, root.id, rest)
         conn.execute(update(sync_roots).where(sync_roots.c.id == root.id).values(pending_count=len(rest)))

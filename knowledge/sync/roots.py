@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -139,10 +138,6 @@ def list_roots(db: Database, base_id: int | None = None) -> list[SyncRoot]:
         query = query.where(sync_roots.c.base_id == base_id)
     with db.read() as conn:
         return [SyncRoot.from_row(r) for r in conn.execute(query).all()]
-
-
-def iter_all_roots(db: Database) -> Iterator[SyncRoot]:
-    yield from list_roots(db)
 
 
 def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = "auto") -> SyncRoot:
