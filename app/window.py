@@ -57,7 +57,7 @@ from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
 from app.status_bar import StatusBar
 from app.worker_process import WorkerProcess
-from knowledge import lifecycle
+from knowledge import app_queries, lifecycle, sync
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
 
@@ -191,10 +191,19 @@ class MainWindow(QMainWindow):
         self.act_reindex = self._action("Reindex", self.reindex_selected)
         self.act_chunks = self._action("View chunks", self.view_chunks)
         self.act_retry_failed = self._action("Retry failed", self.retry_failed)
+        self.act_sync = self._action("Keep in sync", self.toggle_sync_selected)
+        self.act_sync_apply = self._action("Apply sync changes", self.apply_sync_selected)
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
-        for act in (self.act_delete, self.act_reindex, self.act_retry_failed, self.act_chunks):
+        for act in (
+            self.act_delete,
+            self.act_reindex,
+            self.act_retry_failed,
+            self.act_chunks,
+            self.act_sync,
+            self.act_sync_apply,
+        ):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
         self.hide_skipped = QCheckBox("Hide skipped")
@@ -335,6 +344,7 @@ class MainWindow(QMainWindow):
                 self.model.fetchMore(QModelIndex())
         self.drop_hint.setText(why_base_refuses_changes(base) or "Drop files or folders here to add them to this base.")
         self._update_actions()
+        self.show_sync_states()
 
     def selected_items(self) -> list[Item]:
         rows = self.tree.selectionModel().selectedRows(0)
@@ -353,6 +363,68 @@ class MainWindow(QMainWindow):
         folder = next((i for i in chosen if i.is_container), None) if len(chosen) == 1 else None
         self.search_panel.set_folder(None if folder is None else (folder.id, folder.name))
         self._enable(self.act_retry_failed, self._why_no_retry(base, chosen) if ready else refusal)
+        self._enable(self.act_sync, self._why_no_sync(base, chosen) if ready else refusal)
+        self._sync_label()
+
+    @staticmethod
+    def _why_no_sync(base: Base | None, chosen: list[Item]) -> str | None:
+        if base is None or len(chosen) != 1 or not chosen[0].is_container or not chosen[0].source_path:
+            return "Select one folder added from disk to keep it in sync"
+        return why_base_refuses_changes(base)
+
+    def toggle_sync_selected(self) -> None:
+        """Turn folder sync on or off for the selected folder (the worker's watcher does the rest)."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or len(chosen) != 1:
+            return
+        folder = chosen[0]
+
+        def done(root: object) -> None:
+            text = f"{folder.name!r} is kept in sync." if root is not None else f"{folder.name!r} is no longer synced."
+            self._show_message("info", text)
+            self.show_sync_states()
+
+        Op(sync.toggle_sync, quire, base.id, folder.id).bound_to(self).on_success(done).on_failure(self.ctx.fail).run()
+
+    def show_sync_states(self) -> None:
+        """The sync state of the base's synced folders, in the selected folder's tooltip and the status bar."""
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
+            return
+
+        def shown(states: dict[int, app_queries.SyncState]) -> None:
+            self.sync_states = states
+            self._sync_label()
+
+        Op(app_queries.sync_states, quire, base.id).bound_to(self).on_success(shown).on_failure(self.ctx.fail).run()
+
+    def _sync_label(self) -> None:
+        """The toggle reads "Stop syncing", with the folder's sync state as tooltip, on a synced folder;
+        "Apply sync changes" is enabled, listing them, on a review folder with changes pending."""
+        chosen = self.selected_items()
+        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
+        self.act_sync.setText("Stop syncing" if state else "Keep in sync")
+        if state and self.act_sync.isEnabled():
+            self.act_sync.setToolTip(state.line)
+        pending = state.pending if state else ()
+        self.act_sync_apply.setEnabled(bool(pending) and self.act_sync.isEnabled())
+        self.act_sync_apply.setToolTip("\n".join(pending) if pending else "No sync changes waiting for review")
+
+    def apply_sync_selected(self) -> None:
+        """Apply the selected review folder's pending changes (a person's decision, audited)."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
+        if base is None or quire is None or state is None:
+            return
+
+        def done(outcome: sync.Outcome) -> None:
+            text = outcome.stood_down or f"Applied {outcome.applied} change(s)."
+            self._show_message("info", text)
+            self.show_sync_states()
+
+        Op(sync.apply_pending, quire, state.root_id, person()).bound_to(self).on_success(done).on_failure(
+            self.ctx.fail
+        ).run()
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:

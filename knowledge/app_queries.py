@@ -304,3 +304,26 @@ def _subfolders(directory: Path, data_dir: Path) -> list[Path]:
             continue
         found.append(path)
     return found
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """A synced folder as the window shows it: one line of state, and what a review root has pending."""
+
+    root_id: int
+    line: str  # "auto: watching; last synced …" (knowledge.sync.describe)
+    pending: tuple[str, ...]  # "added notes/a.txt", at most 20
+
+
+def sync_states(quire: Quire, base_id: int) -> dict[int, SyncState]:
+    """Folder sync per synced folder item of a base (watching / polling with its reason / reconciling /
+    pending N / last synced at), with the first pending changes of review roots."""
+    from knowledge import sync
+
+    roots = sync.list_roots(quire.db, base_id)
+    pending: dict[int, list[str]] = {}
+    for p in sync.list_pending(quire, [r.id for r in roots if r.pending_count])[:2000]:
+        pending.setdefault(p["root_id"], []).append(f"{p['kind']} {p['path']}")
+    return {
+        r.item_id: SyncState(r.id, f"{r.mode}: {sync.describe(r)}", tuple(pending.get(r.id, [])[:20])) for r in roots
+    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge import folder_runs, lifecycle, portable
+from knowledge import folder_runs, lifecycle, portable, sync
 from knowledge.runtime import Quire
 
 
@@ -14,6 +14,7 @@ def register_job_types(quire: Quire) -> None:
     lifecycle.register(quire)
     folder_runs.register(quire)
     portable.register(quire)
+    sync.register(quire)
 
 
 def open_quire(data_dir: Path, *, hosts_worker: bool = False) -> Quire:

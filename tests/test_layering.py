@@ -33,8 +33,19 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "lifecycle": {"errors", "store", "sources", "library", "ingest", "principal", "preferences"},
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "preferences"},
     "runtime": {"errors", "store", "library", "ingest", "search", "preferences"},
-    "app_queries": {"errors", "store", "library", "ingest", "lifecycle", "folder_runs", "runtime", "preferences"},
-    "job_types": {"runtime", "lifecycle", "folder_runs", "portable"},
+    "app_queries": {
+        "errors",
+        "store",
+        "library",
+        "ingest",
+        "lifecycle",
+        "folder_runs",
+        "runtime",
+        "preferences",
+        "sync",
+    },
+    "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime", "preferences"},
+    "job_types": {"runtime", "lifecycle", "folder_runs", "portable", "sync"},
     "portable": {"errors", "store", "library", "ingest", "principal", "runtime"},
     "agents": {
         "errors",
@@ -49,7 +60,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
         "app_queries",
     },
 }
-FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents", "portable"}
+FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents", "portable", "sync"}
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:

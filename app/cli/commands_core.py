@@ -50,6 +50,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, help="exit after this many seconds")
     p.add_argument("--threads", type=int, help="jobs at once (default: the worker.threads preference)")
     p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument("--no-watch", action="store_true", help="do not watch synced folders (they are not reconciled)")
     p.add_argument(
         "--nice",
         type=int,
@@ -104,7 +105,17 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
         report = quire.recover()
         worker = quire.make_worker(threads=args.threads, lease_seconds=args.lease_seconds)
         _stop_on_signals(worker.stop)
-        done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
+        watcher = None
+        if not args.until_idle and not args.no_watch:  # the watcher only schedules sync jobs
+            from knowledge.sync import SyncWatcher
+
+            watcher = SyncWatcher(quire)
+            watcher.start()
+        try:
+            done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
+        finally:
+            if watcher is not None:
+                watcher.stop()
     out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
     return 0
 

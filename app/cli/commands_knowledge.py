@@ -67,6 +67,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("--note", action="append", default=[], help="add a note with this text (repeatable)")
     p.add_argument("--title", help="title of the note")
+    p.add_argument("--sync", action="store_true", help="keep the added folders in sync with disk")
+    p.add_argument("--sync-mode", choices=("auto", "review"), default="auto", help="with --sync (default auto)")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("items", parents=[common], help="list a base's items")
@@ -239,6 +241,12 @@ def cmd_add(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         changes = lifecycle.add_items(quire, args.base, inputs, owner=_person())
         created = [lifecycle.get_item(quire, changes.base_id, i).as_dict() for i in changes.created]
+        if getattr(args, "sync", False):
+            from knowledge import sync
+
+            for item in created:
+                if item["type"] == "directory":
+                    item["sync"] = sync.enable_sync(quire, changes.base_id, item["id"], mode=args.sync_mode).as_dict()
     out.emit({**changes.as_dict(), "items": created}, _added_text)
     return 0
 

@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands_mcp,
         commands_portable,
         commands_runs,
+        commands_sync,
     )
 
     for commands in (
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands_portable,
         commands_runs,
         commands_mcp,
+        commands_sync,
         commands_config,
     ):
         commands.add_commands(sub, common)

@@ -47,10 +47,16 @@ AGENT_ACTIONS = frozenset(
     {AGENT_CALL, PROPOSAL_FILED, PROPOSAL_ACCEPTED, PROPOSAL_DISMISSED, AGENT_ACCESS_CHANGED, AGENT_TOKEN_REVOKED}
 )
 
+# Folder sync (knowledge.sync): an applied diff of a synced root (counts per kind), a dismissal.
+SYNC_BATCH_APPLIED = "sync.batch.applied"
+SYNC_DISMISSED = "sync.pending.dismissed"
+SYNC_ACTIONS = frozenset({SYNC_BATCH_APPLIED, SYNC_DISMISSED})
+
 ACTIONS = (
     frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, RUN_RETRIED})
     | frozenset({BATCH_COMMITTED, WALK_UNREADABLE})
     | AGENT_ACTIONS
+    | SYNC_ACTIONS
 )
 READ_ACTIONS = frozenset({WALK_UNREADABLE})
 SYSTEM_ACTOR = "system"

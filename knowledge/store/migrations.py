@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from knowledge.store import schema, schema_agents, schema_portable, schema_runs
+from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
 
@@ -213,6 +213,14 @@ def _bases_ocr_language(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN ocr_language VARCHAR DEFAULT 'eng' NOT NULL")
 
 
+
+
+def _sync_roots(conn: Connection) -> None:
+    """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
+    for ddl in schema_sync.SYNC_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -231,6 +239,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0015_items_skipped_status", _items_skipped_status),
     Migration("0016_bases_ocr_language", _bases_ocr_language),
     Migration("0017_run_outcomes_skipped", _run_outcomes_skipped),
+    Migration("0018_sync_roots", _sync_roots),
 ]
 
 

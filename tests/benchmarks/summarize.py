@@ -15,7 +15,7 @@ from tests.benchmarks.common import REPO, RESULTS
 
 DOC = REPO / "docs" / "BENCHMARKS.md"
 PLOTS = REPO / "docs" / "benchmarks"
-NAMES = ("ingest", "quality", "latency", "app", "portable", "ocr")
+NAMES = ("ingest", "quality", "latency", "app", "portable", "ocr", "sync")
 
 
 def load(quick: bool) -> dict[str, dict[str, Any]]:
@@ -187,6 +187,42 @@ def targets_section(results: dict[str, dict[str, Any]]) -> str:
         for t in doc["targets"]:
             rows.append([name, t["name"], t["target"], t["measured"], "met" if t["met"] else "**MISSED**"])
     return table(["benchmark", "target", "bound", "measured", ""], rows)
+
+
+def portable_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    """Portable bases (``bench_portable.py``): export and import against the base's first ingest."""
+    rows = [
+        [
+            precision,
+            r["chunks"],
+            r["file_mb"],
+            r["ingest_seconds"],
+            f"{r['export_seconds']} ({r['export_share_of_ingest']:.2%})",
+            f"{r['import_seconds']} ({r['import_share_of_ingest']:.2%})",
+        ]
+        for precision, r in doc["results"].items()
+    ]
+    headers = ["base", "chunks", "file MB", "ingest s", "export s (share)", "import s (share)"]
+    return "\n".join(["## Portable bases", "", table(headers, rows)])
+
+
+def sync_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    """Folder sync (``bench_sync.py``)."""
+    r = doc["results"]
+    lat = sorted(r["edit_to_searchable_seconds"])
+    rows = [
+        ["files in the synced tree", r["files"]],
+        ["first ingest, s", r["first_ingest_seconds"]],
+        ["unchanged-tree reconcile, s (3 runs)", ", ".join(str(x) for x in r["unchanged_reconcile_seconds"])],
+        ["files opened by it", ", ".join(str(x) for x in r["unchanged_reconcile_files_opened"])],
+        [
+            f"1 % change ({r['one_percent_change']['files']} files edited) to idle, s",
+            r["one_percent_change"]["seconds_to_idle"],
+        ],
+        ["1 % change / first ingest", r["one_percent_vs_first_ingest"]],
+        ["edit-to-searchable, s (worker idle, quiet period included)", ", ".join(str(x) for x in lat)],
+    ]
+    return "\n".join(["## Folder sync", "", table(["", ""], rows)])
 
 
 def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
@@ -437,7 +473,9 @@ def write(quick: bool = False) -> Path:
             "quality": [("quality", plot_quality)],
             "latency": [("latency", plot_latency)],
             "app": [("app", plot_app)],
+            "portable": [],
             "ocr": [],
+            "sync": [],
         }
         for name, doc in results.items():
             for key, maker in makers[name]:
@@ -482,7 +520,9 @@ def write(quick: bool = False) -> Path:
         "quality": quality_section,
         "latency": latency_section,
         "app": app_section,
+        "portable": portable_section,
         "ocr": ocr_section,
+        "sync": sync_section,
     }
     for name, doc in results.items():
         if "error" in doc:

@@ -1,0 +1,238 @@
+"""Synced roots: turning sync on and off for a folder item, their status, the sync settings."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Connection, and_, delete, select, update
+
+from knowledge.errors import GuardRejected, InvalidInput, NotFound
+from knowledge.library import items as tree
+from knowledge.library.bases import assert_base_writable, resolve_base
+from knowledge.principal import require_person
+from knowledge.store.database import Database
+from knowledge.store.schema import settings
+from knowledge.store.schema_sync import SYNC_MODES, sync_pending, sync_roots
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+SYNC_ROOT = "knowledge.sync-root"
+
+# Settings (the ``settings`` table) and their defaults.
+FULL_RECONCILE_SECONDS = ("sync.full_reconcile_seconds", 600.0)  # the periodic full reconcile
+POLL_SECONDS = ("sync.poll_seconds", 30.0)  # a root the watcher cannot watch is reconciled this often
+QUIET_SECONDS = ("sync.quiet_seconds", 0.5)  # a file must hold still this long to be read
+APPLY_BATCH = ("sync.apply_batch", 200.0)  # changes per write transaction of a reconcile
+
+
+class Writer(Protocol):
+    def __call__(self) -> AbstractContextManager[Connection]: ...
+
+
+def setting(db: Database, spec: tuple[str, float]) -> float:
+    key, default = spec
+    with db.read() as conn:
+        row = conn.execute(select(settings.c.value).where(settings.c.key == key)).first()
+    try:
+        return float(row.value) if row is not None else default
+    except ValueError:
+        return default
+
+
+def set_setting(db: Database, spec: tuple[str, float], value: float) -> None:
+    require_person("change a sync setting")
+    if value <= 0:
+        raise InvalidInput(f"{spec[0]} must be positive")
+    with db.write() as conn:
+        conn.execute(delete(settings).where(settings.c.key == spec[0]))
+        conn.execute(settings.insert().values(key=spec[0], value=str(value)))
+
+
+@dataclass(frozen=True)
+class SyncRoot:
+    id: int
+    item_id: int
+    base_id: int
+    mode: str
+    cursor_generation: int
+    cursor_state: dict[str, Any]
+    scan_generation: int
+    scan_owner: str | None
+    scan_started_at: float | None
+    watcher_state: str
+    watcher_reason: str | None
+    dirty_seq: int
+    last_synced_at: float | None
+    pending_count: int
+    last_error: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> SyncRoot:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            item_id=m["item_id"],
+            base_id=m["base_id"],
+            mode=m["mode"],
+            cursor_generation=m["cursor_generation"],
+            cursor_state=json.loads(m["cursor_state"] or "{}"),
+            scan_generation=m["scan_generation"],
+            scan_owner=m["scan_owner"],
+            scan_started_at=m["scan_started_at"],
+            watcher_state=m["watcher_state"],
+            watcher_reason=m["watcher_reason"],
+            dirty_seq=m["dirty_seq"],
+            last_synced_at=m["last_synced_at"],
+            pending_count=m["pending_count"],
+            last_error=m["last_error"],
+        )
+
+    @property
+    def reconciling(self) -> bool:
+        return self.scan_owner is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "item_id": self.item_id,
+            "base_id": self.base_id,
+            "mode": self.mode,
+            "cursor": {"generation": self.cursor_generation, "state": self.cursor_state},
+            "state": self.state,
+            "watcher": self.watcher_state,
+            "reason": self.watcher_reason,
+            "reconciling": self.reconciling,
+            "pending": self.pending_count,
+            "last_synced_at": self.last_synced_at,
+            "last_error": self.last_error,
+        }
+
+    @property
+    def state(self) -> str:
+        """One word for the window: reconciling, pending, polling, watching or off."""
+        if self.reconciling:
+            return "reconciling"
+        if self.pending_count:
+            return "pending"
+        return self.watcher_state
+
+
+def load_root(conn: Connection, root_id: int) -> SyncRoot | None:
+    row = conn.execute(select(sync_roots).where(sync_roots.c.id == root_id)).first()
+    return None if row is None else SyncRoot.from_row(row)
+
+
+def root_for_item(conn: Connection, item_id: int) -> SyncRoot | None:
+    row = conn.execute(select(sync_roots).where(sync_roots.c.item_id == item_id)).first()
+    return None if row is None else SyncRoot.from_row(row)
+
+
+def list_roots(db: Database, base_id: int | None = None) -> list[SyncRoot]:
+    query = select(sync_roots).order_by(sync_roots.c.id)
+    if base_id is not None:
+        query = query.where(sync_roots.c.base_id == base_id)
+    with db.read() as conn:
+        return [SyncRoot.from_row(r) for r in conn.execute(query).all()]
+
+
+def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = "auto") -> SyncRoot:
+    """Mark a folder item synced (idempotent; a second call may change the mode) and schedule a first
+    reconcile in the same transaction."""
+    require_person("turn on folder sync")
+    if mode not in SYNC_MODES:
+        raise InvalidInput(f"mode must be one of {', '.join(SYNC_MODES)}")
+    with quire.db.write() as conn:
+        base = resolve_base(conn, base_ref)
+        assert_base_writable(base)
+        item = tree.load_in_base(conn, base.id, item_id)
+        if item.status == "deleting":
+            raise NotFound(f"item {item_id} not found in this knowledge base")
+        if not item.is_container or not item.source_path:
+            raise GuardRejected(f"only a folder added from disk can be kept in sync; {item.name!r} is not one")
+        now = time.time()
+        existing = root_for_item(conn, item.id)
+        if existing is None:
+            conn.execute(
+                sync_roots.insert().values(item_id=item.id, base_id=base.id, mode=mode, created_at=now, updated_at=now)
+            )
+        else:
+            conn.execute(update(sync_roots).where(sync_roots.c.id == existing.id).values(mode=mode, updated_at=now))
+        root = root_for_item(conn, item.id)
+        assert root is not None
+        schedule_reconcile(quire, conn, root)
+    return root
+
+
+def disable_sync(quire: Quire, base_ref: str | int, item_id: int) -> bool:
+    """Stop syncing a folder; its items stay as they are. Returns whether it was synced."""
+    require_person("turn off folder sync")
+    with quire.db.write() as conn:
+        base = resolve_base(conn, base_ref)
+        tree.load_in_base(conn, base.id, item_id)
+        root = root_for_item(conn, item_id)
+        if root is None:
+            return False
+        conn.execute(delete(sync_pending).where(sync_pending.c.root_id == root.id))
+        conn.execute(delete(sync_roots).where(sync_roots.c.id == root.id))
+        return True
+
+
+def resolve_root(conn: Connection, base_ref: str | int, item_id: int) -> SyncRoot:
+    base = resolve_base(conn, base_ref)
+    tree.load_in_base(conn, base.id, item_id)
+    root = root_for_item(conn, item_id)
+    if root is None:
+        raise NotFound(f"item {item_id} is not kept in sync")
+    return root
+
+
+def schedule_reconcile(quire: Quire, conn: Connection, root: SyncRoot, *, delay: float = 0.0, tag: str = "") -> int:
+    """Enqueue a reconcile of ``root`` in the caller's transaction; a burst of calls coalesces into the
+    one pending job (the idempotency key)."""
+    key = f"sync:{root.id}{':' + tag if tag else ''}"
+    job = quire.queue.enqueue(
+        conn,
+        SYNC_ROOT,
+        {"root_id": root.id, "base_id": root.base_id},
+        base_id=root.base_id,
+        key=key,
+        available_at=time.time() + delay if delay else 0.0,
+    )
+    return int(job.job_id)
+
+
+def request_reconcile(quire: Quire, root_id: int, *, tag: str = "") -> None:
+    """A hint that ``root_id`` changed (the watcher, the timer): mark it dirty, enqueue a reconcile."""
+    with quire.db.write() as conn:
+        root = load_root(conn, root_id)
+        if root is None:
+            return
+        conn.execute(update(sync_roots).where(sync_roots.c.id == root_id).values(dirty_seq=sync_roots.c.dirty_seq + 1))
+        schedule_reconcile(quire, conn, root, tag=tag)
+
+
+def set_watcher_state(db: Database, root_ids: list[int], state: str, reason: str | None) -> None:
+    if not root_ids:
+        return
+    with db.write() as conn:
+        conn.execute(
+            update(sync_roots)
+            .where(and_(sync_roots.c.id.in_(root_ids)))
+            .values(watcher_state=state, watcher_reason=reason, updated_at=time.time())
+        )
+
+
+def toggle_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = "auto") -> SyncRoot | None:
+    """The window's "Keep in sync" toggle: turn sync on (returns the root) or off (returns None)."""
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        synced = root_for_item(conn, item_id) is not None
+    if synced:
+        disable_sync(quire, base.id, item_id)
+        return None
+    return enable_sync(quire, base.id, item_id, mode=mode)
