@@ -1,4 +1,4 @@
-"""Synced folders: the tables of migration ``0009_sync_roots`` (frozen DDL + a mirror for queries).
+"""Synced folders: the tables of migration ``0018_sync_roots`` (frozen DDL + a mirror for queries).
 
 ``sync_roots`` marks a folder item of a base as kept in sync with its folder on disk. Its *cursor*
 (``cursor_generation`` + ``cursor_state``) is the last scan generation whose whole diff was applied; it

@@ -1,6 +1,6 @@
 """Folders that stay in sync (issue 11; seed 003: checkpoint last, compare-and-swap cursors).
 
-Any folder item of a base can be marked synced (``sync_roots``, migration ``0009_sync_roots``), in mode
+Any folder item of a base can be marked synced (``sync_roots``, migration ``0018_sync_roots``), in mode
 ``auto`` (changes applied as found) or ``review`` (listed as pending until a person applies or dismisses
 them). Events are hints, the scan is the truth:
 

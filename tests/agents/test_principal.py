@@ -15,13 +15,15 @@ import pytest
 from sqlalchemy import text
 
 import knowledge
-from knowledge import folder_runs, portable
+from knowledge import folder_runs, portable, preferences, sync
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
 from knowledge.library import bases
 from knowledge.lifecycle import operations
 from knowledge.principal import Principal, acting_as, require_person
 from knowledge.runtime import Quire
+from knowledge.sync import reconcile as sync_reconcile
+from knowledge.sync import roots as sync_roots
 from tests.conftest import quire_cli
 from tests.knowledge.helpers import make_base
 from tests.support.files import write_tree
@@ -49,6 +51,10 @@ SYSTEM_WRITES = {
     "import_stages.apply_blobs",
     "backup.run_auto_backup_if_due",  # the window's timer: a backup a person configured
     "migrations.migrate",
+    "roots.request_reconcile",  # folder sync's watcher and jobs (the worker's own)
+    "roots.set_watcher_state",
+    "reconcile.release",
+    "reconcile.reconcile",
     "access.record_call",  # the audit of an agent's own call
     "proposals.propose_folder_run",  # open to agents by design: a proposal is not a write to knowledge
     "proposals.propose_note",
@@ -121,6 +127,13 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "backup.restore_backup": lambda: portable.backup.restore_backup(w["folder"], w["folder"] / "restored"),
         "backup.set_auto_backup": lambda: portable.backup.set_auto_backup(quire, None),
         "salvage.salvage": lambda: portable.salvage.salvage(quire.data_dir, w["folder"] / "salvaged"),
+        "preferences.set_value": lambda: preferences.set_value(quire.db, "worker.threads", "1"),
+        "preferences.set_paused": lambda: preferences.set_paused(quire.db, True),
+        "preferences.apply_battery_rule": lambda: preferences.apply_battery_rule(quire.db, True),
+        "roots.enable_sync": lambda: sync.enable_sync(quire, b, w["note"]),
+        "roots.disable_sync": lambda: sync_roots.disable_sync(quire, b, w["note"]),
+        "roots.set_setting": lambda: sync_roots.set_setting(quire.db, sync_roots.POLL_SECONDS, 5.0),
+        "reconcile.dismiss": lambda: sync_reconcile.dismiss(quire, 1, ["a.md"], "bot"),
     }
 
 

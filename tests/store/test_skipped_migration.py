@@ -13,7 +13,7 @@ from sqlalchemy import text
 from knowledge.store import migrations as mig
 from knowledge.store.database import Database
 
-SKIPPED = "0009_items_skipped_status"
+SKIPPED = "0015_items_skipped_status"
 
 
 def _migrate_until(db: Database, last: str) -> None:
