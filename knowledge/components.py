@@ -9,6 +9,7 @@ Qt is probed by name (``importlib``): the core never depends on it, doctor only 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -76,6 +77,24 @@ def _model() -> tuple[str, str]:
     return str(version), f"{spec.model_id}, {spec.dimension} dimensions"
 
 
+def _ocr() -> tuple[str, str]:
+    import tesserocr
+
+    from knowledge.sources.ocr import installed_languages
+
+    languages = installed_languages()
+    if not languages:
+        raise RuntimeError("no trained data for any language")
+    return str(tesserocr.tesseract_version().split()[1]), f"Tesseract, languages: {', '.join(languages)}"
+
+
+def _pdfium() -> tuple[str, str]:
+    import pypdfium2
+
+    info = pypdfium2.version
+    return str(info.PYPDFIUM_INFO), f"pdfium {str(info.PDFIUM_INFO).split('@')[0]}"
+
+
 def _qt() -> tuple[str, str]:
     pyside = importlib.import_module("PySide6")
     qt_core = importlib.import_module("PySide6.QtCore")
@@ -90,6 +109,10 @@ PROBES: dict[str, Callable[[], tuple[str, str]]] = {
     "transformers": _module_version("transformers"),
     "sentence-transformers": _module_version("sentence_transformers"),
     "model": _model,
+    "OCR (tesserocr)": _ocr,
+    "pypdfium2": _pdfium,
+    "watchfiles": _module_version("watchfiles"),
+    "mcp": lambda: (importlib.metadata.version("mcp"), ""),
     "PySide6": _qt,
 }
 

