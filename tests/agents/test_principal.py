@@ -19,10 +19,9 @@ from knowledge import folder_runs, portable, preferences, sync
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
 from knowledge.library import bases
-from knowledge.lifecycle import operations
+from knowledge.lifecycle import operations, set_ocr_language
 from knowledge.principal import Principal, acting_as, require_person
 from knowledge.runtime import Quire
-from knowledge.sync import reconcile as sync_reconcile
 from knowledge.sync import roots as sync_roots
 from tests.conftest import quire_cli
 from tests.knowledge.helpers import make_base
@@ -51,6 +50,7 @@ SYSTEM_WRITES = {
     "import_stages.apply_blobs",
     "backup.run_auto_backup_if_due",  # the window's timer: a backup a person configured
     "migrations.migrate",
+    "blobs.unlink_unrecorded",  # the after-commit removal of an owned file nobody references
     "roots.request_reconcile",  # folder sync's watcher and jobs (the worker's own)
     "roots.set_watcher_state",
     "reconcile.release",
@@ -133,7 +133,8 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "roots.enable_sync": lambda: sync.enable_sync(quire, b, w["note"]),
         "roots.disable_sync": lambda: sync_roots.disable_sync(quire, b, w["note"]),
         "roots.set_setting": lambda: sync_roots.set_setting(quire.db, sync_roots.POLL_SECONDS, 5.0),
-        "reconcile.dismiss": lambda: sync_reconcile.dismiss(quire, 1, ["a.md"], "bot"),
+        "ocr_language.set_ocr_language": lambda: set_ocr_language(quire.db, b, "eng"),
+        "reconcile.dismiss": lambda: sync.dismiss(quire, 1, ["a.md"], "bot"),
     }
 
 
