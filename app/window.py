@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import ops
+from app import item_rules, ops
 from app.accessibility import name_controls
 from app.agent_access import AgentAccessPage
 from app.backup_menu import BackupMenu
@@ -56,35 +56,13 @@ from app.resources import icon
 from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
 from app.status_bar import StatusBar
+from app.sync_actions import SyncActions
 from app.worker_process import WorkerProcess
-from knowledge import app_queries, lifecycle, sync
+from knowledge import lifecycle
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
 
 log = logging.getLogger(__name__)
-
-TERMINAL = ("completed", "failed", "skipped")
-
-
-def added_message(changes: lifecycle.Changes, what: str, base_name: str) -> str:
-    """The status line after an add: what was created, and what the base already held."""
-    counts: dict[str, int] = {}
-    for outcome in changes.outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    present, covered = counts.get("already_present", 0), counts.get("already_covered", 0)
-    if not present and not covered:
-        return f"Adding {what} to {base_name!r}…"
-    parts = []
-    if counts.get("created"):
-        parts.append(f"adding {counts['created']}")
-    if present:
-        refreshed = sum(1 for o in changes.outcomes if o.refreshed)
-        parts.append(f"{present} already present" + (f" ({refreshed} refreshing what changed)" if refreshed else ""))
-    if covered:
-        parts.append(f"{covered} already covered by a folder in the base")
-    text = "; ".join(parts)
-    return f"{text[0].upper()}{text[1:]} in {base_name!r}."
-
 
 class MainWindow(QMainWindow):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
@@ -191,8 +169,8 @@ class MainWindow(QMainWindow):
         self.act_reindex = self._action("Reindex", self.reindex_selected)
         self.act_chunks = self._action("View chunks", self.view_chunks)
         self.act_retry_failed = self._action("Retry failed", self.retry_failed)
-        self.act_sync = self._action("Keep in sync", self.toggle_sync_selected)
-        self.act_sync_apply = self._action("Apply sync changes", self.apply_sync_selected)
+        self.sync_actions = SyncActions(self)
+        self.act_sync, self.act_sync_apply = self.sync_actions.act_toggle, self.sync_actions.act_apply
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
@@ -344,7 +322,7 @@ class MainWindow(QMainWindow):
                 self.model.fetchMore(QModelIndex())
         self.drop_hint.setText(why_base_refuses_changes(base) or "Drop files or folders here to add them to this base.")
         self._update_actions()
-        self.show_sync_states()
+        self.sync_actions.show_states()
 
     def selected_items(self) -> list[Item]:
         rows = self.tree.selectionModel().selectedRows(0)
@@ -357,114 +335,21 @@ class MainWindow(QMainWindow):
             act.setEnabled(refusal is None)
             act.setToolTip(refusal or act.text())
         chosen = self.selected_items()
-        self._enable(self.act_delete, self._why_no_delete(base, chosen) if ready else refusal)
-        self._enable(self.act_reindex, self._why_no_reindex(base, chosen) if ready else refusal)
-        self._enable(self.act_chunks, self._why_no_chunks(base, chosen) if ready else refusal)
+        self._enable(self.act_delete, item_rules.why_no_delete(base, chosen) if ready else refusal)
+        self._enable(self.act_reindex, item_rules.why_no_reindex(base, chosen) if ready else refusal)
+        self._enable(self.act_chunks, item_rules.why_no_chunks(base, chosen) if ready else refusal)
         folder = next((i for i in chosen if i.is_container), None) if len(chosen) == 1 else None
         self.search_panel.set_folder(None if folder is None else (folder.id, folder.name))
-        self._enable(self.act_retry_failed, self._why_no_retry(base, chosen) if ready else refusal)
-        self._enable(self.act_sync, self._why_no_sync(base, chosen) if ready else refusal)
-        self._sync_label()
-
-    @staticmethod
-    def _why_no_sync(base: Base | None, chosen: list[Item]) -> str | None:
-        if base is None or len(chosen) != 1 or not chosen[0].is_container or not chosen[0].source_path:
-            return "Select one folder added from disk to keep it in sync"
-        return why_base_refuses_changes(base)
-
-    def toggle_sync_selected(self) -> None:
-        """Turn folder sync on or off for the selected folder (the worker's watcher does the rest)."""
-        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
-        if base is None or quire is None or len(chosen) != 1:
-            return
-        folder = chosen[0]
-
-        def done(root: object) -> None:
-            text = f"{folder.name!r} is kept in sync." if root is not None else f"{folder.name!r} is no longer synced."
-            self._show_message("info", text)
-            self.show_sync_states()
-
-        Op(sync.toggle_sync, quire, base.id, folder.id).bound_to(self).on_success(done).on_failure(self.ctx.fail).run()
+        self._enable(self.act_retry_failed, item_rules.why_no_retry(base, chosen) if ready else refusal)
+        self.sync_actions.update(base, chosen, refusal if not ready else None)
 
     def show_sync_states(self) -> None:
-        """The sync state of the base's synced folders, in the selected folder's tooltip and the status bar."""
-        base, quire = self.ctx.base, self.ctx.quire
-        if base is None or quire is None:
-            return
-
-        def shown(states: dict[int, app_queries.SyncState]) -> None:
-            self.sync_states = states
-            self._sync_label()
-
-        Op(app_queries.sync_states, quire, base.id).bound_to(self).on_success(shown).on_failure(self.ctx.fail).run()
-
-    def _sync_label(self) -> None:
-        """The toggle reads "Stop syncing", with the folder's sync state as tooltip, on a synced folder;
-        "Apply sync changes" is enabled, listing them, on a review folder with changes pending."""
-        chosen = self.selected_items()
-        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
-        self.act_sync.setText("Stop syncing" if state else "Keep in sync")
-        if state and self.act_sync.isEnabled():
-            self.act_sync.setToolTip(state.line)
-        pending = state.pending if state else ()
-        self.act_sync_apply.setEnabled(bool(pending) and self.act_sync.isEnabled())
-        self.act_sync_apply.setToolTip("\n".join(pending) if pending else "No sync changes waiting for review")
-
-    def apply_sync_selected(self) -> None:
-        """Apply the selected review folder's pending changes (a person's decision, audited)."""
-        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
-        state = getattr(self, "sync_states", {}).get(chosen[0].id) if len(chosen) == 1 else None
-        if base is None or quire is None or state is None:
-            return
-
-        def done(outcome: sync.Outcome) -> None:
-            text = outcome.stood_down or f"Applied {outcome.applied} change(s)."
-            self._show_message("info", text)
-            self.show_sync_states()
-
-        Op(sync.apply_pending, quire, state.root_id, person()).bound_to(self).on_success(done).on_failure(
-            self.ctx.fail
-        ).run()
+        self.sync_actions.show_states()
 
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:
         act.setEnabled(refusal is None)
         act.setToolTip(refusal or act.text())
-
-    @staticmethod
-    def _why_no_delete(base: Base | None, chosen: list[Item]) -> str | None:
-        if base is not None and base.locked:
-            return f"{base.name!r} is locked (read-only)"
-        return None if chosen else "Select items to delete"
-
-    @staticmethod
-    def _why_no_reindex(base: Base | None, chosen: list[Item]) -> str | None:
-        refusal = why_base_refuses_changes(base)
-        if refusal is not None:
-            return refusal
-        if not chosen:
-            return "Select completed or failed items to reindex"
-        busy = next((i for i in chosen if i.status not in TERMINAL), None)
-        if busy is None:
-            return None
-        return f"{busy.name!r} is {busy.status}; wait until it is completed, failed or skipped"
-
-    @classmethod
-    def _why_no_retry(cls, base: Base | None, chosen: list[Item]) -> str | None:
-        refusal = cls._why_no_reindex(base, chosen)
-        if refusal is not None:
-            return refusal.replace("Select completed or failed items to reindex", "Select a failed folder or file")
-        if not any(i.status == "failed" for i in chosen):
-            return "Nothing selected has failed"
-        return None
-
-    @staticmethod
-    def _why_no_chunks(base: Base | None, chosen: list[Item]) -> str | None:
-        if base is None or base.status == "failed":
-            return "The base's index cannot be read"
-        if len(chosen) != 1:
-            return "Select one completed item"
-        return None if chosen[0].status == "completed" else f"{chosen[0].name!r} is {chosen[0].status}, not completed"
 
     # -- item actions -------------------------------------------------------------------------
 
@@ -498,7 +383,7 @@ class MainWindow(QMainWindow):
         if base is None or quire is None:
             return
         Op(lifecycle.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
-            lambda changes: self._changed(changes, added_message(changes, what, base.name))
+            lambda changes: self._changed(changes, item_rules.added_message(changes, what, base.name))
         ).on_failure(self.ctx.fail).run()
 
     def delete_selected(self) -> None:
