@@ -24,7 +24,6 @@ from pathlib import Path
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QCheckBox,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -184,10 +183,11 @@ class MainWindow(QMainWindow):
         ):
             self.toolbar.addAction(act)
         self.toolbar.addSeparator()
-        self.hide_skipped = QCheckBox("Hide skipped")
+        self.hide_skipped = QAction("Hide skipped", self)  # a toggle in the toolbar and the View menu
+        self.hide_skipped.setCheckable(True)
         self.hide_skipped.setToolTip("Hide files Quire does not read by design (unsupported, ignored, empty, no text)")
         self.hide_skipped.toggled.connect(lambda on: self.model.set_hidden_statuses(("skipped",) if on else ()))
-        self.toolbar.addWidget(self.hide_skipped)
+        self.toolbar.addAction(self.hide_skipped)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)

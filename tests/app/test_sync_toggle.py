@@ -26,10 +26,11 @@ def test_keep_in_sync_toggle_on_a_folder_row(
 ) -> None:
     create_base(data_dir, "inbox")
     folder = write_tree(tmp_path / "watched", {"a.txt": "alpha"})
-    quire = open_quire(data_dir)
+    loose = write_tree(tmp_path / "loose", {"b.txt": "beta"}) / "b.txt"  # a file of its own (one inside the
+    quire = open_quire(data_dir)  # folder would be answered already_covered by the folder's root)
     try:
         folder_id = add_items(quire, "inbox", [PathInput(folder)]).created[0]
-        note_id = add_items(quire, "inbox", [PathInput(folder / "a.txt")]).created[0]
+        note_id = add_items(quire, "inbox", [PathInput(loose)]).created[0]
     finally:
         quire.close()
     window = open_window()
