@@ -3,6 +3,8 @@
 ``Quire`` opens the window; ``Quire cli ARGS`` is ``quire ARGS``; ``Quire worker-launch PID DIR`` is what
 the window runs to start its worker process (``app.worker_launch``), which then execs ``Quire cli …
 worker``. A frozen build has no ``python -m``, so the app asks ``sys.frozen`` and uses these words.
+Child processes of ``multiprocessing`` (the parse process) run this executable too; ``freeze_support``
+hands them to multiprocessing.
 """
 
 from __future__ import annotations
@@ -30,4 +32,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # The parse process (knowledge.ingest.parse_worker) and multiprocessing's resource tracker start this
+    # same executable with multiprocessing's own arguments: let multiprocessing take those runs over
+    # before the app reads its arguments.
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     sys.exit(main())
