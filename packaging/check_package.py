@@ -352,7 +352,7 @@ def run(artefact: Path) -> None:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("bundle contents, desktop entry", lambda: step_bundle(app, bundle)),
             ("doctor", lambda: step_doctor(app, bundle)),
-            ("base create, add (6 formats), worker --until-idle", lambda: step_ingest(app, work / "docs")),
+            ("base create, add (one file per format), worker --until-idle", lambda: step_ingest(app, work / "docs")),
         ]
         ids: dict[str, int] = {}
         for name, action in steps:
