@@ -155,6 +155,8 @@ def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
 
 
 def _create_remote_base(args: argparse.Namespace, out: Output) -> int:
+    from knowledge import preferences
+
     if not args.endpoint or not args.model:
         raise UsageError("--embedder http needs --endpoint URL and --model NAME")
     settings = CallSettings(
@@ -171,7 +173,7 @@ def _create_remote_base(args: argparse.Namespace, out: Output) -> int:
             model_id=DEFAULT_MODEL_ID,  # the tokenizer chunks are measured with
             dimension=config.dimension,
             precision="fp32",
-            chunk_size=args.chunk_size,
+            chunk_size=args.chunk_size or preferences.get(quire.db, "bases.default_chunk_size"),
             chunk_overlap=args.chunk_overlap,
             embedder=config.as_json(),
         )

@@ -9,7 +9,8 @@ request; the child answers item by item, so the parent knows which item it is wa
 * a child that dies (a parser crash, a signal, the memory limit) fails the item it was on
   ``parser_crashed``, and likewise a fresh child takes the rest;
 * the child runs under ``RLIMIT_AS = memory_bytes``, so a parser that tries to unpack a bomb gets a
-  ``MemoryError`` (answered ``too_large``) or dies, instead of taking the machine's memory;
+  ``MemoryError`` (answered ``out_of_memory``: a failure, unlike the ``too_large`` skip of a file over the
+  size limit) or dies, instead of taking the machine's memory;
 * the child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on its pipe otherwise).
 
 Measured overhead (tests/benchmarks/parse_worker_overhead.py): see docs/ARCHITECTURE.md "Poison isolation".
@@ -94,7 +95,7 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
             except SourceRejected as rejected:
                 answer = ("rejected", rejected.code, rejected.reason)
             except MemoryError:
-                answer = ("rejected", "too_large", "parsing it needed more memory than allowed")
+                answer = ("rejected", "out_of_memory", "parsing it needed more memory than allowed")
             except Exception as exc:  # a parser bug: this item's failure, not the process's
                 answer = ("failed", "parse_error", sanitize_error(exc))
             del data

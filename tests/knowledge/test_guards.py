@@ -16,6 +16,7 @@ from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from tests.knowledge.helpers import drain, make_base, statuses
+from tests.sources.builders import make_pdf
 from tests.support.files import write_tree
 
 
@@ -87,12 +88,12 @@ def test_add_sets_containers_preparing_and_leaves_processing(quire: Quire, tmp_p
     assert types == [operations.PREPARE_ROOT, operations.INDEX_DOCUMENTS]
 
 
-def test_add_invalid_input_fails_without_a_job(quire: Quire, tmp_path: Path) -> None:
+def test_add_of_a_file_quire_does_not_read_is_skipped_without_a_job(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
-    (tmp_path / "picture.bmp").write_bytes(b"BM" + bytes(64))
-    changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "picture.bmp")])
+    (tmp_path / "layers.psd").write_bytes(b"8BPS" + bytes(64))  # a type Quire does not read: skipped by design
+    changes = operations.add_items(quire, "kb", [PathInput(tmp_path / "layers.psd")])
     item = operations.get_item(quire, "kb", changes.created[0])
-    assert (item.status, item.error_code) == ("failed", "unsupported_type")
+    assert (item.status, item.error_code) == ("skipped", "unsupported_type")
     assert job_count(quire) == 0
 
 
@@ -243,12 +244,12 @@ def test_reindex_job_schedule_failure_marks_roots_failed(
 
 def test_reindex_brings_a_failed_item_back(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
-    path = tmp_path / "late.txt"
-    path.write_text("")
+    path = tmp_path / "late.pdf"
+    path.write_bytes(b"%PDF-1.4 this is not a PDF at all")  # corrupt: a parse error, which is a failure
     changes = operations.add_items(quire, "kb", [PathInput(path)])
     drain(quire)
     assert item_status(quire, changes.created[0]) == "failed"
-    path.write_text("now it has text")  # a failed item is terminal, so it can be reindexed
+    path.write_bytes(make_pdf([["now it has text"]]))  # a failed item is terminal, so it can be reindexed
     operations.reindex_items(quire, "kb", changes.created)
     drain(quire)
     assert item_status(quire, changes.created[0]) == "completed"

@@ -78,12 +78,36 @@ def test_stamps_carry_the_weights_hash_and_nothing_is_stale_at_first(quire: Quir
     assert lifecycle.reindex_stale(quire, "kb").noop
 
 
+class _ParsersInThisProcess:
+    """Parses in the test's own process: a version bumped by monkeypatch is invisible to the real parse
+    process (a fresh interpreter), and this test is about the stamps, not about isolation."""
+
+    def for_this_thread(self) -> _ParsersInThisProcess:
+        return self
+
+    def parse_many(self, requests: list[tuple[str, bytes, int, str]]) -> list[object]:
+        from knowledge.ingest.parse_worker import ParseFailed
+        from knowledge.sources import SourceRejected, parse_bytes
+
+        answers: list[object] = []
+        for name, data, max_bytes, language in requests:
+            try:
+                answers.append(parse_bytes(data, name=name, max_bytes=max_bytes, ocr_language=language))
+            except SourceRejected as rejected:
+                answers.append(ParseFailed(rejected.code, rejected.reason))
+        return answers
+
+    def close(self) -> None:
+        pass
+
+
 def test_a_parser_bump_makes_its_items_stale_and_reindex_redoes_exactly_those(
     quire: Quire, tmp_path: Path, counting: CountingEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = _indexed(quire, tmp_path)
     embedded = len(counting.texts_seen)
     monkeypatch.setitem(PARSER_VERSIONS, "markdown", "markdown-99")
+    monkeypatch.setattr(quire, "parsers", _ParsersInThisProcess())
     assert _stale_names(quire) == {"beta.md"}
     _reindex_stale(quire)
     after = _files(quire)

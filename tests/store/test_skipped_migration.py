@@ -27,7 +27,7 @@ def _migrate_until(db: Database, last: str) -> None:
 
 def test_old_database_accepts_skipped_and_keeps_its_chunks(tmp_path: Path) -> None:
     db = Database.in_dir(tmp_path)
-    _migrate_until(db, "0008_agent_proposals")
+    _migrate_until(db, "0014_vector_cache_stamp")  # the migration before the one under test
     with db.write() as conn:
         conn.exec_driver_sql(
             "INSERT INTO bases (id, name, model_id, dimension, precision, chunk_size, chunk_overlap, created_at,"
