@@ -23,7 +23,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "paths": set(),
     "instance_lock": {"errors"},
     "principal": {"errors"},
-    "components": {"errors", "store", "ingest"},
+    "components": {"errors", "store", "sources", "ingest"},
     "preferences": {"errors", "store", "paths", "principal"},
     "store": {"errors"},
     "sources": {"errors"},
