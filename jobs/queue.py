@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol
 
@@ -104,6 +104,9 @@ class JobQueue:
         self.registry = registry
         self.session = session
         self._session_registered = False
+        # Called in the enqueuing transaction after a job becomes runnable; the composition root uses it to
+        # ring the worker's doorbell once that transaction commits (jobs/doorbell.py).
+        self.on_enqueue: Callable[[Connection], None] | None = None
 
     def ensure_session(self, conn: Connection) -> None:
         if not self._session_registered:
@@ -149,9 +152,14 @@ class JobQueue:
             assert job_id is not None
             job_id = job_id[0]
             self.transport.wake(conn.connection.driver_connection, int(job_id))
+            self._announce(conn)
         except Exception as exc:  # the caller decides: roll back or compensate
             raise EnqueueError(f"could not enqueue {job_type}: {exc}") from exc
         return Enqueued(JobId(int(job_id)), created=True)
+
+    def _announce(self, conn: Connection) -> None:
+        if self.on_enqueue is not None:
+            self.on_enqueue(conn)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -234,6 +242,7 @@ class JobQueue:
         if done.rowcount != 1:
             return False
         self.transport.wake(conn.connection.driver_connection, job_id)
+        self._announce(conn)
         return True
 
     def cancel_base(self, conn: Connection, base_id: int, *, except_types: Sequence[str] = ()) -> builtins.list[int]:

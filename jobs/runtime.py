@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select, update
 
+from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
 from jobs.recovery import fail_exhausted, recover
@@ -107,8 +108,16 @@ class Worker:
         renew_leases: bool = True,
         paused: Callable[[], bool] | None = None,
         repair_interval: float | None = DEFAULT_REPAIR_INTERVAL,
+        doorbell: Doorbell | None = None,
+        on_thread_start: Callable[[], None] | None = None,
     ) -> None:
         self.queue = queue
+        # Rung after every job commit (jobs/doorbell.py): an idle executor wakes at once, not at its next poll.
+        self.doorbell = doorbell
+        self._listener: Listener | None = None
+        # Run by each executor thread before its first claim (the composition root starts that thread's
+        # parse process there, so the first job does not wait for it).
+        self.on_thread_start = on_thread_start
         # Asked before every claim: while it answers True nothing new is claimed and running jobs
         # finish. The composition root passes a read of its own persisted flag (jobs/ knows no settings).
         self.paused = paused or (lambda: False)
@@ -126,6 +135,7 @@ class Worker:
         self._busy_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.completed = 0
+        self.idle_looks = 0  # times an executor found nothing runnable and went to wait (tests)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -137,6 +147,7 @@ class Worker:
     def start(self) -> None:
         """Run in background threads (the GUI's choice)."""
         self.register()
+        self._listen_for_doorbell()
         for n in range(self.threads):
             t = threading.Thread(target=self._executor_loop, args=(False,), name=f"quire-worker-{n}", daemon=True)
             t.start()
@@ -153,6 +164,7 @@ class Worker:
         runs. That job is not cancelled: its session ends, and the next start's recovery decides.
         """
         self.register()
+        self._listen_for_doorbell()
         deadline = None if timeout is None else time.monotonic() + timeout
         hb = threading.Thread(target=self._heartbeat_loop, name="quire-heartbeat", daemon=True)
         hb.start()
@@ -175,6 +187,7 @@ class Worker:
         finally:
             self._stop.set()
             hb.join(timeout=5)
+            self._close_doorbell()
             self.end_session()
         return self.completed
 
@@ -184,11 +197,29 @@ class Worker:
         self._wake.set()
         for t in self._threads:
             t.join(timeout=wait_seconds)
+        self._close_doorbell()
         self.end_session()
 
     def end_session(self) -> None:
         with contextlib.suppress(Exception), self.queue.db.write() as conn:
             self.session.end(conn)
+
+    def _listen_for_doorbell(self) -> None:
+        self._listener = None if self.doorbell is None else self.doorbell.listen()
+        if self._listener is not None:
+            threading.Thread(
+                target=self._doorbell_loop, args=(self._listener,), name="quire-doorbell", daemon=True
+            ).start()
+
+    def _doorbell_loop(self, listener: Listener) -> None:
+        while not self._stop.is_set():
+            if listener.wait(1.0):
+                self._wake.set()
+
+    def _close_doorbell(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()  # its thread's next wait fails and sees the stop
 
     def poke(self) -> None:
         """Wake idle executor threads now (the GUI calls this after it enqueues)."""
@@ -197,6 +228,11 @@ class Worker:
     # -- executor -----------------------------------------------------------------------------
 
     def _executor_loop(self, until_idle: bool, deadline: float | None = None) -> None:
+        if self.on_thread_start is not None:
+            try:
+                self.on_thread_start()
+            except Exception:  # a warm-up is an optimisation: the job does the same work on demand
+                log.warning("executor warm-up failed", exc_info=True)
         while not self._stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 return
@@ -204,6 +240,7 @@ class Worker:
             if record is None:
                 if until_idle and (self.was_paused or self._idle()):  # paused: nothing is runnable
                     return
+                self.idle_looks += 1
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
                 continue

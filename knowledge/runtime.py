@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
+from jobs.doorbell import Doorbell
 from jobs.queue import JobQueue
 from jobs.recovery import RecoveryReport, recover
 from jobs.registry import Registry
@@ -28,9 +29,9 @@ from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi
-from knowledge.store.database import Database, open_raw_connection
+from knowledge.store.database import Database, after_commit, open_raw_connection
 from knowledge.store.migrations import migrate
-from knowledge.store.schema import settings
+from knowledge.store.schema import ACTIVE_STATUSES, items, settings
 
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
@@ -58,6 +59,8 @@ class Quire:
     # Parsing runs in a child process per executor thread (knowledge.ingest.parse_worker), started on
     # first use: a hang or a crash in a parser costs one item, never this process.
     parsers: ParseWorkers = field(default_factory=ParseWorkers)
+    # Rung once per committed transaction that made a job runnable; the worker holding it wakes at once.
+    doorbell: Doorbell = field(default_factory=lambda: Doorbell(None))
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
@@ -67,7 +70,9 @@ class Quire:
         transport = Transport(lambda: apsw_dbapi.Connection(open_raw_connection(db.path)))
         registry = Registry()
         session = Session.for_this_process(hosts_worker=hosts_worker)
-        quire = cls(data_dir, db, transport, registry, JobQueue(db, transport, registry, session))
+        queue = JobQueue(db, transport, registry, session)
+        quire = cls(data_dir, db, transport, registry, queue, doorbell=Doorbell.for_directory(data_dir))
+        queue.on_enqueue = quire._ring_after_commit
         from knowledge.library.bases import verify_base_indexes
 
         verify_base_indexes(db)
@@ -81,7 +86,13 @@ class Quire:
         """Startup recovery (every app or worker start, before taking jobs)."""
         return recover(self.queue)
 
-    def make_worker(self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5) -> Worker:
+    def make_worker(
+        self, *, threads: int = 1, lease_seconds: float = 30.0, poll_interval: float = 0.5, warm: bool = False
+    ) -> Worker:
+        """A worker on this data directory; ``warm``: each executor starts its parse process at once and the
+        encoders load in the background (:meth:`warm_up`), for a worker that waits for interactive work."""
+        if warm:
+            threading.Thread(target=self.warm_up, name="quire-warm-up", daemon=True).start()
         return Worker(
             self.queue,
             threads=threads,
@@ -89,7 +100,15 @@ class Quire:
             poll_interval=poll_interval,
             paused=lambda: preferences.is_paused(self.db),
             repair_interval=self.repair_interval(),
+            doorbell=self.doorbell,
+            on_thread_start=(lambda: self.parsers.for_this_thread().warm()) if warm else None,
         )
+
+    def _ring_after_commit(self, conn: Connection) -> None:
+        after_commit(conn, self._ring)  # the same bound method: registered once per transaction
+
+    def _ring(self, _db: Database) -> None:
+        self.doorbell.ring()
 
     def repair_interval(self) -> float:
         """Seconds between a running worker's repair passes (setting ``repair.interval_seconds``)."""
@@ -138,6 +157,25 @@ class Quire:
                     QueryEncoder(spec, precision=precision) if query else Encoder(spec, precision=precision)
                 )
         return self._encoders[key]
+
+    def has_indexing_work(self) -> bool:
+        """Whether any item waits to be read or embedded (a worker started now will need the model)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(items.c.id).where(items.c.status.in_(ACTIVE_STATUSES)).limit(1)).first()
+        return row is not None
+
+    def warm_up(self) -> None:
+        """Load the encoder of every local base here and run one tiny batch through it, so the first job
+        (a dropped note) pays no import, model load or first-call kernel set-up. The window's worker
+        calls this in a background thread at start; it holds the model lock only while it loads."""
+        from knowledge.library.bases import list_bases
+
+        wanted = {(b.model_id, b.precision) for b in list_bases(self.db) if b.embedder is None and b.status == "ok"}
+        for model_id, precision in sorted(wanted):
+            try:
+                self.document_encoder(model_id, precision).encode_documents(["warm up"])
+            except Exception:  # a model that cannot load fails its jobs with the reason; nothing to add here
+                log.warning("could not warm up the encoder for %s (%s)", model_id, precision, exc_info=True)
 
     def close(self) -> None:
         self.parsers.close()

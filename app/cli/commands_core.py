@@ -52,6 +52,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--lease-seconds", type=float, default=30.0)
     p.add_argument("--no-watch", action="store_true", help="do not watch synced folders (they are not reconciled)")
     p.add_argument(
+        "--warm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="load the model and start the parse process at once (default: unless --until-idle finds nothing to index)",
+    )
+    p.add_argument(
         "--nice",
         type=int,
         help=f"lower the worker's CPU priority by this much (default: the worker.nice preference, {WORKER_NICENESS})",
@@ -103,7 +109,8 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
     lower_priority(args.nice)
     with opened(args, hosts_worker=True) as quire:
         report = quire.recover()
-        worker = quire.make_worker(threads=args.threads, lease_seconds=args.lease_seconds)
+        warm = args.warm if args.warm is not None else (not args.until_idle or quire.has_indexing_work())
+        worker = quire.make_worker(threads=args.threads, lease_seconds=args.lease_seconds, warm=warm)
         _stop_on_signals(worker.stop)
         watcher = None
         if not args.until_idle and not args.no_watch:  # the watcher only schedules sync jobs

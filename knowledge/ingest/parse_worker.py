@@ -116,6 +116,10 @@ class ParseWorker:
     def pid(self) -> int | None:
         return None if self._proc is None else int(self._proc.pid)
 
+    def warm(self) -> None:
+        """Start the parse process now (it imports the parsers while the caller goes on), not on first use."""
+        self._ensure()
+
     def _ensure(self) -> Connection:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return self._conn
@@ -196,6 +200,11 @@ class ParseWorkers:
             with self._lock:
                 self._all.append(worker)
         return worker
+
+    def pids(self) -> list[int]:
+        """The live parse processes of this process's threads."""
+        with self._lock:
+            return [pid for pid in (w.pid for w in self._all) if pid is not None]
 
     def close(self) -> None:
         with self._lock:

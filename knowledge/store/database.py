@@ -220,10 +220,13 @@ class Database:
 
 
 def after_commit(conn: Connection, hook: Callable[[Database], object]) -> None:
-    """Run ``hook(database)`` once the write transaction open on ``conn`` has committed (see the docstring)."""
+    """Run ``hook(database)`` once the write transaction open on ``conn`` has committed (see the docstring);
+    a hook already registered in this transaction (an equal callable) is not added again."""
     if not conn.in_transaction():
         raise StoreError("after_commit needs an open write transaction")
-    _hooks(conn).append(hook)
+    hooks = _hooks(conn)
+    if hook not in hooks:  # registered twice in one transaction (a ring per enqueued job): run once
+        hooks.append(hook)
 
 
 def _hooks(conn: Connection) -> list[Callable[[Database], object]]:
