@@ -10,18 +10,18 @@ binary-quantized candidates rescored with the float16 copies above. Scores are c
 Keyword search leaves very common terms out of the query on bases above 20,000 chunks
 (:mod:`knowledge.search.term_stats`).
 
-On a large base hybrid runs its keyword part in a second thread, with its own read snapshot, while the
-query is encoded and the vectors are searched; each part filters deleted material in its own snapshot,
-and both snapshots begin after the call, so a delete committed before the search is never shown.
+Hybrid runs its keyword part on a second thread, with its own read snapshot, while the query is encoded
+and the vectors are searched; each part filters deleted material in its own snapshot, and both snapshots
+begin after the call, so a delete committed before the search is never shown.
 
 Queries are encoded by the process's query encoder (one intra-op thread, FACTS.md #8).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,9 @@ RRF_K = 5
 HYBRID_DEPTH = 50
 VECTOR_WEIGHT = 0.5
 MAX_K = 4096  # the most vector candidates one search looks at
-PARALLEL_KEYWORD_ABOVE = 20_000  # chunks: hybrid runs its keyword part in a thread on bases this large
+# Hybrid's keyword halves, one at a time per process: a long-lived thread (no start-up per query); two
+# searches at once queue their keyword halves here, which a two-core machine would serialise anyway.
+_KEYWORD_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quire-search-keyword")
 # Words that match nearly every chunk: dropping them keeps BM25 OR-queries fast and sharp.
 STOPWORDS = frozenset(
     [
@@ -263,22 +265,17 @@ def search(
     if mode == "keyword":
         ranked = keyword()
     else:
-        # hybrid on a large base: the keyword part runs in its own thread and read snapshot while the query
-        # is encoded (SQLite and torch both release the GIL); on a small base it is cheaper than the thread
-        parallel = mode == "hybrid" and quire.vectors.held_count(base.id) > PARALLEL_KEYWORD_ABOVE
-        background = _Background(keyword) if parallel else None
+        # hybrid: the keyword part runs on the search thread, in its own read snapshot, while this thread
+        # encodes the query and scans the vectors (SQLite and torch both release the GIL): hybrid then costs
+        # about its slower half, not the sum of both
+        background = _KEYWORD_THREAD.submit(keyword) if mode == "hybrid" else None
         vector = quire.query_encoder(base.model_id, base.precision, base.embedder).encode_query(query)
 
         def both(conn: Connection, allowed: AbstractSet[int] | None) -> list[tuple[Any, float]]:
             by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)
-            if mode == "vector":
+            if background is None:
                 return by_vector
-            by_keyword = (
-                keyword_candidates(conn, base, query, depth, allowed, stats=quire.terms)
-                if background is None
-                else background.result()
-            )
-            return fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+            return fuse([by_vector, background.result()], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
 
         ranked = _in_snapshot(quire, base, subtree, both)
     terms = query_terms(query)
@@ -298,29 +295,6 @@ def _in_snapshot(
             tree.load_in_base(conn, base.id, subtree)
             allowed = set(tree.subtree_ids(conn, [subtree]))
         return fn(conn, allowed)
-
-
-class _Background:
-    """A function run in a thread; ``result()`` waits for it and re-raises what it raised."""
-
-    def __init__(self, fn: Callable[[], list[tuple[Any, float]]]) -> None:
-        self._fn = fn
-        self._value: list[tuple[Any, float]] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="quire-search-keyword", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-        except BaseException as exc:  # handed to the caller
-            self._error = exc
-
-    def result(self) -> list[tuple[Any, float]]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:

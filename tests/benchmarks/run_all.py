@@ -20,7 +20,7 @@ import traceback
 
 from tests.benchmarks.common import log
 
-BENCHMARKS = ("ingest", "quality", "latency", "app", "portable", "ocr", "sync")
+BENCHMARKS = ("ingest", "quality", "latency", "app", "drop", "portable", "ocr", "sync")
 
 
 def main(argv: list[str] | None = None) -> int:
