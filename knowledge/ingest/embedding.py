@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from knowledge.ingest.chunking import HFTokenizer, load_tokenizer
+from knowledge.ingest.query_trace import Body, eager_body, traced_body
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2"
 DEFAULT_BATCH_TOKENS = 8192  # padded tokens per forward; ~32 full 256-token chunks
@@ -272,6 +273,12 @@ class QueryEncoder(Encoder):
 
     def __init__(self, spec: ModelSpec, *, precision: str = "auto") -> None:
         super().__init__(spec, precision=precision, threads=1)
+        self._body: Body | None = None  # the transformer's forward for one query (traced when it matches)
+
+    @property
+    def traced(self) -> bool:
+        """Whether queries run through the traced transformer (known after the first query)."""
+        return self._body is not None and self._body.__qualname__.startswith("traced_body")
 
     def encode_query(self, text: str) -> Vectors:
         """float32 vector (dimension,), L2-normalised."""
@@ -283,11 +290,16 @@ class QueryEncoder(Encoder):
 
                 if torch.get_num_threads() != self.threads:
                     torch.set_num_threads(self.threads)
-                module = model[0]
-                body = text.lower() if getattr(module, "do_lower_case", False) else text
-                tokens = model.tokenizer(body, return_tensors="pt", truncation=True, max_length=model.max_seq_length)
+                lower, limit = getattr(model[0], "do_lower_case", False), model.max_seq_length
+
+                def tokenize(value: str) -> dict[str, Any]:
+                    value = value.lower() if lower else value
+                    return dict(model.tokenizer(value, return_tensors="pt", truncation=True, max_length=limit))
+
                 with torch.inference_mode():
-                    hidden = transformer(**tokens).last_hidden_state[0]
+                    if self._body is None:
+                        self._body = traced_body(transformer, tokenize) or eager_body(transformer)
+                    hidden = self._body(tokenize(text))
                 pooled: Vectors = hidden.float().mean(dim=0).numpy()
         if transformer is None:
             return super().encode_query(text)

@@ -13,10 +13,12 @@ Nothing here holds a database transaction while parsing or embedding (short read
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +76,20 @@ class BatchStats:
     embedded: int = 0
     rejected: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    # wall seconds per stage (read, parse, chunk, encode, write): where a batch's time went
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+    def stage_seconds(self) -> dict[str, float]:
+        """``seconds_<stage>`` entries for a job's result, rounded to milliseconds."""
+        return {f"seconds_{stage}": round(value, 3) for stage, value in self.seconds.items()}
 
 
 def sha256_text(value: str) -> str:
@@ -182,10 +198,37 @@ def prepare_one(quire: Quire, base: Base, item: Item, model_path: str) -> Prepar
 
 
 def prepare_many(
-    quire: Quire, base: Base, todo: Sequence[Item], model_path: str, parser: ParseWorker
+    quire: Quire,
+    base: Base,
+    todo: Sequence[Item],
+    model_path: str,
+    parser: ParseWorker,
+    stats: BatchStats | None = None,
 ) -> list[Prepared | Rejected]:
     """:func:`prepare_one` for a batch, with every parse in ``parser``'s child process (one request for
-    the batch): a parse that hangs or crashes fails its own item (``parse_timeout`` / ``parser_crashed``)."""
+    the batch): a parse that hangs or crashes fails its own item (``parse_timeout`` / ``parser_crashed``).
+    ``stats`` (if given) gets the seconds spent reading, parsing and chunking."""
+    stats = stats or BatchStats()
+    with stats.timed("read"):
+        outcomes, to_parse = _read_many(quire, base, todo, model_path)
+    with stats.timed("parse"):
+        parsed = parser.parse_many(
+            [(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language) for item, raw, _sha, _m in to_parse]
+        )
+    with stats.timed("chunk"):
+        for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
+            if isinstance(result, ParseFailed):
+                outcomes[item.id] = Rejected(item, result.code, result.message)
+            else:
+                outcomes[item.id] = chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
+    return [outcomes[item.id] for item in todo]
+
+
+def _read_many(
+    quire: Quire, base: Base, todo: Sequence[Item], model_path: str
+) -> tuple[dict[int, Prepared | Rejected], list[tuple[Item, bytes, str, float | None]]]:
+    """Read each item's bytes: the outcomes settled without a parse (notes, identical copies, unreadable
+    sources) and the items left to parse."""
     outcomes: dict[int, Prepared | Rejected] = {}
     to_parse: list[tuple[Item, bytes, str, float | None]] = []
     for item in todo:
@@ -204,15 +247,7 @@ def prepare_many(
             outcomes[item.id] = _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
         else:
             to_parse.append((item, raw, raw_sha, mtime))
-    parsed = parser.parse_many(
-        [(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language) for item, raw, _sha, _m in to_parse]
-    )
-    for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
-        if isinstance(result, ParseFailed):
-            outcomes[item.id] = Rejected(item, result.code, result.message)
-        else:
-            outcomes[item.id] = chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
-    return [outcomes[item.id] for item in todo]
+    return outcomes, to_parse
 
 
 def prepare_bytes_isolated(
@@ -334,7 +369,8 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
                 missing.setdefault(row.text_sha256, row.text)
     if missing:
         texts = list(missing.values())
-        vectors = encoder.encode_documents(texts)
+        with stats.timed("encode"):
+            vectors = encoder.encode_documents(texts)
         known.update(zip(missing.keys(), vectors, strict=True))
     stats.embedded += len(missing)
     stats.reused_vectors += sum(len(p.rows) for p in pending) - len(missing)

@@ -54,16 +54,18 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         conn.execute(update(items).where(items.c.id.in_([i.id for i in todo])).values(attempts=items.c.attempts + 1))
     stats = BatchStats()
     try:
-        outcomes = _prepare_all(quire, base, todo, ctx)
+        outcomes = _prepare_all(quire, base, todo, ctx, stats)
         prepared = [o for o in outcomes if isinstance(o, Prepared)]
         if prepared:
             with ctx.write() as conn:
                 tree.set_status(conn, [p.item.id for p in prepared], "embedding")
             encoder = quire.document_encoder(base.model_id, base.precision, base.embedder)
             culprits = embed_narrowed(quire, base, prepared, encoder, stats)
-            culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
+            with stats.timed("write"):
+                culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
             outcomes = [culprits.get(o.item.id, o) for o in outcomes]
-        written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
+        with stats.timed("write"):
+            written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
     except Superseded:
         raise
     except EmbedderUnavailable as exc:  # bounded retries spent: these items fail; a reindex tries again
@@ -79,6 +81,7 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         "reused": stats.reused_vectors,
         "copied": stats.copied,
         "rejected": stats.rejected,
+        **stats.stage_seconds(),
     }
 
 
@@ -130,12 +133,14 @@ def _commit_in_one_transaction(
         return _commit_outcomes(quire, conn, base, outcomes, generations)
 
 
-def _prepare_all(quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext) -> list[Prepared | Rejected]:
+def _prepare_all(
+    quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext, stats: BatchStats
+) -> list[Prepared | Rejected]:
     """Parse the batch in this thread's parse process (one request); a hang or crash costs its item."""
     ctx.check_cancelled()
     model_path = model_spec(base.model_id).path
     try:
-        return prepare_many(quire, base, todo, model_path, quire.parsers.for_this_thread())
+        return prepare_many(quire, base, todo, model_path, quire.parsers.for_this_thread(), stats)
     except Exception:  # e.g. chunking bug: narrow it to its item, one by one in this process
         log.warning("batch preparation failed; preparing item by item", exc_info=True)
     outcomes: list[Prepared | Rejected] = []

@@ -42,6 +42,6 @@ def _run(result: Result, quick: bool) -> None:
             probe["p95_s"],
             at_most=1.0,
             unit="s",
-            note=f"{probe['drops']} drops; hybrid top hit {probe['hybrid_top_hit']}/{probe['drops']}",
+            note=f"{probe['drops']} drops; found by hybrid search {probe['hybrid_found']}/{probe['drops']}",
         )
     )

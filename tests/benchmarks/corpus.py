@@ -95,3 +95,25 @@ def write_queries(data: SciFact, path: Path, limit: int | None = None, warmup: i
     lines += [{"id": qid, "text": text} for qid, text in chosen]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return [qid for qid, _t in chosen]
+
+
+SMALL_FOLDER_FILES = 30
+
+
+def write_small_folder(data: SciFact, folder: Path, docs_per_file: int) -> list[Path]:
+    """A small folder as people add them: ``SMALL_FOLDER_FILES`` Markdown files, each a section per abstract
+    (``docs_per_file`` of them), taken from the END of the corpus (fresh)."""
+    import shutil
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    ids = list(data.docs)[-SMALL_FOLDER_FILES * docs_per_file :]
+    paths = []
+    for n in range(SMALL_FOLDER_FILES):
+        chosen = ids[n * docs_per_file : (n + 1) * docs_per_file]
+        sections = [f"## {data.docs[d]['title']}\n\n{data.docs[d]['text']}\n" for d in chosen]
+        path = folder / f"notes-{n:02d}.md"
+        path.write_text(f"# Reading notes {n + 1}\n\n" + "\n".join(sections), encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -6,7 +6,7 @@ worker is idle. Then, COUNT times (after two warm-up drops that are not counted)
 window the way a drop does (``MainWindow.add_paths``) and searches for that word (keyword mode, on the
 main thread, every 10 ms) until the note is a hit; the time from the drop to the first hit is one sample.
 Before the next drop the worker must be idle again (no live job). The found note is then searched once
-more in hybrid mode (the window's default) and must be the top hit. Prints one JSON line.
+more in hybrid mode (the window's default) and must be among the first ten hits. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def main(argv: list[str]) -> int:
         elapsed = time.perf_counter() - t0
         if n >= WARMUP:
             samples.append(elapsed)
-            hits = search(quire, base.id, f"reference {marker}", mode="hybrid", limit=1)
-            hybrid_top.append(bool(hits) and marker in hits[0].text)
+            hits = search(quire, base.id, f"reference {marker}", mode="hybrid", limit=10)
+            hybrid_top.append(any(marker in hit.text for hit in hits))
         state["n"] = n + 1
         QTimer.singleShot(0, drop_next)
 
@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
                 "p95_s": pct(0.95),
                 "max_s": round(ordered[-1], 3) if ordered else None,
                 "samples_s": [round(s, 3) for s in samples],
-                "hybrid_top_hit": sum(hybrid_top),
+                "hybrid_found": sum(hybrid_top),
                 "error": state["error"],
             }
         )
