@@ -70,8 +70,10 @@ def main(argv: list[str]) -> int:
 
     def worker_idle() -> bool:
         quire = window.ctx.quire
-        return quire is not None and not quire.queue.list(status="pending", limit=1) and not quire.queue.list(
-            status="running", limit=1
+        return (
+            quire is not None
+            and not quire.queue.list(status="pending", limit=1)
+            and not quire.queue.list(status="running", limit=1)
         )
 
     def drop_next() -> None:

@@ -307,8 +307,8 @@ def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
         out += [
             f"**Small folder** ({si['documents']} Markdown files, {si['chunks']:,} chunks; `quire add` + "
             f"`quire worker`, end to end): {si['wall_seconds']} s, {si['chunks_per_s']} chunks/s = "
-            f"**{small['ratio']:.2f}x** the raw fp32 encode of the same chunks ({sr['chunks_per_s']} chunks/s). Folder runs ingest SciFact at "
-            f"{r.get('folder_runs_over_add', 0):.2f}x the chunks/s of `quire add`.",
+            f"**{small['ratio']:.2f}x** the raw fp32 encode of the same chunks ({sr['chunks_per_s']} chunks/s). "
+            f"Folder runs ingest SciFact at {r.get('folder_runs_over_add', 0):.2f}x the chunks/s of `quire add`.",
             "",
         ]
     if "bf16_breakdown" in r or "small_folder" in r:
