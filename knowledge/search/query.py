@@ -146,18 +146,38 @@ def fts_query(query: str, keep: Callable[[list[str]], list[str]] | None = None) 
 # -- candidates --------------------------------------------------------------------------------
 
 
-def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: AbstractSet[int] | None) -> dict[int, Any]:
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A visible chunk a ranking found: its id and item (the text is read only for the hits returned)."""
+
+    id: int
+    item_id: int
+
+
+Ranked = list[tuple[Candidate, float]]
+
+_VISIBLE = text(
+    "SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id "
+    "WHERE c.id IN :ids AND i.status != 'deleting'"
+).bindparams(bindparam("ids", expanding=True))
+_HIT_ROWS = text(
+    "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
+    "i.metadata FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
+).bindparams(bindparam("ids", expanding=True))
+
+
+def _visible(conn: Connection, chunk_ids: Sequence[int], allowed: AbstractSet[int] | None) -> dict[int, Candidate]:
     if not chunk_ids:
         return {}
-    rows = conn.execute(
-        text(
-            "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
-            "i.metadata "
-            "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
-        ).bindparams(bindparam("ids", expanding=True)),
-        {"ids": list(chunk_ids)},
-    ).all()
-    return {r.id: r for r in rows if allowed is None or r.item_id in allowed}
+    rows = conn.execute(_VISIBLE, {"ids": list(chunk_ids)}).all()
+    return {r[0]: Candidate(r[0], r[1]) for r in rows if allowed is None or r[1] in allowed}
+
+
+def hit_rows(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, Any]:
+    """The rows hits are made of (chunk text, location, item name), by chunk id; deleting items left out."""
+    if not chunk_ids:
+        return {}
+    return {r.id: r for r in conn.execute(_HIT_ROWS, {"ids": list(chunk_ids)}).all()}
 
 
 def _over_fetch(depth: int) -> int:
@@ -174,7 +194,7 @@ def vector_candidates(
     allowed: AbstractSet[int] | None,
     *,
     index: VectorIndex,
-) -> list[tuple[Any, float]]:
+) -> Ranked:
     """The ``depth`` nearest visible chunks (over-fetched until enough are visible)."""
     k = min(_over_fetch(depth), MAX_K)
     while True:
@@ -194,7 +214,7 @@ def keyword_candidates(
     allowed: AbstractSet[int] | None,
     *,
     stats: TermStats | None = None,
-) -> list[tuple[Any, float]]:
+) -> Ranked:
     """The ``depth`` best visible chunks by BM25 (``stats``: leave common terms out on a large base)."""
     match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
     if match is None:
@@ -257,44 +277,50 @@ def search(
     assert_base_can_run_runtime_operation(base)
     depth = limit if mode != "hybrid" else max(limit, HYBRID_DEPTH)
 
-    def keyword() -> list[tuple[Any, float]]:
-        return _in_snapshot(
-            quire, base, subtree, lambda c, a: keyword_candidates(c, base, query, depth, a, stats=quire.terms)
-        )
+    def keyword(conn: Connection, allowed: AbstractSet[int] | None) -> Ranked:
+        return keyword_candidates(conn, base, query, depth, allowed, stats=quire.terms)
 
     if mode == "keyword":
-        ranked = keyword()
+        found = _in_snapshot(quire, base, subtree, keyword, limit)
     else:
         # hybrid: the keyword part runs on the search thread, in its own read snapshot, while this thread
         # encodes the query and scans the vectors (SQLite and torch both release the GIL): hybrid then costs
         # about its slower half, not the sum of both
-        background = _KEYWORD_THREAD.submit(keyword) if mode == "hybrid" else None
+        background = (
+            _KEYWORD_THREAD.submit(_in_snapshot, quire, base, subtree, keyword, 0) if mode == "hybrid" else None
+        )
         vector = quire.query_encoder(base.model_id, base.precision, base.embedder).encode_query(query)
 
-        def both(conn: Connection, allowed: AbstractSet[int] | None) -> list[tuple[Any, float]]:
+        def both(conn: Connection, allowed: AbstractSet[int] | None) -> Ranked:
             by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)
             if background is None:
                 return by_vector
             return fuse([by_vector, background.result()], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
 
-        ranked = _in_snapshot(quire, base, subtree, both)
+        found = _in_snapshot(quire, base, subtree, both, limit)
     terms = query_terms(query)
-    return [_hit(row, score, mode, terms) for row, score in ranked[:limit]]
+    return [_hit(row, score, mode, terms) for row, score in found]
 
 
 def _in_snapshot(
     quire: Quire,
     base: Base,
     subtree: int | None,
-    fn: Callable[[Connection, AbstractSet[int] | None], list[tuple[Any, float]]],
+    fn: Callable[[Connection, AbstractSet[int] | None], Ranked],
+    rows_for: int,
 ) -> list[tuple[Any, float]]:
-    """``fn(conn, allowed)`` in one read snapshot; ``allowed`` is the subtree's item ids (None: all)."""
+    """``fn(conn, allowed)`` in one read snapshot (``allowed``: the subtree's item ids, None: all); its first
+    ``rows_for`` results come back as hit rows read in that same snapshot, the rest as they are."""
     with quire.db.read() as conn:
         allowed = None
         if subtree is not None:
             tree.load_in_base(conn, base.id, subtree)
             allowed = set(tree.subtree_ids(conn, [subtree]))
-        return fn(conn, allowed)
+        ranked = fn(conn, allowed)
+        if rows_for <= 0:
+            return list(ranked)
+        rows = hit_rows(conn, [c.id for c, _score in ranked[:rows_for]])
+        return [(rows[c.id], score) for c, score in ranked[:rows_for] if c.id in rows]
 
 
 def _hit(row: Any, score: float, mode: str, terms: Sequence[str]) -> Hit:

@@ -20,6 +20,18 @@ class _Matcher:
         for t in self.exact:
             if len(t) >= 4:
                 self.by_prefix.setdefault(t[:4], []).append(t)
+        # Words that could match: the short terms whole, the others by their first 4 letters. The regex
+        # finds them in C; only they are judged in Python (a chunk has ~150 words, a query a few terms).
+        heads = sorted(
+            {re.escape(t) + r"\b" for t in self.exact if len(t) < 4} | {re.escape(p) for p in self.by_prefix}
+        )
+        self.candidates = re.compile(r"\b(?:" + "|".join(heads) + r")\w*", re.IGNORECASE) if heads else None
+
+    def spans(self, body: str) -> list[tuple[int, int]]:
+        """Start and end of every matching word of ``body``, in order."""
+        if self.candidates is None:
+            return []
+        return [(m.start(), m.end()) for m in self.candidates.finditer(body) if self(m.group(0))]
 
     def __call__(self, word: str) -> bool:
         w = word.lower()
@@ -36,8 +48,7 @@ class _Matcher:
 
 def make_snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
     """A window of ``body`` around the first matching word, with the spans of matching words."""
-    matches = _Matcher(terms)
-    words = [(m.start(), m.end()) for m in WORD.finditer(body) if matches(m.group(0))]
+    words = _Matcher(terms).spans(body)
     start = 0
     if words:
         start = max(0, words[0][0] - width // 4)

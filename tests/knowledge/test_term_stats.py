@@ -28,7 +28,9 @@ def keyword(quire: Quire, query: str) -> list[str]:
     base = get_base(quire.db, "kb")
     with quire.db.read() as conn:
         assert search.fts_query(query) is not None
-        return [row.text for row, _s in search.keyword_candidates(conn, base, query, 10, None, stats=quire.terms)]
+        found = search.keyword_candidates(conn, base, query, 10, None, stats=quire.terms)
+        rows = search.hit_rows(conn, [c.id for c, _s in found])
+        return [rows[c.id].text for c, _s in found]
 
 
 def test_common_terms_are_left_out_on_a_large_base_only(quire: Quire, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,8 @@ def fill(quire: Quire, base_id: int, vectors: np.ndarray, per_item: int = 5, sta
 def nearest_texts(quire: Quire, query: np.ndarray, depth: int = 10) -> list[tuple[str, float]]:
     with quire.db.read() as conn:
         found = search.vector_candidates(conn, get_base(quire.db, "kb"), query, depth, None, index=quire.vectors)
-    return [(row.text, score) for row, score in found]
+        rows = search.hit_rows(conn, [c.id for c, _score in found])
+    return [(rows[c.id].text, score) for c, score in found]
 
 
 def test_material_carries_float16_copies_fresh_ids_and_a_version(quire: Quire) -> None:
