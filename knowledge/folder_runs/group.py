@@ -17,12 +17,15 @@ and, if it faults again, the fault stops the run there, exactly as it did one so
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from pathlib import Path
 
 from knowledge.folder_runs.ledger import ManifestSource
 from knowledge.folder_runs.source import SourceTools, SourceWork, finish_works, read_source_work
 from knowledge.ingest.walk import VISIBLE, judge_path
+
+log = logging.getLogger(__name__)
 
 GROUP_MAX_SOURCES = 32  # progress and crash loss stay small; enough to fill the encoder's batches
 GROUP_MAX_CHUNKS = 512  # a few seconds of encoding; the index job's batches carry ~200-300
@@ -48,7 +51,8 @@ def prepare_group(tools: SourceTools, root: Path, todo: deque[ManifestSource]) -
         if work is not None and work.prepared is not None:
             chunks += len(work.prepared.rows)
             held += len(work.prepared.raw or b"") + len(work.prepared.text)
-    finish_works(tools, works)
+    stats = finish_works(tools, works)
+    log.debug("group of %d sources: %d texts embedded, %d reused", len(group), stats.embedded, stats.reused_vectors)
     tools.ready.update((source.id, work) for source, work in zip(group, works, strict=True))
     return group
 
