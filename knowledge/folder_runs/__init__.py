@@ -21,9 +21,10 @@ startup recovery or the stale-claim lease and the next attempt resumes the run)
   own stamp, ``folder_runs.owner_attempt``: entering a pending run stamps the attempt, a newer attempt
   resuming a running run takes it over (each entering attempt files one ``started`` entry), an older
   one stands down without writing.
-* One source per transaction. Reading, parsing, chunking and embedding happen outside any transaction;
-  inside it the source is re-judged (the walk's rules along its path, still the bytes that were read,
-  coverage by the base), everything is written (item, chunks, vectors, keyword entries, owned-copy
+* One source per transaction. Reading, parsing, chunking and embedding happen outside any transaction,
+  a group of sources at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the group);
+  inside its transaction the source is re-judged (the walk's rules along its path, still the bytes that
+  were read, coverage by the base), everything is written (item, chunks, vectors, keyword entries, owned-copy
   records, ingest batch, outcome, ``ingest.batch.committed``), and immediately before commit the run is
   checked to be still ``running`` and still owned by this attempt — SQLite's write lock, taken by
   ``BEGIN IMMEDIATE`` for the whole transaction, is the run's row lock. Otherwise the whole source

@@ -1,10 +1,15 @@
-"""Execution of a ``knowledge.folder-run`` job: enter, settle each source in turn, then the terminal transition."""
+"""Execution of a ``knowledge.folder-run`` job: enter, settle each source in turn, then the terminal transition.
+
+Sources are prepared a group at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the
+group's chunks) and settled one per transaction, in manifest order, with the cancellation check before
+each source.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +21,7 @@ from jobs.errors import ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
 from knowledge.folder_runs.commit import settle_source_in_tx
+from knowledge.folder_runs.group import prepare_group
 from knowledge.folder_runs.ledger import (
     ManifestSource,
     RunRecord,
@@ -134,21 +140,29 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
     for source in sources:
         if source.id in settled:
             tally[ALREADY_COMMITTED if settled[source.id] == COMMITTED else "settled_before"] += 1
-            continue
+    todo = deque(s for s in sources if s.id not in settled)
+    root = Path(run.folder)
+    while todo:
         ctx.check_cancelled()
-        tally[_settle_source(ctx, run, tools, source, agent)] += 1
-        done += 1
-        ctx.progress(done, run.declared_size, "ingesting")
+        for source in prepare_group(tools, root, todo):
+            ctx.check_cancelled()
+            tally[_settle_source(ctx, run, tools, source, agent)] += 1
+            done += 1
+            ctx.progress(done, run.declared_size, "ingesting")
     return tally
 
 
 def _settle_source(ctx: JobContext, run: RunRecord, tools: SourceTools, source: ManifestSource, agent: str) -> str:
-    """Prepare outside, then settle in one fenced transaction; re-file read entries if it rolls back."""
+    """Settle in one fenced transaction what its group prepared (a source that changed meanwhile is read
+    again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back."""
     quire = tools.quire
     root = Path(run.folder)
     for round_no in range(MAX_ROUNDS):
-        pre = judge_path(root, source.relative_path, hidden=[quire.data_dir])
-        work = prepare_source(tools, root, source) if pre.verdict == VISIBLE else None
+        if round_no == 0 and source.id in tools.ready:
+            work = tools.ready.pop(source.id)
+        else:
+            pre = judge_path(root, source.relative_path, hidden=[quire.data_dir])
+            work = prepare_source(tools, root, source) if pre.verdict == VISIBLE else None
         reads: list[audit.PendingEntry] = []
         try:
             with ctx.write() as conn:

@@ -1,11 +1,17 @@
-"""A source read, parsed and chunked outside any transaction, with what it was judged on."""
+"""A source read, parsed and chunked outside any transaction, with what it was judged on.
+
+:func:`read_source_work` stops before embedding so a group of sources can share one encoder call
+(:mod:`knowledge.folder_runs.group`); :func:`prepare_source` is the group of one a changed source is
+read again with.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +23,6 @@ from knowledge.ingest.material import (
     BatchStats,
     Prepared,
     Rejected,
-    embed_batch,
     prepare_bytes_isolated,
     write_blob_files,
 )
@@ -25,6 +30,7 @@ from knowledge.library import blobs
 from knowledge.library import items as tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
+from knowledge.lifecycle.index_documents import embed_narrowed
 from knowledge.sources import SourceRejected
 from knowledge.sources.files import read_source
 
@@ -37,10 +43,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SourceTools:
-    """Per-attempt, lazily loaded: the tokenizer's model directory and the document encoder."""
+    """Per-attempt, lazily loaded: the tokenizer's model directory and the document encoder; and the
+    sources a group prepared ahead (each taken once, by its source's first round)."""
 
     quire: Quire
     base: Base
+    ready: dict[int, SourceWork | None] = field(default_factory=dict)  # by source id; None: not visible
     _encoder: Encoder | None = None
     _model_path: str | None = None
 
@@ -61,7 +69,7 @@ class SourceTools:
 
 @dataclass
 class SourceWork:
-    """What was read (and, when worth it, parsed and embedded) outside the source's transaction."""
+    """What was read (and, when worth it, parsed, chunked and embedded) outside the source's transaction."""
 
     ident: tuple[int, ...] | None = None  # the file's stat identity around the read (None: it moved)
     sha: str | None = None
@@ -79,6 +87,14 @@ def file_identity(path: Path) -> tuple[int, ...]:
 
 
 def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> SourceWork:
+    """Read, parse, chunk and embed one source on its own (a source read again after it changed)."""
+    work = read_source_work(tools, root, source)
+    finish_works(tools, [work])
+    return work
+
+
+def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> SourceWork:
+    """Read, fingerprint, parse and chunk one source; its vectors are left to :func:`finish_works`."""
     path = root / source.relative_path
     try:
         before = file_identity(path)
@@ -95,7 +111,7 @@ def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> So
     with tools.quire.db.read() as conn:
         if is_covered(conn, tools.base, sha):
             return work  # nothing to parse: the transaction will settle it already_covered
-    item = _placeholder_item(tools.base, path, source.relative_path)
+    item = _placeholder_item(tools.base, path, source)
     try:
         parser = tools.quire.parsers.for_this_thread()  # a hang or crash costs this source, not the run
         outcome = prepare_bytes_isolated(tools.base, item, raw, sha, after[3] / 1e9, tools.model_path, parser)
@@ -105,20 +121,37 @@ def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> So
     if isinstance(outcome, Rejected):
         work.rejected, work.rejected_code = f"{outcome.code}: {outcome.message}", outcome.code
         return work
-    prepared = outcome
-    embed_batch(tools.quire, tools.base, [prepared], tools.encoder, BatchStats())
-    write_blob_files(tools.quire.blobs_dir, [prepared])  # owned copies first, recorded in the transaction
-    work.prepared = prepared
+    work.prepared = outcome
     return work
 
 
-def _placeholder_item(base: Base, path: Path, relative: str) -> tree.Item:
-    """The item a prepared source will become (its row is only created inside the transaction)."""
+def finish_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> BatchStats:
+    """Vectors for every prepared work in ONE encoder call (reused by text hash first), then the owned
+    copies on disk. An embedding failure is narrowed to its culprit sources (the index job's bisection),
+    which become ``rejected`` ``embedding_error``; their neighbours keep their vectors."""
+    stats = BatchStats()
+    prepared = [w.prepared for w in works if w is not None and w.prepared is not None]
+    if not prepared:
+        return stats
+    culprits = embed_narrowed(tools.quire, tools.base, prepared, tools.encoder, stats)
+    for work in works:
+        if work is not None and work.prepared is not None and work.prepared.item.id in culprits:
+            culprit = culprits[work.prepared.item.id]
+            work.rejected, work.rejected_code, work.prepared = f"{culprit.code}: {culprit.message}", culprit.code, None
+    # owned copies first, recorded in the source's transaction (a crash leaves orphans the sweep removes)
+    write_blob_files(tools.quire.blobs_dir, [p for p in prepared if p.item.id not in culprits])
+    return stats
+
+
+def _placeholder_item(base: Base, path: Path, source: ManifestSource) -> tree.Item:
+    """The item a prepared source will become (its row is only created inside the transaction). Its id is
+    the source's, negated: never a row, but distinct within a group, so a culprit names its own source."""
     now = time.time()
     return tree.Item(
-        id=ItemId(0), base_id=base.id, parent_id=None, root_id=None, type="file", name=path.name,
-        source_path=str(path), relative_path=relative, status="processing", error_code=None, error_message=None,
-        content_sha256=None, size=None, mtime=None, blob_sha256=None, text_sha256=None, note_text=None, parser=None,
-        parser_version=None, chunker_version=None, model_fingerprint=None, chunk_count=0, metadata={},
-        generation=0, job_id=None, run_id=None, owner=None, created_at=now, updated_at=now,
+        id=ItemId(-source.id), base_id=base.id, parent_id=None, root_id=None, type="file", name=path.name,
+        source_path=str(path), relative_path=source.relative_path, status="processing", error_code=None,
+        error_message=None, content_sha256=None, size=None, mtime=None, blob_sha256=None, text_sha256=None,
+        note_text=None, parser=None, parser_version=None, chunker_version=None, model_fingerprint=None,
+        chunk_count=0, metadata={}, generation=0, job_id=None, run_id=None, owner=None, created_at=now,
+        updated_at=now,
     )  # fmt: skip

@@ -40,17 +40,17 @@ def test_an_identity_disabled_mid_run_hands_the_job_back_and_the_same_attempt_re
 ) -> None:
     base = make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 4), key="k")
-    real_prepare = execute.prepare_source
+    real_settle = execute._settle_source
     seen: list[int] = []
 
-    def prepare(tools: Any, root: Path, source: Any) -> Any:
-        if source.ordinal == 2 and not seen:
+    def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str) -> str:
+        if source.ordinal == 2 and not seen:  # its group was prepared; sources 0 and 1 have committed
             seen.append(source.ordinal)
             with quire.db.write() as conn:  # an operator suspends the agent while the run is under way
                 conn.execute(text("UPDATE identities SET disabled = 1 WHERE base_id = :b"), {"b": base.id})
-        return real_prepare(tools, root, source)
+        return real_settle(ctx, run, tools, source, agent)
 
-    monkeypatch.setattr(execute, "prepare_source", prepare)
+    monkeypatch.setattr(execute, "_settle_source", settle)
     drain(quire)
     job = quire.queue.get(started.job_id)
     assert (job.status, job.attempt) == ("pending", 0)  # handed back, the attempt not consumed
