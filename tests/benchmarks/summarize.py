@@ -185,7 +185,8 @@ def targets_section(results: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, doc in results.items():
         for t in doc["targets"]:
-            rows.append([name, t["name"], t["target"], t["measured"], "met" if t["met"] else "**MISSED**"])
+            name_cell = t["name"].replace("|", "\\|")  # a "|" in a name would split the Markdown cell
+            rows.append([name, name_cell, t["target"], t["measured"], "met" if t["met"] else "**MISSED**"])
     return table(["benchmark", "target", "bound", "measured", ""], rows)
 
 
