@@ -15,7 +15,7 @@ from tests.benchmarks.common import REPO, RESULTS
 
 DOC = REPO / "docs" / "BENCHMARKS.md"
 PLOTS = REPO / "docs" / "benchmarks"
-NAMES = ("ingest", "quality", "latency", "app", "drop", "portable", "ocr", "sync")
+NAMES = ("ingest", "quality", "latency", "app", "drop", "portable", "ocr", "sync", "encoders")
 
 
 def load(quick: bool) -> dict[str, dict[str, Any]]:
@@ -185,7 +185,8 @@ def targets_section(results: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, doc in results.items():
         for t in doc["targets"]:
-            rows.append([name, t["name"], t["target"], t["measured"], "met" if t["met"] else "**MISSED**"])
+            name_cell = t["name"].replace("|", "\\|")  # a "|" in a name would split the Markdown cell
+            rows.append([name, name_cell, t["target"], t["measured"], "met" if t["met"] else "**MISSED**"])
     return table(["benchmark", "target", "bound", "measured", ""], rows)
 
 
@@ -518,6 +519,59 @@ def ocr_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
     )
 
 
+def encoders_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    """Encoder variants (``bench_encoders.py``, run on purpose): speed, drift and SciFact quality against torch."""
+    r = doc["results"]
+    rows = []
+    for name, v in r["variants"].items():
+        q, delta = v["quality"], v["ndcg@10_delta_vs_fp32"]
+        rows.append(
+            [
+                name,
+                v["chunks_per_s"],
+                v["round2_chunks_per_s"],
+                " / ".join(f"{x:.2f}x" for x in v["throughput_vs_torch_bf16"]),
+                v["peak_rss_mb"],
+                f"{v['chunk_drift_vs_fp32']['min_cos']:.4f} / {v['chunk_drift_vs_fp32']['mean_cos']:.5f}",
+                f"{q['vector']['ndcg@10']:.4f} ({delta['vector']:+.4f})",
+                f"{q['hybrid']['ndcg@10']:.4f} ({delta['hybrid']:+.4f})",
+                "yes" if v["keeps_quality"] and v["faster_than_bf16"] and name != "torch-bf16" else "no",
+            ]
+        )
+    headers = [
+        "variant",
+        "chunks/s round 1",
+        "chunks/s round 2",
+        "vs torch bf16 (r1 / r2)",
+        "peak RSS MB",
+        "cos to fp32 min / mean",
+        "vector nDCG@10 (Δ fp32)",
+        "hybrid nDCG@10 (Δ fp32)",
+        "may be default",
+    ]
+    qualified = r["qualifies_as_default"]
+    out = [
+        "## Encoders (run on purpose: `python -m tests.benchmarks.bench_encoders`)",
+        "",
+        _load_line(doc),
+        "",
+        f"{r['documents']:,} SciFact documents (every one judged for a training query, then corpus order), "
+        f"{r['chunks']:,} chunks by Quire's chunker, {r['queries']} training queries; {r['threads']} threads, "
+        "Quire's length-sorted batching; each variant in its own process. Round 1: every chunk, variants in order; "
+        f"round 2: the first {r['second_round_chunks']:,} chunks, variants in reverse order. Keyword alone (FTS5, "
+        f"same chunks): nDCG@10 {r['keyword']['ndcg@10']:.4f}. A variant may become the default only if nDCG@10 "
+        "stays within 0.005 of torch fp32 in vector and hybrid mode and it is faster than torch bf16 in both rounds.",
+        "",
+        table(headers, rows),
+        "",
+        "Qualifies as default: " + (", ".join(qualified) if qualified else "**none**") + ".",
+        "",
+    ]
+    for what, why in {**r.get("blocked", {}), **r.get("skipped", {})}.items():
+        out.append(f"- not run: {what}: {why}")
+    return "\n".join(out)
+
+
 def write(quick: bool = False) -> Path:
     results = load(quick)
     plt = _plt()
@@ -533,6 +587,7 @@ def write(quick: bool = False) -> Path:
             "portable": [],
             "ocr": [],
             "sync": [],
+            "encoders": [],
         }
         for name, doc in results.items():
             for key, maker in makers[name]:
@@ -581,6 +636,7 @@ def write(quick: bool = False) -> Path:
         "portable": portable_section,
         "ocr": ocr_section,
         "sync": sync_section,
+        "encoders": encoders_section,
     }
     for name, doc in results.items():
         if "error" in doc:
