@@ -195,6 +195,7 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool) -> dict[st
     state: dict[str, Any] = {"hits": None}
 
     def begin(_result: object) -> None:
+        print("window started", file=sys.stderr)
         stages["window_started"] = rss_mb()
         base = next(b for b in win.ctx.bases if b.name == base_name)
         win.ctx.select_base(base)
@@ -206,24 +207,36 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool) -> dict[st
 
             stages["import_sentence_transformers"] = rss_mb()
         panel = win.search_panel
-        panel.searched.connect(lambda hits: (state.__setitem__("hits", hits), app.quit()))
+        panel.searched.connect(lambda hits: done(hits, base))
         panel.query.setText(query)
         panel.run_search()
 
+    def done(hits: list[Any], base: Any) -> None:
+        held = win.ctx.quire.vectors._held.get(base.id) if win.ctx.quire is not None else None
+        segments = held.segments if held is not None else ()
+        state["hits"], state["chunks_held"] = hits, sum(len(s.ids) for s in segments)
+        state["index_mb"] = sum(s.ids.nbytes + s.bits.nbytes + s.halves.nbytes for s in segments) / 2**20
+        if held is not None and held.exact is not None:
+            state["index_mb"] += sum(a.nbytes for a in held.exact) / 2**20
+        app.quit()
+
+    def failed(kind: str, message: str) -> None:
+        if kind == "error":
+            state["error"] = message
+            app.quit()
+
+    win.ctx.message.connect(failed)
     win.started.connect(begin)
+    win.start()
     app.exec()
+    if "error" in state:
+        raise RuntimeError(state["error"])
     stages["after_search"] = rss_mb()
-    quire = win.ctx.quire
-    base = next(b for b in win.ctx.bases if b.name == base_name)
-    held = quire.vectors._held.get(base.id) if quire is not None else None
-    index_mb = 0.0
-    if held is not None:
-        index_mb = sum(s.ids.nbytes + s.bits.nbytes + s.halves.nbytes for s in held.segments) / 2**20
     heavy = {"torch", "sentence_transformers", "transformers", "sqlalchemy", "PySide6", "sklearn", "scipy"}
     return {
         "data_dir": str(data_dir),
-        "chunks_held": quire.vectors.held_count(base.id) if quire is not None else 0,
-        "vector_index_mb": round(index_mb, 1),
+        "chunks_held": state.get("chunks_held", 0),
+        "vector_index_mb": round(state.get("index_mb", 0.0), 1),
         "hits": len(state["hits"] or []),
         "rss_mb": stages,
         "peak_rss_mb": rss_mb("VmHWM"),
