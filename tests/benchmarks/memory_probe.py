@@ -172,11 +172,26 @@ def parse_child(docs: int) -> dict[str, Any]:
     return {"documents": docs, "child_rss_mb": child_rss, **json.loads(imports.stdout.strip().splitlines()[-1])}
 
 
-def window(data_dir: Path, base_name: str, query: str, preload: bool) -> dict[str, Any]:
+class _AnsweredElsewhere:
+    """Stands in for a query encoder running in another process: answers a fixed unit vector, loads
+    nothing. Only for measuring what the window would weigh without torch (``--encoder-elsewhere``)."""
+
+    def __init__(self, dimension: int) -> None:
+        import numpy as np
+
+        self.vector = np.full(dimension, dimension**-0.5, dtype=np.float32)
+
+    def encode_query(self, _text: str) -> Any:
+        return self.vector
+
+
+def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere: bool) -> dict[str, Any]:
     """RSS of the window's own process (offscreen, no worker) by stage, around one search from its panel.
 
     With ``preload`` torch and sentence-transformers are imported as stages of their own before the
-    search, so the breakdown can tell the libraries, the model and the vector index apart.
+    search, so the breakdown can tell the libraries, the model and the vector index apart. With
+    ``elsewhere`` the query encoder is a stand-in that loads nothing (what the window would weigh if
+    queries were encoded in another process); its hits are not meaningful.
     """
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -190,6 +205,10 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool) -> dict[st
 
     stages["import_app"] = rss_mb()
     app = make_application()
+    if elsewhere:
+        from knowledge.runtime import Quire
+
+        Quire.query_encoder = lambda self, model_id, precision, embedder=None: _AnsweredElsewhere(384)  # type: ignore[method-assign,assignment]
     win = MainWindow(data_dir, prompter=YesPrompter(), start_worker=False, poll_ms=500)
     win.show()
     state: dict[str, Any] = {"hits": None}
@@ -232,6 +251,8 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool) -> dict[st
     if "error" in state:
         raise RuntimeError(state["error"])
     stages["after_search"] = rss_mb()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    stages["after_malloc_trim"] = rss_mb()
     heavy = {"torch", "sentence_transformers", "transformers", "sqlalchemy", "PySide6", "sklearn", "scipy"}
     return {
         "data_dir": str(data_dir),
@@ -324,11 +345,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "memory.json")
     parser.add_argument("--query", default="ALDH1 expression is associated with poorer prognosis for breast cancer")
     parser.add_argument("--preload", action="store_true", help="window: import torch and ST as stages first")
+    parser.add_argument("--encoder-elsewhere", action="store_true", help="window: a stand-in query encoder")
     args = parser.parse_args()
     if args.mode == "one":
         print(json.dumps(run_one(args.variant[0], args.chunks, args.precision)))
     elif args.mode == "window":  # window DATA_DIR BASE
-        print(json.dumps(window(Path(args.variant[0]), args.variant[1], args.query, args.preload)))
+        print(
+            json.dumps(window(Path(args.variant[0]), args.variant[1], args.query, args.preload, args.encoder_elsewhere))
+        )
     elif args.mode == "worker":  # worker CODE_DIR DOCS DATA_DIR
         code_dir, docs, data_dir = (Path(v) for v in args.variant)
         print(json.dumps(worker_ingest(code_dir, docs, data_dir, args.precision)))
