@@ -140,6 +140,10 @@ class Quire:
         return self._encoders[key]
 
     def close(self) -> None:
+        for encoder in list(self._encoders.values()):
+            closing = getattr(encoder, "close", None)  # an encoder with a process of its own
+            if callable(closing):
+                closing()
         self.parsers.close()
         self.transport.close()
         self.db.dispose()

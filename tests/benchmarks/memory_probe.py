@@ -313,6 +313,35 @@ def worker_ingest(code_dir: Path, docs: Path, data_dir: Path, precision: str) ->
     }
 
 
+def query_latency(precision: str, rounds: int) -> dict[str, Any]:
+    """p50/p95 ms of ``encode_query`` on SciFact training queries: in this process vs in a child process,
+    interleaved query by query so both see the same load."""
+    from knowledge.ingest.embedding import QueryEncoder, default_model_spec
+    from knowledge.ingest.query_process import QueryEncoderProcess
+    from tests.benchmarks import corpus
+    from tests.benchmarks.common import percentile
+
+    queries = [text for _qid, text in corpus.load().queries][:rounds]
+    spec = default_model_spec()
+    local, child = QueryEncoder(spec, precision=precision), QueryEncoderProcess(spec, precision=precision)
+    local.encode_query("warm up"), child.encode_query("warm up")
+    times: dict[str, list[float]] = {"in_process": [], "child_process": []}
+    try:
+        for text in queries:
+            for name, encoder in (("in_process", local), ("child_process", child)):
+                t0 = time.perf_counter()
+                encoder.encode_query(text)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    finally:
+        child.close()
+    return {
+        "precision": precision,
+        "queries": len(queries),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        **{n: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2)} for n, v in times.items()},
+    }
+
+
 def run_all(names: list[str], chunks: int, precision: str, out: Path) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for name in names:
@@ -338,7 +367,12 @@ def run_all(names: list[str], chunks: int, precision: str, out: Path) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="all", choices=("all", "one", "parse-child", "window", "worker"))
+    parser.add_argument(
+        "mode",
+        nargs="?",
+        default="all",
+        choices=("all", "one", "parse-child", "window", "worker", "query-latency"),
+    )
     parser.add_argument("variant", nargs="*", help="variants to run (default: all of them)")
     parser.add_argument("--chunks", type=int, default=3000)
     parser.add_argument("--precision", default="bf16", choices=("bf16", "fp32"))
@@ -356,6 +390,8 @@ def main() -> int:
     elif args.mode == "worker":  # worker CODE_DIR DOCS DATA_DIR
         code_dir, docs, data_dir = (Path(v) for v in args.variant)
         print(json.dumps(worker_ingest(code_dir, docs, data_dir, args.precision)))
+    elif args.mode == "query-latency":
+        print(json.dumps(query_latency(args.precision, 200)))
     elif args.mode == "parse-child":
         print(json.dumps(parse_child(200)))
     else:
