@@ -22,6 +22,7 @@ from jobs.recovery import RecoveryReport
 from knowledge import app_queries, lifecycle, preferences
 from knowledge.app_queries import BaseProgress, ChangedItems, WorkTotals
 from knowledge.errors import KnowledgeError
+from knowledge.ingest import out_of_process_queries
 from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
 from knowledge.lifecycle import Changes, interrupted_items
@@ -62,6 +63,8 @@ def open_and_recover(data_dir: Path) -> StartupResult:
         if problem is not None:
             raise problem from exc
         raise
+    if quire.encoder_factory is None:  # the window never imports torch: queries are encoded in a child
+        quire.encoder_factory = out_of_process_queries
     report = quire.recover()
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 

@@ -178,6 +178,10 @@ class Quire:
                 log.warning("could not warm up the encoder for %s (%s)", model_id, precision, exc_info=True)
 
     def close(self) -> None:
+        for encoder in list(self._encoders.values()):
+            closing = getattr(encoder, "close", None)  # an encoder with a process of its own
+            if callable(closing):
+                closing()
         self.parsers.close()
         self.transport.close()
         self.db.dispose()

@@ -4,6 +4,7 @@ is built."""
 
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.ingest.models import default_precision, model_spec
+from knowledge.ingest.query_process import out_of_process_queries
 from knowledge.ingest.remote import CallSettings, EmbedderUnavailable, RemoteConfig, remote_embedder_config
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "RemoteConfig",
     "default_precision",
     "model_spec",
+    "out_of_process_queries",
     "remote_embedder_config",
 ]

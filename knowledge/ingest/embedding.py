@@ -12,7 +12,11 @@ base never mixes precisions.
 
 Batching: texts are sorted by token length and grouped under a padded-token budget
 (``batch_tokens``, at most ``max_batch_size`` texts), so short texts go in large batches, long ones
-in small batches, and almost no compute goes to padding; results come back in input order.
+in small batches, and almost no compute goes to padding; results come back in input order. Each batch
+is padded to a multiple of 32 tokens (few distinct shapes keep the heap from fragmenting) and, for a
+transformer → mean-pooling model, runs straight through the transformer with masked mean pooling
+(the vectors ``SentenceTransformer.encode`` gives); the C heap's free pages are handed back after
+each batch (:func:`release_free_memory`). Measured in ``tests/benchmarks/memory_probe.py``.
 
 Threading contract:
 
@@ -45,11 +49,17 @@ import numpy as np
 import numpy.typing as npt
 
 from knowledge.ingest.chunking import HFTokenizer, load_tokenizer
+from knowledge.ingest.memory import release_free_memory
 from knowledge.ingest.query_trace import Body, eager_body, traced_body
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2"
 DEFAULT_BATCH_TOKENS = 8192  # padded tokens per forward; ~32 full 256-token chunks
 DEFAULT_MAX_BATCH_SIZE = 64
+# Each batch's length is padded up to a multiple of this: few distinct tensor shapes, so the heap reuses
+# the same block sizes batch after batch. With exact lengths (a new shape per batch) freed activations
+# stayed resident, fragmented, and the worker's RSS grew with every batch: peak 1,165 → 784 MB encoding
+# 1,200 SciFact chunks in bf16 at the same speed (tests/benchmarks/memory_probe.py, docs/BENCHMARKS.md).
+DEFAULT_PAD_MULTIPLE = 32
 PRECISIONS = ("auto", "fp32", "bf16")
 
 Vectors = npt.NDArray[np.float32]
@@ -121,19 +131,26 @@ def _torch_bf16_ok() -> bool:
         return True
 
 
+def padded_length(token_count: int, *, max_tokens: int, pad_multiple: int = 1) -> int:
+    """The length a text takes in a batch: its tokens, the two special tokens, rounded up to
+    ``pad_multiple`` and capped at ``max_tokens`` (the model truncates beyond it)."""
+    length = min(token_count + 2, max_tokens)
+    return min(-(-length // pad_multiple) * pad_multiple, max_tokens)
+
+
 def plan_batches(
-    token_counts: Sequence[int], *, batch_tokens: int, max_batch_size: int, max_tokens: int
+    token_counts: Sequence[int], *, batch_tokens: int, max_batch_size: int, max_tokens: int, pad_multiple: int = 1
 ) -> list[list[int]]:
     """Group text indices into batches, shortest first, each within the padded-token budget.
 
-    A batch pads to its longest text, so its cost is ``len(batch) * longest``; lengths include the
-    two special tokens and are capped at ``max_tokens`` (the model truncates beyond it).
+    A batch pads to its longest text, so its cost is ``len(batch) * longest``; lengths are
+    :func:`padded_length`.
     """
     order = sorted(range(len(token_counts)), key=lambda i: (token_counts[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
     for index in order:
-        length = min(token_counts[index] + 2, max_tokens)
+        length = padded_length(token_counts[index], max_tokens=max_tokens, pad_multiple=pad_multiple)
         # Sorted ascending, so this text is the longest of the batch it joins.
         if current and (len(current) >= max_batch_size or (len(current) + 1) * length > batch_tokens):
             batches.append(current)
@@ -166,17 +183,21 @@ class Encoder:
         threads: int | None = None,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        pad_multiple: int = DEFAULT_PAD_MULTIPLE,
+        trim_memory: bool = True,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        if batch_tokens < 1 or max_batch_size < 1:
-            raise ValueError("batch_tokens and max_batch_size must be positive")
+        if batch_tokens < 1 or max_batch_size < 1 or pad_multiple < 1:
+            raise ValueError("batch_tokens, max_batch_size and pad_multiple must be positive")
         self.spec = spec
         self.threads = threads or os.cpu_count() or 1
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
+        self.pad_multiple = pad_multiple
+        self.trim_memory = trim_memory
         self._requested_precision = precision
         self._precision: str | None = None
         self._model: Any = None
@@ -221,9 +242,12 @@ class Encoder:
             batch_tokens=self.batch_tokens,
             max_batch_size=self.max_batch_size,
             max_tokens=limit + 2,
+            pad_multiple=self.pad_multiple,
         ):
             truncated = sum(1 for i in batch if counts[i] > limit)
             out[batch] = self._forward([texts[i] for i in batch], truncated=truncated)
+            if self.trim_memory:
+                release_free_memory()
         return _normalise(out)
 
     def encode_query(self, text: str) -> Vectors:
@@ -239,7 +263,11 @@ class Encoder:
 
             if torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)
-            embeddings = model.encode(texts, batch_size=len(texts), convert_to_tensor=True, show_progress_bar=False)
+            transformer = _mean_pooled_transformer(model)
+            if transformer is not None and truncated is not None:
+                embeddings = _mean_pooled_batch(model, transformer, texts, self.pad_multiple)
+            else:
+                embeddings = model.encode(texts, batch_size=len(texts), convert_to_tensor=True, show_progress_bar=False)
             if truncated is not None:
                 self.calls += 1
                 self.encoded_texts += len(texts)
@@ -319,6 +347,30 @@ def _mean_pooled_transformer(model: Any) -> Any:
     if pooling != "mean" or rest not in ([], ["Normalize"]):
         return None
     return auto_model
+
+
+def _mean_pooled_batch(model: Any, transformer: Any, texts: list[str], pad_multiple: int) -> Any:
+    """One batch straight through the transformer and masked mean pooling (float32 sums), padded to a
+    multiple of ``pad_multiple`` (when that divides the model's maximum length): the numbers
+    ``SentenceTransformer.encode`` gives, with few distinct shapes. Called with _MODEL_LOCK held."""
+    import torch
+
+    if getattr(model[0], "do_lower_case", False):
+        texts = [t.lower() for t in texts]
+    max_length = model.max_seq_length
+    tokens = model.tokenizer(
+        texts,
+        return_tensors="pt",
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        pad_to_multiple_of=pad_multiple if max_length % pad_multiple == 0 else None,
+    )
+    with torch.inference_mode():
+        hidden = transformer(**tokens).last_hidden_state
+        mask = tokens["attention_mask"].unsqueeze(-1).to(torch.float32)
+        summed = (hidden.float() * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1e-9)
 
 
 def _load_model(spec: ModelSpec, precision: str, threads: int) -> Any:

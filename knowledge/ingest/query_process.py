@@ -1,0 +1,150 @@
+"""Query encoding in a small child process, so the window's own process never imports torch.
+
+torch, sentence-transformers and the model cost the window ~700 MB of its ~900 MB after a search on a
+100k-chunk base; without them it holds ~280 MB (``tests/benchmarks/memory_probe.py window``). The child
+runs the very :class:`~knowledge.ingest.embedding.QueryEncoder` the window ran, so the vectors are the
+same numbers; a query costs one pipe round trip more (a 1.5 KB vector).
+
+Contract:
+
+* one child per encoder (model and precision), started on the first query (``spawn``: ``fork`` is
+  unsafe beside threads), serving one request at a time under a lock;
+* the child ends on EOF of its pipe: when the encoder is closed (``Quire.close``) or its process dies;
+* a child that died is replaced and the request is asked once more; a second failure raises.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from knowledge.ingest.embedding import Encoder, ModelSpec, Vectors
+
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+def _child_main(conn: Connection, spec: ModelSpec, precision: str, parent_pid: int) -> None:
+    # No PR_SET_PDEATHSIG: it fires when the parent *thread* ends, and the window's searches run on pool
+    # threads that expire when idle. The pipe's EOF ends the child when its parent process goes.
+    if os.getppid() != parent_pid:
+        return
+    from knowledge.ingest.embedding import QueryEncoder
+
+    encoder = QueryEncoder(spec, precision=precision)
+    conn.send(("ready", encoder.precision))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if kind == "query":
+                conn.send(("ok", encoder.encode_query(payload)))
+            else:
+                conn.send(("ok", encoder.encode_documents(payload)))
+        except Exception as exc:  # the caller raises it; the child keeps serving
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class QueryEncoderProcess(Encoder):
+    """The :class:`Encoder` face of a ``QueryEncoder`` that lives in a child process."""
+
+    def __init__(self, spec: ModelSpec, *, precision: str = "auto") -> None:
+        super().__init__(spec, precision=precision, threads=1)
+        self._lock = threading.Lock()
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self.started = 0  # child processes started (tests)
+
+    @property
+    def precision(self) -> str:
+        """Resolved in the child ("auto" asks torch, which this process does not import)."""
+        if self._precision is None:
+            if self._requested_precision != "auto":
+                self._precision = self._requested_precision
+            else:
+                with self._lock:
+                    self._ensure()
+        assert self._precision is not None
+        return self._precision
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else int(self._proc.pid)
+
+    def encode_query(self, text: str) -> Vectors:
+        vector: Vectors = self._ask("query", text)
+        return vector
+
+    def encode_documents(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.spec.dimension), dtype=np.float32)
+        vectors: Vectors = self._ask("documents", list(texts))
+        return vectors
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _ask(self, kind: str, payload: Any) -> Any:
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._ensure()
+                try:
+                    conn.send((kind, payload))
+                    status, answer = conn.recv()
+                except (EOFError, OSError):
+                    self._stop()
+                    if attempt == 2:
+                        raise RuntimeError("the query encoder process stopped twice in a row") from None
+                    continue
+                if status == "error":
+                    raise RuntimeError(f"query encoding failed: {answer}")
+                return answer
+        raise AssertionError("unreachable")
+
+    def _ensure(self) -> Connection:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return self._conn
+        self._stop()
+        parent, child = _SPAWN.Pipe()
+        requested = self._precision or self._requested_precision
+        proc = _SPAWN.Process(
+            target=_child_main, args=(child, self.spec, requested, os.getpid()), name="quire-query", daemon=True
+        )
+        proc.start()
+        child.close()
+        try:
+            _ready, precision = parent.recv()  # the model is loaded: the first query is not slower than before
+        except (EOFError, OSError):
+            proc.join(timeout=5)
+            raise RuntimeError("the query encoder process could not load the model") from None
+        self._proc, self._conn = proc, parent
+        self._precision = str(precision)
+        self.started += 1
+        return parent
+
+    def _stop(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc, self._conn = None, None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(timeout=5)
+
+
+def out_of_process_queries(model_id: str, precision: str, query: bool) -> Encoder:
+    """An ``encoder_factory`` for :class:`knowledge.runtime.Quire`: queries in a child process, documents
+    (which the window never embeds itself; the worker does) in this one."""
+    from knowledge.ingest.models import model_spec
+
+    spec = model_spec(model_id)
+    return QueryEncoderProcess(spec, precision=precision) if query else Encoder(spec, precision=precision)

@@ -1,0 +1,93 @@
+"""Queries encoded in a child process: the same vectors as in this process, a dead child replaced, and the
+asking process never imports torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowledge.ingest.embedding import QueryEncoder, default_model_spec
+from knowledge.ingest.query_process import QueryEncoderProcess
+
+REPO = Path(__file__).resolve().parents[2]
+QUERIES = [
+    "0-dimensional biomaterials lack inductive properties.",
+    "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
+    "Ánother query, with UPPER case — and a very long tail " + "word " * 300,
+]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_child_answers_the_vectors_of_the_query_encoder(precision: str) -> None:
+    spec = default_model_spec()
+    remote = QueryEncoderProcess(spec, precision=precision)
+    try:
+        vectors = np.stack([remote.encode_query(q) for q in QUERIES])
+        local = QueryEncoder(spec, precision=precision)
+        expected = np.stack([local.encode_query(q) for q in QUERIES])
+        assert vectors.dtype == np.float32 and vectors.shape == (len(QUERIES), spec.dimension)
+        assert (np.sum(vectors * expected, axis=1) > 0.99999).all()
+        assert remote.fingerprint == local.fingerprint and remote.started == 1
+        assert remote.encode_documents([]).shape == (0, spec.dimension)
+    finally:
+        remote.close()
+
+
+@pytest.mark.model
+def test_a_killed_child_is_replaced() -> None:
+    remote = QueryEncoderProcess(default_model_spec(), precision="fp32")
+    try:
+        first = remote.encode_query(QUERIES[0])
+        assert remote.pid is not None
+        os.kill(remote.pid, signal.SIGKILL)
+        again = remote.encode_query(QUERIES[0])
+        assert remote.started == 2
+        assert float(np.dot(first, again)) > 0.99999
+    finally:
+        remote.close()
+    assert remote.pid is None
+
+
+_PROBE = """
+import json, sys
+from knowledge.ingest import out_of_process_queries
+encoder = out_of_process_queries("all-MiniLM-L6-v2", "auto", True)
+vector = encoder.encode_query("mitochondria and apoptosis")
+heavy = {m.split(".")[0] for m in sys.modules} & {"torch", "sentence_transformers", "transformers"}
+print(json.dumps({"shape": list(vector.shape), "precision": encoder.precision, "heavy": sorted(heavy)}))
+"""
+
+
+@pytest.mark.model
+def test_the_asking_process_never_imports_torch() -> None:
+    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    assert probe["shape"] == [384] and probe["precision"] in ("bf16", "fp32")
+    assert probe["heavy"] == []
+
+
+@pytest.mark.model
+def test_closing_the_quire_ends_its_query_process(tmp_path: Path) -> None:
+    import psutil
+
+    from knowledge.ingest import out_of_process_queries
+    from knowledge.job_types import open_quire
+
+    quire = open_quire(tmp_path / "data")
+    quire.encoder_factory = out_of_process_queries
+    encoder = quire.query_encoder("all-MiniLM-L6-v2", "fp32")
+    assert isinstance(encoder, QueryEncoderProcess)
+    assert encoder.encode_query("hello").shape == (384,)
+    child = psutil.Process(encoder.pid)
+    quire.close()
+    child.wait(timeout=30)  # raises if it is still running
+    assert encoder.pid is None
