@@ -397,6 +397,12 @@ def _run(result: Result, root: Path, data: corpus.SciFact, docs: Path, quick: bo
 
     r["bf16_breakdown"] = breakdown(bf16)
     result.targets += [
+        target(
+            "worker peak RSS (worker + parse process) during the bf16 SciFact ingest",
+            bf16["worker_peak_rss_mb"],
+            at_most=1000,
+            unit="MB",
+        ),
         target("ingest chunks/s ÷ raw fp32 encode chunks/s (same chunks, same run)", ratio, at_least=2.4, unit="x"),
         target(
             f"small folder ({small['ingest']['chunks']:,} chunks): ingest ÷ raw fp32 encode, end to end",

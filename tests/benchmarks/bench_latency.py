@@ -178,6 +178,21 @@ def _run(result: Result, quick: bool) -> None:
     }
     log(f"quantized vs exact: {result.data['quantized_recall_at_10_vs_exact']}")
     big = "100k" if not quick else "25k"
+    # the window's own process with the large base open, after one search from its panel (memory_probe)
+    window = python_module(
+        "tests.benchmarks.memory_probe", "window", str(synth_dir), "synth", env={"QT_QPA_PLATFORM": "offscreen"}
+    )
+    result.data["window_memory"] = window
+    log(f"window RSS after a search on {big}: {window['rss_mb']['after_search']:.0f} MB")
+    result.targets.append(
+        target(
+            f"window process RSS with the {big}-chunk base open, after a search",
+            round(window["rss_mb"]["after_search"], 1),
+            at_most=300,
+            unit="MB",
+            note="queries are encoded in the window's query process (its own RSS not counted)",
+        )
+    )
     for mode in MODES:
         result.targets.append(
             target(
