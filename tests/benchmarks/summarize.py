@@ -443,7 +443,7 @@ def latency_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
     if window:
         stages = window["rss_mb"]
         out += [
-            f"The window's own process with the {window['chunks_held']:,}-chunk base open, after one hybrid search from "
+            f"The window's own process with the {window['chunks_held']:,}-chunk base open, after a hybrid search from "
             f"its panel (`memory_probe.py window`): **{stages['after_search']:.0f} MB** resident (peak "
             f"{window['peak_rss_mb']:.0f} MB while the vectors are read; vector index {window['vector_index_mb']} MB). "
             "Queries are encoded in the window's query process, which holds torch and the model; heavy modules "
