@@ -70,9 +70,17 @@ class Server:
                     behaviour.max_in_flight = max(behaviour.max_in_flight, behaviour.in_flight)
                     behaviour.auth_seen.append(self.headers.get("Authorization"))
                     behaviour.arrived.notify_all()
+                self._counted = True
                 try:
                     self._answer(body)
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                """The request stops counting as in flight: before its answer is sent (the client may send its
+                next request the moment it has the answer) or when it ends without one."""
+                if self._counted:
+                    self._counted = False
                     with behaviour.arrived:
                         behaviour.in_flight -= 1
 
@@ -105,6 +113,7 @@ class Server:
                 vectors = enc.encode_documents(list(body["input"]))
                 data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
                 payload = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
+                self._leave()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
