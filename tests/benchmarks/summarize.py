@@ -654,6 +654,8 @@ def write(quick: bool = False) -> Path:
             parts += [f"## {name}", "", f"The last run failed: `{doc['error']}`", ""]
             continue
         parts += [sections[name](doc, plots), ""]
+        if doc.get("note"):  # what the person who ran it saw: kept in the result file, so a regeneration keeps it
+            parts += [doc["note"], ""]
     if plt is None:
         parts.append("(Plots need matplotlib: `pip install -e '.[bench]'`.)")
     DOC.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
