@@ -22,6 +22,7 @@ import hashlib
 import logging
 import socket
 import sys
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ class Doorbell:
 
     def __init__(self, address: bytes | None) -> None:
         self.address = address
-        self.rings = 0  # rings sent that someone received (tests)
 
     @classmethod
     def for_directory(cls, directory: Path) -> Doorbell:
@@ -56,7 +56,6 @@ class Doorbell:
                 sock.sendto(b"!", self.address)
         except OSError:  # nobody listens (ECONNREFUSED), or the listener's buffer is full: it is awake
             return False
-        self.rings += 1
         return True
 
     def listen(self) -> Listener | None:
@@ -71,6 +70,14 @@ class Doorbell:
             log.info("another worker holds this data directory's doorbell; polling for new jobs")
             return None
         return Listener(sock)
+
+    def answer(self, wake: threading.Event, stop: threading.Event) -> Listener | None:
+        """Hold the bell and, on a thread of its own, set ``wake`` at every ring until ``stop`` is set;
+        None when there is no bell to hold (the caller keeps polling)."""
+        listener = self.listen()
+        if listener is not None:
+            threading.Thread(target=listener.forward, args=(wake, stop), name="quire-doorbell", daemon=True).start()
+        return listener
 
 
 class Listener:
@@ -91,5 +98,12 @@ class Listener:
                 pass
         return True
 
+    def forward(self, wake: threading.Event, stop: threading.Event) -> None:
+        """Set ``wake`` at every ring until ``stop`` is set (checked at least once a second)."""
+        while not stop.is_set():
+            if self.wait(1.0):
+                wake.set()
+
     def close(self) -> None:
+        """Release the bell; a ``forward`` loop sees its stop at its next look."""
         self._sock.close()

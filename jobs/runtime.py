@@ -205,21 +205,12 @@ class Worker:
             self.session.end(conn)
 
     def _listen_for_doorbell(self) -> None:
-        self._listener = None if self.doorbell is None else self.doorbell.listen()
-        if self._listener is not None:
-            threading.Thread(
-                target=self._doorbell_loop, args=(self._listener,), name="quire-doorbell", daemon=True
-            ).start()
-
-    def _doorbell_loop(self, listener: Listener) -> None:
-        while not self._stop.is_set():
-            if listener.wait(1.0):
-                self._wake.set()
+        self._listener = None if self.doorbell is None else self.doorbell.answer(self._wake, self._stop)
 
     def _close_doorbell(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            listener.close()  # its thread's next wait fails and sees the stop
+            listener.close()
 
     def poke(self) -> None:
         """Wake idle executor threads now (the GUI calls this after it enqueues)."""

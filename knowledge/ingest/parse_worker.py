@@ -102,6 +102,16 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
             conn.send(answer)
 
 
+def end_child(proc: Any, conn: Connection | None) -> None:
+    """Close a child process's pipe and make sure the child is gone (killed if it still runs)."""
+    if conn is not None:
+        conn.close()
+    if proc is not None:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+
+
 class ParseWorker:
     """One parse process, started on first use and replaced when it dies or times out. Not shared
     between threads (``ParseWorkers`` hands one to each thread)."""
@@ -137,12 +147,7 @@ class ParseWorker:
     def close(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc, self._conn = None, None
-        if conn is not None:
-            conn.close()
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=5)
+        end_child(proc, conn)
 
     def parse_many(self, requests: list[ParseRequest]) -> list[ParseResult]:
         """Parse every request; a result per request, in order. Never raises for what a file does."""

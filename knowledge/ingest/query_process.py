@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from knowledge.ingest.embedding import Encoder, ModelSpec, Vectors
+from knowledge.ingest.parse_worker import end_child
 
 _SPAWN = multiprocessing.get_context("spawn")
 
@@ -133,12 +134,7 @@ class QueryEncoderProcess(Encoder):
     def _stop(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc, self._conn = None, None
-        if conn is not None:
-            conn.close()
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=5)
+        end_child(proc, conn)
 
 
 def out_of_process_queries(model_id: str, precision: str, query: bool) -> Encoder:

@@ -156,13 +156,12 @@ class Candidate:
 
 Ranked = list[tuple[Candidate, float]]
 
-_VISIBLE = text(
-    "SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id "
-    "WHERE c.id IN :ids AND i.status != 'deleting'"
-).bindparams(bindparam("ids", expanding=True))
+# chunks by id, joined to their items; those of deleting items are never visible
+_VISIBLE_CHUNKS = "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
+_VISIBLE = text(f"SELECT c.id, c.item_id {_VISIBLE_CHUNKS}").bindparams(bindparam("ids", expanding=True))
 _HIT_ROWS = text(
     "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
-    "i.metadata FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
+    f"i.metadata {_VISIBLE_CHUNKS}"
 ).bindparams(bindparam("ids", expanding=True))
 
 
@@ -318,7 +317,7 @@ def _in_snapshot(
             allowed = set(tree.subtree_ids(conn, [subtree]))
         ranked = fn(conn, allowed)
         if rows_for <= 0:
-            return list(ranked)
+            return ranked
         rows = hit_rows(conn, [c.id for c, _score in ranked[:rows_for]])
         return [(rows[c.id], score) for c, score in ranked[:rows_for] if c.id in rows]
 
