@@ -37,18 +37,21 @@ BaseIdRole = Qt.ItemDataRole.UserRole + 1
 
 
 def create_default_base(quire: Quire, name: str) -> Base:
-    """A base on the packaged default model with the Preferences' default precision and chunk size
-    (``auto``: what this CPU does best), like ``quire base create``."""
-    from knowledge.ingest import DEFAULT_MODEL_ID, default_precision, model_spec
+    """A base on the packaged default model with the Preferences' default precision, backend and chunk size
+    (``auto``: what this machine does best), like ``quire base create``."""
+    from knowledge.ingest import DEFAULT_MODEL_ID, chosen_encoder, model_spec
 
     spec = model_spec(DEFAULT_MODEL_ID)
-    chosen = preferences.get(quire.db, "bases.default_precision")
+    precision, backend = chosen_encoder(
+        preferences.get(quire.db, "bases.default_precision"), preferences.get(quire.db, "bases.default_backend")
+    )
     return bases.create_base(
         quire.db,
         name,
         model_id=spec.model_id,
         dimension=spec.dimension,
-        precision=default_precision() if chosen == "auto" else chosen,
+        precision=precision,
+        backend=backend,
         chunk_size=preferences.get(quire.db, "bases.default_chunk_size"),
     )
 

@@ -34,7 +34,11 @@ from knowledge.errors import KnowledgeError
 from knowledge.paths import default_data_dir
 from knowledge.runtime import Quire
 
-CHOICES = {"bases.default_precision": ("auto", "fp32", "bf16"), "worker.pause_on_battery": ("no", "yes")}
+CHOICES = {
+    "bases.default_precision": ("auto", "fp32", "bf16"),
+    "bases.default_backend": ("auto", "openvino", "torch"),
+    "worker.pause_on_battery": ("no", "yes"),
+}
 INT_RANGES = {
     "bases.default_chunk_size": (16, 254),
     "worker.threads": (1, 16),

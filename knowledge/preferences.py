@@ -137,6 +137,14 @@ PREFERENCES: dict[str, Preference] = {
             _choice(("auto", "fp32", "bf16"), "the default precision"),
         ),
         Preference(
+            "bases.default_backend",
+            "choice",
+            "auto",
+            "Default encoder backend",
+            "what runs the model for new bases: auto (OpenVINO where installed), openvino or torch",
+            _choice(("auto", "openvino", "torch"), "the default backend"),
+        ),
+        Preference(
             "bases.default_chunk_size",
             "int",
             254,

@@ -35,6 +35,8 @@ from knowledge.store.schema import ACTIVE_STATUSES, items, settings
 
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
+    from knowledge.ingest.models import EncoderChoice
+    from knowledge.library.bases import Base
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class Quire:
     terms: TermStats = field(default_factory=TermStats)
     _encoders_lock: threading.Lock = field(default_factory=threading.Lock)
     # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
-    encoder_factory: Callable[[str, str, bool], Encoder] | None = None
+    encoder_factory: Callable[[EncoderChoice, bool], Encoder] | None = None
     # Parsing runs in a child process per executor thread (knowledge.ingest.parse_worker), started on
     # first use: a hang or a crash in a parser costs one item, never this process.
     parsers: ParseWorkers = field(default_factory=ParseWorkers)
@@ -116,21 +118,23 @@ class Quire:
             row = conn.execute(select(settings.c.value).where(settings.c.key == REPAIR_INTERVAL_SETTING)).first()
         return float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
 
-    def document_encoder(self, model_id: str, precision: str, embedder: dict[str, Any] | None = None) -> Encoder:
-        """The ingest encoder for a base's model and precision (loaded lazily, shared per process); a base
-        with a remote ``embedder`` gets the bounded HTTP client (``knowledge.ingest.remote``) instead."""
-        return self._encoder(model_id, precision, query=False, embedder=embedder)
+    def document_encoder(self, base: Base) -> Encoder:
+        """The ingest encoder for a base's model, precision and backend (loaded lazily, shared per process); a
+        base with a remote ``embedder`` gets the bounded HTTP client (``knowledge.ingest.remote``) instead."""
+        return self._encoder(base, query=False)
 
-    def query_encoder(self, model_id: str, precision: str, embedder: dict[str, Any] | None = None) -> Encoder:
+    def query_encoder(self, base: Base) -> Encoder:
         """The search encoder: one intra-op thread, so a query never fights an ingest for cores."""
-        return self._encoder(model_id, precision, query=True, embedder=embedder)
+        return self._encoder(base, query=True)
 
-    def _encoder(self, model_id: str, precision: str, *, query: bool, embedder: dict[str, Any] | None) -> Encoder:
-        if embedder is not None:
-            return self._remote_encoder(embedder)
-        key = f"{model_id}:{precision}:{'q' if query else 'd'}"
+    def _encoder(self, base: Base, *, query: bool) -> Encoder:
+        if base.embedder is not None:
+            return self._remote_encoder(base.embedder)
+        from knowledge.ingest.models import EncoderChoice
+
+        choice = EncoderChoice(base.model_id, base.precision, base.backend)
         with self._encoders_lock:  # two first searches on two threads must not build two encoders
-            return self._encoder_locked(key, model_id, precision, query=query)
+            return self._encoder_locked(choice, query=query)
 
     def _remote_encoder(self, embedder: dict[str, Any]) -> Encoder:
         from knowledge.ingest.remote import RemoteConfig, RemoteEncoder
@@ -144,18 +148,15 @@ class Quire:
                 self._encoders[key] = cast("Encoder", remote)
             return self._encoders[key]
 
-    def _encoder_locked(self, key: str, model_id: str, precision: str, *, query: bool) -> Encoder:
+    def _encoder_locked(self, choice: EncoderChoice, *, query: bool) -> Encoder:
+        key = f"{':'.join(choice)}:{'q' if query else 'd'}"
         if key not in self._encoders:
             if self.encoder_factory is not None:
-                self._encoders[key] = self.encoder_factory(model_id, precision, query)
+                self._encoders[key] = self.encoder_factory(choice, query)
             else:
-                from knowledge.ingest.embedding import Encoder, QueryEncoder
-                from knowledge.ingest.models import model_spec
+                from knowledge.ingest.models import make_encoder
 
-                spec = model_spec(model_id)
-                self._encoders[key] = (
-                    QueryEncoder(spec, precision=precision) if query else Encoder(spec, precision=precision)
-                )
+                self._encoders[key] = make_encoder(choice, query=query)
         return self._encoders[key]
 
     def has_indexing_work(self) -> bool:
@@ -170,12 +171,12 @@ class Quire:
         calls this in a background thread at start; it holds the model lock only while it loads."""
         from knowledge.library.bases import list_bases
 
-        wanted = {(b.model_id, b.precision) for b in list_bases(self.db) if b.embedder is None and b.status == "ok"}
-        for model_id, precision in sorted(wanted):
+        wanted = {b.model_fingerprint: b for b in list_bases(self.db) if b.embedder is None and b.status == "ok"}
+        for stamp, base in sorted(wanted.items()):
             try:
-                self.document_encoder(model_id, precision).encode_documents(["warm up"])
+                self.document_encoder(base).encode_documents(["warm up"])
             except Exception:  # a model that cannot load fails its jobs with the reason; nothing to add here
-                log.warning("could not warm up the encoder for %s (%s)", model_id, precision, exc_info=True)
+                log.warning("could not warm up the encoder %s", stamp, exc_info=True)
 
     def close(self) -> None:
         for encoder in list(self._encoders.values()):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
+
+# Converted models (the OpenVINO backend's IR) go to one cache per test session, shared by its subprocesses:
+# converted once, never read from (or left in) the user's cache.
+_SESSION_CACHE = None if "QUIRE_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="quire-test-cache-")
+os.environ.setdefault("QUIRE_CACHE_DIR", _SESSION_CACHE or "")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parent.parent
 

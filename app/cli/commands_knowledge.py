@@ -28,6 +28,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision", choices=("auto", "fp32", "bf16"), help="default: the bases.default_precision preference"
     )
+    p.add_argument(
+        "--backend", choices=("auto", "openvino", "torch"), help="default: the bases.default_backend preference"
+    )
     p.add_argument("--chunk-size", type=int, help="default: the bases.default_chunk_size preference")
     p.add_argument("--chunk-overlap", type=int, default=bases.DEFAULT_CHUNK_OVERLAP)
     p.add_argument("--embedder", choices=("local", "http"), default="local", help="http: an OpenAI-compatible endpoint")
@@ -112,7 +115,8 @@ def _base_text(b: dict[str, Any]) -> str:
     lock = " locked" if b["locked"] else ""
     remote = b.get("embedder")
     model = f"http {remote['model']} at {remote['endpoint']}" if remote else b["model_id"]
-    return f"{b['id']:>4} {b['name']} [{b['status']}{lock}] {model} {b['precision']} chunk {b['chunk_size']}"
+    backend = "" if remote else f" {b['backend']}"
+    return f"{b['id']:>4} {b['name']} [{b['status']}{lock}] {model} {b['precision']}{backend} chunk {b['chunk_size']}"
 
 
 def _embedder_text(remote: dict[str, Any] | None) -> str:
@@ -130,16 +134,20 @@ def _embedder_text(remote: dict[str, Any] | None) -> str:
 
 def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
     if args.embedder == "http":
+        if args.backend not in (None, "auto"):
+            raise UsageError("--backend goes with the packaged model, not --embedder http")
         return _create_remote_base(args, out)
     if args.endpoint or args.api_key_env or args.dimensions:
         raise UsageError("--endpoint, --dimensions and --api-key-env go with --embedder http")
     from knowledge import preferences
-    from knowledge.ingest import default_precision, model_spec
+    from knowledge.ingest import chosen_encoder, model_spec
 
     spec = model_spec(args.model or DEFAULT_MODEL_ID)
     with opened(args) as quire:
-        chosen = args.precision or preferences.get(quire.db, "bases.default_precision")
-        precision = default_precision() if chosen == "auto" else chosen
+        precision, backend = chosen_encoder(
+            args.precision or preferences.get(quire.db, "bases.default_precision"),
+            args.backend or preferences.get(quire.db, "bases.default_backend"),
+        )
         chunk_size = args.chunk_size or preferences.get(quire.db, "bases.default_chunk_size")
         created = bases.create_base(
             quire.db,
@@ -147,6 +155,7 @@ def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
             model_id=spec.model_id,
             dimension=spec.dimension,
             precision=precision,
+            backend=backend,
             chunk_size=chunk_size,
             chunk_overlap=args.chunk_overlap,
         )

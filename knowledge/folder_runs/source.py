@@ -63,7 +63,7 @@ class SourceTools:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = self.quire.document_encoder(self.base.model_id, self.base.precision, self.base.embedder)
+            self._encoder = self.quire.document_encoder(self.base)
         return self._encoder
 
 

@@ -162,11 +162,11 @@ def _load_hf_tokenizer(model_dir: Path) -> HFTokenizer:
     from tokenizers import Tokenizer as HFTok
 
     tok = HFTok.from_file(str(model_dir / "tokenizer.json"))
-    max_len = _model_max_tokens(model_dir)
+    max_len = model_max_tokens(model_dir)
     return HFTokenizer(tok, max_len - tok.num_special_tokens_to_add(False))
 
 
-def _model_max_tokens(model_dir: Path) -> int:
+def model_max_tokens(model_dir: Path) -> int:
     # sentence-transformers keeps the model's effective limit in sentence_bert_config.json.
     config = model_dir / "sentence_bert_config.json"
     if config.is_file():

@@ -65,8 +65,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 Vectors = npt.NDArray[np.float32]
 
 # One forward at a time per process; see the module docstring.
-_MODEL_LOCK = threading.Lock()
-# Loaded models by (path, precision), shared by all encoders of the process (guarded by _MODEL_LOCK):
+MODEL_LOCK = threading.Lock()
+# Loaded models by (path, precision), shared by all encoders of the process (guarded by MODEL_LOCK):
 # a QueryEncoder next to a document Encoder costs no second copy of the weights.
 _MODELS: dict[tuple[str, str], Any] = {}
 
@@ -106,12 +106,12 @@ def bf16_supported() -> bool:
 
     Elsewhere (macOS, Windows) False: fp32 is the safe default there.
     """
-    if not sys.platform.startswith("linux") or not _cpuinfo_flags() & {"amx_bf16", "avx512_bf16"}:
+    if not sys.platform.startswith("linux") or not cpuinfo_flags() & {"amx_bf16", "avx512_bf16"}:
         return False
     return _torch_bf16_ok()
 
 
-def _cpuinfo_flags() -> set[str]:
+def cpuinfo_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -175,6 +175,8 @@ class Encoder:
     before sentence-transformers is imported).
     """
 
+    backend = "torch"  # the runtime that runs the transformer (knowledge.ingest.models.BACKENDS)
+
     def __init__(
         self,
         spec: ModelSpec,
@@ -218,7 +220,8 @@ class Encoder:
     @property
     def fingerprint(self) -> str:
         """Identity of the vectors this encoder makes; vectors with different fingerprints don't mix."""
-        return f"{self.spec.model_id}:{self.spec.dimension}:{self.precision}"
+        suffix = "" if self.backend == "torch" else f":{self.backend}"  # as Base.model_fingerprint
+        return f"{self.spec.model_id}:{self.spec.dimension}:{self.precision}{suffix}"
 
     @property
     def model(self) -> Any:
@@ -257,7 +260,7 @@ class Encoder:
 
     def _forward(self, texts: list[str], *, truncated: int | None) -> Vectors:
         """Run one batch; ``truncated`` is None for queries (not counted)."""
-        with _MODEL_LOCK:
+        with MODEL_LOCK:
             model = self._loaded_model()
             import torch
 
@@ -277,7 +280,7 @@ class Encoder:
         return result
 
     def _loaded_model(self) -> Any:
-        # Called with _MODEL_LOCK held, so concurrent first calls load once.
+        # Called with MODEL_LOCK held, so concurrent first calls load once.
         if self._model is None:
             key = (str(Path(self.spec.path).resolve()), self.precision)
             if key not in _MODELS:
@@ -310,7 +313,7 @@ class QueryEncoder(Encoder):
 
     def encode_query(self, text: str) -> Vectors:
         """float32 vector (dimension,), L2-normalised."""
-        with _MODEL_LOCK:
+        with MODEL_LOCK:
             model = self._loaded_model()
             transformer = _mean_pooled_transformer(model)
             if transformer is not None:
@@ -352,7 +355,7 @@ def _mean_pooled_transformer(model: Any) -> Any:
 def _mean_pooled_batch(model: Any, transformer: Any, texts: list[str], pad_multiple: int) -> Any:
     """One batch straight through the transformer and masked mean pooling (float32 sums), padded to a
     multiple of ``pad_multiple`` (when that divides the model's maximum length): the numbers
-    ``SentenceTransformer.encode`` gives, with few distinct shapes. Called with _MODEL_LOCK held."""
+    ``SentenceTransformer.encode`` gives, with few distinct shapes. Called with MODEL_LOCK held."""
     import torch
 
     if getattr(model[0], "do_lower_case", False):

@@ -1,4 +1,4 @@
-"""Query encoding in a small child process, so the window's own process never imports torch.
+"""Query encoding in a small child process, so the window's own process never imports torch or OpenVINO.
 
 torch, sentence-transformers and the model cost the window ~700 MB of its ~900 MB after a search on a
 100k-chunk base; without them it holds ~280 MB (``tests/benchmarks/memory_probe.py window``). The child
@@ -7,7 +7,7 @@ same numbers; a query costs one pipe round trip more (a 1.5 KB vector).
 
 Contract:
 
-* one child per encoder (model and precision), started on the first query (``spawn``: ``fork`` is
+* one child per encoder (model, precision and backend), started on the first query (``spawn``: ``fork`` is
   unsafe beside threads), serving one request at a time under a lock;
 * the child ends on EOF of its pipe: when the encoder is closed (``Quire.close``) or its process dies;
 * a child that died is replaced and the request is asked once more; a second failure raises.
@@ -24,20 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from knowledge.ingest.embedding import Encoder, ModelSpec, Vectors
+from knowledge.ingest.embedding import Encoder, Vectors
+from knowledge.ingest.models import EncoderChoice, make_encoder, model_spec
 from knowledge.ingest.parse_worker import end_child
 
 _SPAWN = multiprocessing.get_context("spawn")
 
 
-def _child_main(conn: Connection, spec: ModelSpec, precision: str, parent_pid: int) -> None:
+def _child_main(conn: Connection, choice: EncoderChoice, parent_pid: int) -> None:
     # No PR_SET_PDEATHSIG: it fires when the parent *thread* ends, and the window's searches run on pool
     # threads that expire when idle. The pipe's EOF ends the child when its parent process goes.
     if os.getppid() != parent_pid:
         return
-    from knowledge.ingest.embedding import QueryEncoder
-
-    encoder = QueryEncoder(spec, precision=precision)
+    encoder = make_encoder(choice, query=True)
+    encoder.encode_query("warm up")  # load (or convert) the model before answering "ready"
     conn.send(("ready", encoder.precision))
     while True:
         try:
@@ -56,8 +56,9 @@ def _child_main(conn: Connection, spec: ModelSpec, precision: str, parent_pid: i
 class QueryEncoderProcess(Encoder):
     """The :class:`Encoder` face of a ``QueryEncoder`` that lives in a child process."""
 
-    def __init__(self, spec: ModelSpec, *, precision: str = "auto") -> None:
-        super().__init__(spec, precision=precision, threads=1)
+    def __init__(self, choice: EncoderChoice) -> None:
+        super().__init__(model_spec(choice.model_id), precision=choice.precision, threads=1)
+        self.backend = choice.backend
         self._lock = threading.Lock()
         self._proc: Any = None
         self._conn: Connection | None = None
@@ -115,10 +116,8 @@ class QueryEncoderProcess(Encoder):
             return self._conn
         self._stop()
         parent, child = _SPAWN.Pipe()
-        requested = self._precision or self._requested_precision
-        proc = _SPAWN.Process(
-            target=_child_main, args=(child, self.spec, requested, os.getpid()), name="quire-query", daemon=True
-        )
+        choice = EncoderChoice(self.spec.model_id, self._precision or self._requested_precision, self.backend)
+        proc = _SPAWN.Process(target=_child_main, args=(child, choice, os.getpid()), name="quire-query", daemon=True)
         proc.start()
         child.close()
         try:
@@ -137,10 +136,7 @@ class QueryEncoderProcess(Encoder):
         end_child(proc, conn)
 
 
-def out_of_process_queries(model_id: str, precision: str, query: bool) -> Encoder:
+def out_of_process_queries(choice: EncoderChoice, query: bool) -> Encoder:
     """An ``encoder_factory`` for :class:`knowledge.runtime.Quire`: queries in a child process, documents
     (which the window never embeds itself; the worker does) in this one."""
-    from knowledge.ingest.models import model_spec
-
-    spec = model_spec(model_id)
-    return QueryEncoderProcess(spec, precision=precision) if query else Encoder(spec, precision=precision)
+    return QueryEncoderProcess(choice) if query else make_encoder(choice, query=False)

@@ -49,6 +49,7 @@ class Base:
     # None: the packaged model; else a remote embedder's stored config (knowledge.ingest.remote)
     embedder: dict[str, Any] | None = field(default=None, compare=False)
     ocr_language: str = "eng"  # OCR of scans and images (knowledge/sources/ocr.py); set by set_ocr_language
+    backend: str = "torch"  # what runs the packaged model (knowledge.ingest.models.BACKENDS)
 
     @classmethod
     def from_row(cls, row: Any) -> Base:
@@ -69,6 +70,7 @@ class Base:
             updated_at=m["updated_at"],
             embedder=json.loads(raw) if raw else None,
             ocr_language=m["ocr_language"],
+            backend=m["backend"],
         )
 
     @property
@@ -76,7 +78,9 @@ class Base:
         if self.embedder is not None:  # the remote model, its dimension and where it answers
             where = hashlib.sha256(str(self.embedder.get("endpoint", "")).encode("utf-8")).hexdigest()[:12]
             return f"http:{self.embedder.get('model')}:{self.dimension}:{where}"
-        return f"{self.model_id}:{self.dimension}:{self.precision}"
+        # torch's vectors keep the stamp they had before backends existed: their material is not stale
+        suffix = "" if self.backend == "torch" else f":{self.backend}"
+        return f"{self.model_id}:{self.dimension}:{self.precision}{suffix}"
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -186,6 +190,7 @@ def create_base(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     embedder: dict[str, Any] | None = None,
+    backend: str = "torch",
 ) -> Base:
     """A new base. ``embedder`` (a remote endpoint's config, made by ``knowledge.ingest.remote``) replaces
     the packaged model for embedding; ``model_id`` then names the tokenizer chunks are measured with."""
@@ -197,6 +202,8 @@ def create_base(
         raise InvalidInput("chunk overlap must be at least 0 and smaller than the chunk size")
     if precision not in ("fp32", "bf16"):
         raise InvalidInput("precision must be fp32 or bf16")
+    if backend not in ("torch", "openvino") or (embedder is not None and backend != "torch"):
+        raise InvalidInput("backend must be torch or openvino (a remote embedder has none)")
     now = time.time()
     try:
         with db.write() as conn:
@@ -206,6 +213,7 @@ def create_base(
                     model_id=model_id,
                     dimension=dimension,
                     precision=precision,
+                    backend=backend,
                     chunk_size=chunk_size,
                     chunk_overlap=chunk_overlap,
                     created_at=now,

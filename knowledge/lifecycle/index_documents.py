@@ -59,7 +59,7 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         if prepared:
             with ctx.write() as conn:
                 tree.set_status(conn, [p.item.id for p in prepared], "embedding")
-            encoder = quire.document_encoder(base.model_id, base.precision, base.embedder)
+            encoder = quire.document_encoder(base)
             culprits = embed_narrowed(quire, base, prepared, encoder, stats)
             with stats.timed("write"):
                 culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])

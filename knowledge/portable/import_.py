@@ -145,6 +145,7 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
             model_id=info.model_id,
             dimension=info.dimension,
             precision=info.precision,
+            backend=info.backend,
             chunk_size=int(settings["chunk_size"]),
             chunk_overlap=int(settings["chunk_overlap"]),
             locked=int(bool(settings.get("locked"))),

@@ -42,6 +42,11 @@ class ExportInfo:
     dimension: int
     precision: str
 
+    @property
+    def backend(self) -> str:
+        """What ran the model (exports from before backends existed: torch)."""
+        return str(self.base.get("backend") or "torch")
+
 
 @dataclass(frozen=True)
 class ImportResult:
@@ -134,6 +139,7 @@ def validate_export(path: Path, *, check_model: bool = True) -> ExportInfo:
 
 def _check_model(info: ExportInfo) -> None:
     """The model stamp must name a model this installation has, of the same dimension (never loaded here)."""
+    from knowledge.ingest import openvino_backend
     from knowledge.ingest.models import model_spec
 
     try:
@@ -144,6 +150,12 @@ def _check_model(info: ExportInfo) -> None:
             f"the base was made with the embedding model {info.model_id!r}, which this installation does not "
             "have; its vectors cannot be searched here",
         ) from None
+    if info.backend == "openvino" and not openvino_backend.available():
+        raise ImportRefused(
+            "model_missing",
+            "the base's vectors were made by the OpenVINO backend, which this installation does not have "
+            "(pip install openvino); its vectors cannot be searched here",
+        )
     if spec.dimension != info.dimension:
         raise ImportRefused(
             "model_mismatch",

@@ -288,7 +288,7 @@ def search(
         background = (
             _KEYWORD_THREAD.submit(_in_snapshot, quire, base, subtree, keyword, 0) if mode == "hybrid" else None
         )
-        vector = quire.query_encoder(base.model_id, base.precision, base.embedder).encode_query(query)
+        vector = quire.query_encoder(base).encode_query(query)
 
         def both(conn: Connection, allowed: AbstractSet[int] | None) -> Ranked:
             by_vector = vector_candidates(conn, base, vector, depth, allowed, index=quire.vectors)

@@ -215,6 +215,13 @@ def _bases_ocr_language(conn: Connection) -> None:
 
 
 
+def _bases_backend(conn: Connection) -> None:
+    """Each base's encoder backend (issue 17); the bases that exist were made by torch (frozen DDL)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(bases)")).all()}
+    if "backend" not in columns:
+        conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN backend VARCHAR DEFAULT 'torch' NOT NULL")
+
+
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
@@ -240,6 +247,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0016_bases_ocr_language", _bases_ocr_language),
     Migration("0017_run_outcomes_skipped", _run_outcomes_skipped),
     Migration("0018_sync_roots", _sync_roots),
+    Migration("0019_bases_backend", _bases_backend),
 ]
 
 

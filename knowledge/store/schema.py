@@ -50,6 +50,8 @@ bases = Table(
     Column("locked", Integer, nullable=False, server_default="0"),
     # Tesseract language(s) for pages without a text layer and images, e.g. eng, eng+deu (migration 0010)
     Column("ocr_language", String, nullable=False, server_default="eng"),
+    # What runs the packaged model: torch | openvino, fixed at creation like the precision (migration 0019)
+    Column("backend", String, nullable=False, server_default="torch"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     # NULL: the packaged model. Else JSON: a remote embedder (kind, endpoint, model, dimension, the API

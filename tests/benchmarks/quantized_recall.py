@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     quire = open_quire(data_dir)
     try:
         base = get_base(quire.db, base_name)
-        encoder = quire.query_encoder(base.model_id, base.precision)
+        encoder = quire.query_encoder(base)
         vectors = [encoder.encode_query(t) for t in texts]
         found: dict[str, list[set[int]]] = {}
         for name, limit in (("exact", 10**9), ("quantized", 0)):

@@ -31,7 +31,7 @@ VECTOR_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 def fetch(quire: Quire, data: corpus.SciFact, depth: int) -> dict[str, tuple[list[Any], list[Any]]]:
     base = get_base(quire.db, bench_ingest.BASE)
-    encoder = quire.query_encoder(base.model_id, base.precision)
+    encoder = quire.query_encoder(base)
     found = {}
     for qid, text in data.queries:
         vector = encoder.encode_query(text)

@@ -43,8 +43,8 @@ class CountingEncoder(Encoder):
 def counting(quire: Quire) -> CountingEncoder:
     base = make_base(quire)
     encoder = CountingEncoder(base.precision)
-    quire.encoder_factory = lambda _m, precision, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision=precision) if query else encoder
+    quire.encoder_factory = lambda choice, query: (
+        Encoder(model_spec("all-MiniLM-L6-v2"), precision=choice.precision) if query else encoder
     )
     return encoder
 

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from jobs.doorbell import Doorbell, bell_address
 from jobs.registry import JobType
 from jobs.runtime import JobContext, Worker
+from knowledge.library.bases import list_bases
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli, wait_until
 
@@ -116,7 +117,7 @@ def test_a_warm_worker_has_its_model_and_parse_process_before_the_first_job(quir
     runner = threading.Thread(target=worker.run, kwargs={"shutdown_wait": 1.0})
     runner.start()
     try:
-        encoder = quire.document_encoder("all-MiniLM-L6-v2", "fp32")
+        encoder = quire.document_encoder(list_bases(quire.db)[0])
         wait_until(lambda: encoder.model is not None and quire.parsers.pids(), timeout=120)
         assert worker.completed == 0  # no job asked for either
     finally:
@@ -132,7 +133,7 @@ def test_a_cold_worker_loads_nothing_until_a_job_needs_it(quire: Quire) -> None:
     try:
         wait_until(lambda: worker.idle_looks >= 1, timeout=30)
         assert quire.parsers.pids() == []
-        assert quire.document_encoder("all-MiniLM-L6-v2", "fp32").model is None
+        assert quire.document_encoder(list_bases(quire.db)[0]).model is None
     finally:
         worker.stop(wait_seconds=1.0)
         runner.join(10)

@@ -41,7 +41,7 @@ class CountingEncoder(Encoder):
 @pytest.fixture
 def counting(quire: Quire) -> CountingEncoder:
     encoder = CountingEncoder("fp32")
-    quire.encoder_factory = lambda _model, _precision, query: (
+    quire.encoder_factory = lambda _choice, query: (
         Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
     )
     return encoder

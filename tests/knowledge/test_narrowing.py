@@ -40,7 +40,7 @@ class PoisonedEncoder(Encoder):
 def test_an_embedding_failure_in_a_full_batch_fails_only_its_item(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
     encoder = PoisonedEncoder()
-    quire.encoder_factory = lambda _m, _p, query: (
+    quire.encoder_factory = lambda _choice, query: (
         Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
     )
     files = {f"f{n:03}.txt": f"Item {n} tells of the orchid species number {n}." for n in range(INDEX_BATCH)}

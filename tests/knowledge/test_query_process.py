@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowledge.ingest.embedding import QueryEncoder, default_model_spec
+from knowledge.ingest.embedding import default_model_spec
+from knowledge.ingest.models import EncoderChoice, make_encoder
 from knowledge.ingest.query_process import QueryEncoderProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,13 +26,15 @@ QUERIES = [
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_child_answers_the_vectors_of_the_query_encoder(precision: str) -> None:
+def test_child_answers_the_vectors_of_the_query_encoder(precision: str, backend: str) -> None:
     spec = default_model_spec()
-    remote = QueryEncoderProcess(spec, precision=precision)
+    choice = EncoderChoice(spec.model_id, precision, backend)
+    remote = QueryEncoderProcess(choice)
     try:
         vectors = np.stack([remote.encode_query(q) for q in QUERIES])
-        local = QueryEncoder(spec, precision=precision)
+        local = make_encoder(choice, query=True)
         expected = np.stack([local.encode_query(q) for q in QUERIES])
         assert vectors.dtype == np.float32 and vectors.shape == (len(QUERIES), spec.dimension)
         assert (np.sum(vectors * expected, axis=1) > 0.99999).all()
@@ -43,7 +46,7 @@ def test_child_answers_the_vectors_of_the_query_encoder(precision: str) -> None:
 
 @pytest.mark.model
 def test_a_killed_child_is_replaced() -> None:
-    remote = QueryEncoderProcess(default_model_spec(), precision="fp32")
+    remote = QueryEncoderProcess(EncoderChoice(default_model_spec().model_id, "fp32", "openvino"))
     try:
         first = remote.encode_query(QUERIES[0])
         assert remote.pid is not None
@@ -59,16 +62,19 @@ def test_a_killed_child_is_replaced() -> None:
 _PROBE = """
 import json, sys
 from knowledge.ingest import out_of_process_queries
-encoder = out_of_process_queries("all-MiniLM-L6-v2", "auto", True)
+from knowledge.ingest.models import EncoderChoice
+encoder = out_of_process_queries(EncoderChoice("all-MiniLM-L6-v2", "auto", sys.argv[1]), True)
 vector = encoder.encode_query("mitochondria and apoptosis")
-heavy = {m.split(".")[0] for m in sys.modules} & {"torch", "sentence_transformers", "transformers"}
+heavy = {m.split(".")[0] for m in sys.modules} & {"torch", "sentence_transformers", "transformers", "openvino"}
 print(json.dumps({"shape": list(vector.shape), "precision": encoder.precision, "heavy": sorted(heavy)}))
 """
 
 
 @pytest.mark.model
-def test_the_asking_process_never_imports_torch() -> None:
-    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=REPO, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_the_asking_process_never_imports_torch(backend: str) -> None:
+    probe_run = [sys.executable, "-c", _PROBE, backend]
+    done = subprocess.run(probe_run, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     probe = json.loads(done.stdout.strip().splitlines()[-1])
     assert probe["shape"] == [384] and probe["precision"] in ("bf16", "fp32")
@@ -81,10 +87,12 @@ def test_closing_the_quire_ends_its_query_process(tmp_path: Path) -> None:
 
     from knowledge.ingest import out_of_process_queries
     from knowledge.job_types import open_quire
+    from knowledge.library.bases import create_base
 
     quire = open_quire(tmp_path / "data")
     quire.encoder_factory = out_of_process_queries
-    encoder = quire.query_encoder("all-MiniLM-L6-v2", "fp32")
+    base = create_base(quire.db, "kb", model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32", backend="openvino")
+    encoder = quire.query_encoder(base)
     assert isinstance(encoder, QueryEncoderProcess)
     assert encoder.encode_query("hello").shape == (384,)
     child = psutil.Process(encoder.pid)

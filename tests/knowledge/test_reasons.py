@@ -71,7 +71,7 @@ def test_every_stored_reason_is_free_of_paths(quire: Quire, tmp_path: Path) -> N
         {"good.txt": "Plain text about ferns.", "io.txt": "Text about hemlock.", "value.txt": "About nightshade."},
     )
     leak = str(folder / "value.txt")
-    quire.encoder_factory = lambda _m, _p, query: (
+    quire.encoder_factory = lambda _choice, query: (
         Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else LeakyEncoder(leak)
     )
 

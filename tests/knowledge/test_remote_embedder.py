@@ -240,7 +240,7 @@ def test_concurrent_requests_never_exceed_the_cap(server: Server) -> None:
 
 def test_a_call_inside_a_write_transaction_is_refused(quire: Quire, server: Server) -> None:
     base = _remote_base(quire, server)
-    encoder = quire.document_encoder(base.model_id, base.precision, base.embedder)
+    encoder = quire.document_encoder(base)
     with pytest.raises(remote.CallInsideTransaction), quire.db.write():
         encoder.encode_documents(["inside"])
     assert server.behaviour.requests == 0

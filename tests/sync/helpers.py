@@ -29,7 +29,7 @@ class CountingEncoder(Encoder):
 
 def counting_encoder(quire: Quire) -> CountingEncoder:
     encoder = CountingEncoder()
-    quire.encoder_factory = lambda _m, _p, query: (
+    quire.encoder_factory = lambda _choice, query: (
         Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
     )
     return encoder

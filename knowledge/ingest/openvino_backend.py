@@ -1,0 +1,304 @@
+"""The OpenVINO encoder backend: the packaged model's transformer, converted once to OpenVINO IR and cached.
+
+Why: on this CPU class OpenVINO runs the same graph faster than torch at the same precision and keeps
+layer norm and softmax in fp32, so its bf16 vectors stay closer to fp32 than torch's (cosine >= 0.99997;
+``tests/benchmarks/bench_encoders.py``, docs/BENCHMARKS.md). A worker on this backend never imports
+torch once the IR is cached: it starts in about a second, not three.
+
+Conversion (:func:`model_ir`): the first encoder of a model converts its transformer with
+``openvino.convert_model`` (the PyTorch frontend, via torch; ~4 s), checks the converted graph against the
+eager torch model on probe texts, and saves it under ``<cache dir>/openvino/<model>-<weights hash>-<openvino
+version>-<converter version>/``. The directory is written under a temporary name and renamed into place, so
+a reader sees a whole IR or none; two processes converting at once each write their own and the first
+rename wins. New weights, a new OpenVINO or a changed conversion get a new directory.
+
+Precision is always an explicit hint (``INFERENCE_PRECISION_HINT``): OpenVINO's CPU default is bf16 on
+CPUs that have it, and a base's vectors must be made at the precision stamped on them.
+
+Documents: two streams of one thread each (``PERFORMANCE_HINT=THROUGHPUT``), two batches in flight at a
+time (measured on 2 cores: ~10 % more chunks/s than one two-thread stream, with smaller batches: 2,048
+padded tokens). Queries: one stream of one thread (``LATENCY``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, cpuinfo_flags, plan_batches
+from knowledge.ingest.memory import release_free_memory
+
+OPENVINO_BATCH_TOKENS = 2048  # padded tokens per batch, two batches in flight (see the module docstring)
+CONVERTER_VERSION = "ov1"  # bump when the conversion below changes what it writes
+IR_NAME = "model.xml"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# Converted graph vs eager torch (both fp32) on the probes: pooled cosine at least this.
+MATCH_COSINE = 0.99999
+PROBES = (
+    "a",
+    "The quick brown fox jumps over the lazy dog.",
+    "Mitochondrial DNA variants modulate the risk of type 2 diabetes in a large cohort. " * 12,  # > 256 tokens
+)
+
+Feeds = dict[str, np.ndarray]
+
+
+def available() -> bool:
+    """Whether the OpenVINO runtime is installed (it is a dependency; a source install may lack it)."""
+    return importlib.util.find_spec("openvino") is not None
+
+
+@functools.cache
+def bf16_supported() -> bool:
+    """Linux, the CPU lists AMX or AVX-512 BF16, and OpenVINO's CPU plugin reports BF16 (no torch import)."""
+    if not sys.platform.startswith("linux") or not cpuinfo_flags() & {"amx_bf16", "avx512_bf16"}:
+        return False
+    import openvino as ov
+
+    try:
+        return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    except RuntimeError:
+        return False
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``QUIRE_CACHE_DIR``, else the per-user cache directory."""
+    folder = os.environ.get("QUIRE_CACHE_DIR")
+    if folder:
+        return Path(folder)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("Quire", appauthor=False))
+
+
+def model_ir(spec: ModelSpec) -> Path:
+    """The cached IR of ``spec``'s transformer, converted (and checked) now if it is not there yet."""
+    import openvino as ov
+
+    from knowledge.ingest.models import weights_digest
+
+    name = f"{spec.model_id}-{weights_digest(spec)}-{ov.__version__.split('-')[0]}-{CONVERTER_VERSION}"
+    target = cache_dir() / "openvino" / name
+    if not (target / IR_NAME).is_file():
+        _convert(spec, target)
+    return target / IR_NAME
+
+
+def _convert(spec: ModelSpec, target: Path) -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import openvino as ov
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    # Its load report and progress bar are not news to the person adding a file.
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    bert = AutoModel.from_pretrained(spec.path).eval()
+
+    class LastHidden(torch.nn.Module):
+        """The transformer's last hidden state from positional inputs (transformers 5 takes keywords)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    tokenize = Tokenize(spec)
+    feeds = tokenize(list(PROBES))
+    example = tuple(torch.from_numpy(feeds[k]) for k in INPUT_NAMES)
+    shapes = [(k, [-1, -1], ov.Type.i64) for k in INPUT_NAMES]
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python conditions in the model's code
+        converted = ov.convert_model(LastHidden().eval(), example_input=example, input=shapes)
+        expected = mean_pooled(LastHidden()(*example).numpy(), feeds["attention_mask"])
+    staging = target.with_name(f"{target.name}.part-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    ov.save_model(converted, staging / IR_NAME, compress_to_fp16=False)  # the default would halve the weights
+    got = mean_pooled(_compile(staging / IR_NAME, "fp32", query=False, threads=1)(feeds), feeds["attention_mask"])
+    cosine = (normalised(got) * normalised(expected)).sum(axis=1).min()
+    if not cosine >= MATCH_COSINE:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"the OpenVINO conversion of {spec.model_id} does not match torch (cosine {cosine:.6f})")
+    try:
+        staging.rename(target)
+    except OSError:  # another process renamed its copy first
+        if not (target / IR_NAME).is_file():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class Tokenize:
+    """The model's fast tokenizer as sentence-transformers feeds it to the transformer: special tokens,
+    truncation at the model's maximum length, padding to the batch's longest (rounded up to a multiple)."""
+
+    def __init__(self, spec: ModelSpec, pad_multiple: int | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        from knowledge.ingest.chunking import model_max_tokens
+
+        model_dir = Path(spec.path)
+        self._tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.max_length = model_max_tokens(model_dir)
+        self._tok.enable_truncation(self.max_length)
+        pad = self._tok.padding or {}
+        multiple = pad_multiple if pad_multiple and self.max_length % pad_multiple == 0 else None
+        self._tok.enable_padding(
+            pad_id=pad.get("pad_id", 0),
+            pad_type_id=pad.get("pad_type_id", 0),
+            pad_token=pad.get("pad_token", "[PAD]"),
+            pad_to_multiple_of=multiple,
+        )
+        config = model_dir / "sentence_bert_config.json"
+        settings = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        self._lower = bool(settings.get("do_lower_case", False))
+
+    def __call__(self, texts: Sequence[str]) -> Feeds:
+        encodings = self._tok.encode_batch([t.lower() for t in texts] if self._lower else list(texts))
+        return {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+
+
+def mean_pooled(hidden: np.ndarray, attention_mask: np.ndarray) -> Vectors:
+    """Masked mean of the token vectors, summed in float32 (sentence-transformers' mean pooling)."""
+    mask = attention_mask[..., None].astype(np.float32)
+    pooled: Vectors = (hidden.astype(np.float32, copy=False) * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+    return pooled
+
+
+def normalised(vectors: Vectors) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    result: Vectors = (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
+    return result
+
+
+def _compile(ir: Path, precision: str, *, query: bool, threads: int) -> Callable[[Feeds], np.ndarray]:
+    """One synchronous forward of the compiled graph (for the conversion check)."""
+    request = compiled_model(ir, precision, query=query, threads=threads).create_infer_request()
+    return lambda feeds: np.array(request.infer(feeds)[0], copy=True)
+
+
+_COMPILED: dict[tuple[str, str, bool, int], Any] = {}
+
+
+def compiled_model(ir: Path, precision: str, *, query: bool, threads: int) -> Any:
+    """The IR compiled for the CPU at ``precision`` ("fp32" | "bf16"), for documents or for queries;
+    compiled once per process and setting (callers hold the encoder lock)."""
+    key = (str(ir), precision, query, threads)
+    if key not in _COMPILED:
+        import openvino as ov
+
+        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
+        if query or threads < 2:
+            config |= {
+                "PERFORMANCE_HINT": "LATENCY",
+                "NUM_STREAMS": 1,
+                "INFERENCE_NUM_THREADS": 1 if query else threads,
+            }
+        else:
+            config |= {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": threads}
+        _COMPILED[key] = ov.Core().compile_model(str(ir), "CPU", config)
+    return _COMPILED[key]
+
+
+def streams(compiled: Any) -> int:
+    return int(compiled.get_property("NUM_STREAMS"))
+
+
+class OpenVinoEncoder(Encoder):
+    """An :class:`Encoder` whose transformer runs on OpenVINO: the same batching (length-sorted, padded to a
+    multiple of 32), the same masked mean pooling and normalisation, no torch once the IR is cached.
+
+    ``query=True`` makes the search encoder (one thread, latency hint). Every forward runs under the
+    process-wide :data:`~knowledge.ingest.embedding.MODEL_LOCK`, two document batches at a time.
+    """
+
+    backend = "openvino"
+
+    def __init__(self, spec: ModelSpec, *, precision: str = "auto", threads: int | None = None, query: bool = False):
+        super().__init__(spec, precision=precision, threads=1 if query else threads, batch_tokens=OPENVINO_BATCH_TOKENS)
+        self.query = query
+        self._tokenize: Tokenize | None = None
+        self._requests: list[Any] = []
+
+    @property
+    def precision(self) -> str:
+        if self._precision is None:
+            requested = self._requested_precision
+            self._precision = ("bf16" if bf16_supported() else "fp32") if requested == "auto" else requested
+        return self._precision
+
+    def encode_documents(self, texts: Sequence[str]) -> Vectors:
+        """float32 array (len(texts), dimension), L2-normalised rows, in input order."""
+        if not texts:
+            return np.zeros((0, self.spec.dimension), dtype=np.float32)
+        counts = self.tokenizer.token_counts(texts)
+        limit = self.tokenizer.max_content_tokens
+        plan = plan_batches(
+            counts,
+            batch_tokens=self.batch_tokens,
+            max_batch_size=self.max_batch_size,
+            max_tokens=limit + 2,
+            pad_multiple=self.pad_multiple,
+        )
+        out = np.empty((len(texts), self.spec.dimension), dtype=np.float32)
+        with MODEL_LOCK:
+            width = len(self._loaded_requests())
+        for start in range(0, len(plan), width):
+            group = plan[start : start + width]
+            feeds = [self._tokenizer()([texts[i] for i in batch]) for batch in group]
+            with MODEL_LOCK:  # a query in this process waits for at most one group
+                requests = self._loaded_requests()
+                for request, feed in zip(requests, feeds, strict=False):
+                    request.start_async(feed)
+                for request, feed, batch in zip(requests, feeds, group, strict=False):
+                    request.wait()
+                    out[batch] = mean_pooled(request.get_output_tensor(0).data, feed["attention_mask"])
+            self.calls += len(group)
+            self.encoded_texts += sum(len(batch) for batch in group)
+            self.truncated_texts += sum(1 for batch in group for i in batch if counts[i] > limit)
+        if self.trim_memory:
+            release_free_memory()
+        return normalised(out)
+
+    def encode_query(self, text: str) -> Vectors:
+        """float32 vector (dimension,), L2-normalised."""
+        feed = self._tokenizer()([text])
+        with MODEL_LOCK:
+            request = self._loaded_requests()[0]
+            hidden = request.infer(feed)[0]
+            pooled = mean_pooled(hidden, feed["attention_mask"])
+        vector: Vectors = normalised(pooled)[0]
+        return vector
+
+    def _tokenizer(self) -> Tokenize:
+        if self._tokenize is None:
+            # Documents pad to a multiple (few shapes); a lone query needs no padding at all.
+            self._tokenize = Tokenize(self.spec, None if self.query else self.pad_multiple)
+        return self._tokenize
+
+    def _loaded_requests(self) -> list[Any]:
+        # Called with MODEL_LOCK held, so concurrent first calls convert and compile once.
+        if not self._requests:
+            compiled = compiled_model(model_ir(self.spec), self.precision, query=self.query, threads=self.threads)
+            self._model = compiled
+            self._requests = [compiled.create_infer_request() for _ in range(streams(compiled))]
+        return self._requests

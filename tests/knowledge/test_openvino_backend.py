@@ -1,0 +1,136 @@
+"""The OpenVINO encoder backend with the real model: the numbers torch makes (within rounding), a base that keeps
+its backend in its stamp, a checked conversion cached once, a worker that never imports torch once it is cached,
+and a database from before backends whose bases and material stay as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from knowledge.errors import InvalidInput
+from knowledge.ingest import openvino_backend
+from knowledge.ingest.embedding import Encoder, QueryEncoder, default_model_spec
+from knowledge.ingest.models import EncoderChoice, check_backend, chosen_encoder, make_encoder, model_stamp
+from knowledge.library.bases import create_base, list_bases
+from knowledge.runtime import Quire
+from knowledge.store import migrations as mig
+from knowledge.store.database import Database
+from tests.conftest import REPO, quire_cli
+
+TEXTS = [
+    "Vitamin D supplementation reduces the risk of respiratory infections.",
+    "Ok.",
+    "Long " + "text about protein folding and chaperones " * 60,  # > 256 tokens: truncated like torch
+    "CD4+ T cells orchestrate adaptive immune responses.",
+    "Ánother text — with UPPER case, accents and punctuation!",
+    "The mitochondrial membrane potential collapses during apoptosis. " * 5,
+]
+
+pytestmark = pytest.mark.model
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize(("precision", "floor"), [("fp32", 0.99999), ("bf16", 0.999)])
+def test_documents_and_queries_are_the_vectors_torch_makes(precision: str, floor: float) -> None:
+    spec = default_model_spec()
+    expected = Encoder(spec, precision="fp32", threads=2).encode_documents(TEXTS)
+    documents = make_encoder(EncoderChoice(spec.model_id, precision, "openvino"), query=False)
+    got = documents.encode_documents(TEXTS)
+    assert got.dtype == np.float32 and got.shape == (len(TEXTS), spec.dimension)
+    assert _cosines(got, expected).min() > floor  # in input order, though batched by length
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert documents.truncated_texts == 1 and documents.encoded_texts == len(TEXTS)
+    queries = make_encoder(EncoderChoice(spec.model_id, precision, "openvino"), query=True)
+    torch_queries = QueryEncoder(spec, precision="fp32")
+    for text_ in TEXTS:
+        assert float(np.dot(queries.encode_query(text_), torch_queries.encode_query(text_))) > floor
+    assert queries.threads == 1 and queries.fingerprint == f"all-MiniLM-L6-v2:384:{precision}:openvino"
+
+
+def test_the_backend_is_in_a_bases_stamp_and_torch_stamps_are_unchanged(quire: Quire) -> None:
+    common = {"model_id": "all-MiniLM-L6-v2", "dimension": 384, "precision": "bf16"}
+    on_torch = create_base(quire.db, "torch", **common)
+    on_openvino = create_base(quire.db, "openvino", backend="openvino", **common)
+    assert on_torch.backend == "torch" and on_torch.model_fingerprint == "all-MiniLM-L6-v2:384:bf16"
+    assert on_openvino.model_fingerprint == "all-MiniLM-L6-v2:384:bf16:openvino"
+    assert model_stamp(on_openvino).startswith("all-MiniLM-L6-v2:384:bf16:openvino:w")
+    assert quire.document_encoder(on_openvino).fingerprint == on_openvino.model_fingerprint
+    assert quire.query_encoder(on_torch).fingerprint == on_torch.model_fingerprint
+    with pytest.raises(InvalidInput, match="backend"):
+        create_base(quire.db, "bad", backend="onnx", **common)
+    with pytest.raises(InvalidInput, match="backend"):
+        check_backend("tensorflow")
+    assert chosen_encoder("fp32", "torch") == ("fp32", "torch")
+    assert chosen_encoder("auto", "auto")[1] == "openvino"  # installed: the default
+
+
+def test_a_conversion_that_does_not_match_torch_is_refused_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUIRE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(openvino_backend, "MATCH_COSINE", 1.5)  # no graph can pass: the check must refuse it
+    with pytest.raises(RuntimeError, match="does not match torch"):
+        openvino_backend.model_ir(default_model_spec())
+    assert list((tmp_path / "cache" / "openvino").iterdir()) == []
+
+
+_WORKER_PROBE = """
+import json, sys
+from pathlib import Path
+from knowledge.job_types import open_quire
+quire = open_quire(Path(sys.argv[1]))
+quire.make_worker().run(until_idle=True)
+quire.close()
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "sentence_transformers", "transformers"})
+print(json.dumps({"heavy": heavy}))
+"""
+
+
+def test_a_worker_on_a_cached_conversion_never_imports_torch(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "orchids.md").write_text("Orchids grow on trees in cloud forests.\n", encoding="utf-8")
+    quire_cli("base", "create", "kb", "--backend", "openvino", data_dir=data).check_returncode()
+    openvino_backend.model_ir(default_model_spec())  # converted once (this session's cache), as on first use
+    quire_cli("add", "kb", str(notes), data_dir=data).check_returncode()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER_PROBE, str(data)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"heavy": []}
+    found = quire_cli("search", "kb", "epiphytes in cloud forests", "--json", data_dir=data)
+    assert found.returncode == 0, found.stderr
+    assert "orchids.md" in found.stdout
+
+
+def test_bases_from_before_backends_stay_torch_and_their_material_stays_current(tmp_path: Path) -> None:
+    db = Database.in_dir(tmp_path)
+    saved = list(mig.MIGRATIONS)
+    try:
+        del mig.MIGRATIONS[[m.name for m in saved].index("0018_sync_roots") + 1 :]
+        mig.migrate(db)
+    finally:
+        mig.MIGRATIONS[:] = saved
+    with db.write() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO bases (id, name, model_id, dimension, precision, chunk_size, chunk_overlap, created_at,"
+            " updated_at) VALUES (1, 'kb', 'all-MiniLM-L6-v2', 384, 'bf16', 254, 32, 0, 0)"
+        )
+    assert mig.migrate(db) == ["0019_bases_backend"]
+    (base,) = list_bases(db)
+    assert base.backend == "torch" and base.model_fingerprint == "all-MiniLM-L6-v2:384:bf16"
+    with db.read() as conn:
+        assert conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
+    assert mig.migrate(db) == []
