@@ -66,6 +66,21 @@ def _torch() -> tuple[str, str]:
     return str(torch.__version__), f"{torch.get_num_threads()} threads"
 
 
+def _openvino() -> tuple[str, str]:
+    """The runtime, its CPU plugin, and the two frontends Quire uses: IR (to load the cached conversion)
+    and PyTorch (to convert the model on first use)."""
+    import openvino as ov
+
+    devices = ov.Core().available_devices  # loads the CPU plugin
+    if "CPU" not in devices:
+        raise RuntimeError(f"no CPU device (found {devices})")
+    frontends = set(ov.frontend.FrontEndManager().get_available_front_ends())
+    missing = {"ir", "pytorch"} - frontends
+    if missing:
+        raise RuntimeError(f"frontends missing: {', '.join(sorted(missing))}")
+    return str(ov.__version__).split("-")[0], "CPU plugin, IR and PyTorch frontends"
+
+
 def _model() -> tuple[str, str]:
     from knowledge.ingest.embedding import Encoder, default_model_spec
 
@@ -108,6 +123,7 @@ PROBES: dict[str, Callable[[], tuple[str, str]]] = {
     "torch": _torch,
     "transformers": _module_version("transformers"),
     "sentence-transformers": _module_version("sentence_transformers"),
+    "openvino": _openvino,
     "model": _model,
     "OCR (tesserocr)": _ocr,
     "pypdfium2": _pdfium,

@@ -198,7 +198,7 @@ def step_doctor(app: Artefact, bundle: Path) -> None:
     check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
     names = {c["name"] for c in report["components"]}
     expected = {"apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model", "PySide6"}
-    expected |= {"OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp"}
+    expected |= {"OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "openvino"}
     check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
     model_path = Path(report["model_path"]).resolve()
     check(model_path.is_relative_to(bundle.resolve()), f"the model is not the bundled one: {model_path}")
@@ -206,7 +206,8 @@ def step_doctor(app: Artefact, bundle: Path) -> None:
 
 
 def step_ingest(app: Artefact, docs: Path) -> dict[str, int]:
-    app.cli_json("base", "create", "Smoke")
+    created = app.cli_json("base", "create", "Smoke")
+    check(created["backend"] == "openvino", f"a new base runs on {created['backend']}, not OpenVINO (the default)")
     added = app.cli_json("add", "Smoke", *(str(docs / DOCUMENTS[fmt][0]) for fmt in DOCUMENTS))
     check(len(added["items"]) == len(DOCUMENTS), f"add created {len(added['items'])} items: {added}")
     app.cli_json("worker", "--until-idle", "--nice", "0")
