@@ -239,6 +239,7 @@ def log(message: str) -> None:
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("QUIRE_CACHE_DIR", str(work_dir() / "cache"))  # the benchmarks' own converted models
     env.update(extra or {})
     return env
 

@@ -267,6 +267,7 @@ def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
     ):
         if key in r:
             e = r[key]
+            label = f"{label}, {e['backend']}" if "backend" in e else label
             rows.append(
                 [
                     label,
@@ -312,12 +313,30 @@ def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
             f"Folder runs ingest SciFact at {r.get('folder_runs_over_add', 0):.2f}x the chunks/s of `quire add`.",
             "",
         ]
+        if "torch" in small:
+            st = small["torch"]
+            out += [
+                f"The same small folder on a torch bf16 base (the default before OpenVINO), same run: "
+                f"{st['wall_seconds']} s, {st['chunks_per_s']} chunks/s = {small['torch_ratio']:.2f}x raw fp32.",
+                "",
+            ]
+    if "openvino_conversion" in r:
+        c = r["openvino_conversion"]
+        out += [
+            f"OpenVINO's one-time conversion of the model (per machine, model and OpenVINO version; its own process "
+            f"from an empty cache, before every ingest above): {c['process_seconds']} s ({c['convert_seconds']} s "
+            f"converting and checking), {c['ir_mb']} MB cached.",
+            "",
+        ]
     if "bf16_breakdown" in r or "small_folder" in r:
         parts = []
         if "bf16_breakdown" in r:
             parts.append(("SciFact, bf16", r["bf16"], r["bf16_breakdown"]))
         if "small_folder" in r:
             parts.append(("small folder, bf16", r["small_folder"]["ingest"], r["small_folder"]["breakdown"]))
+            if "torch" in r["small_folder"]:
+                small = r["small_folder"]
+                parts.append(("small folder, bf16, torch", small["torch"], small["torch_breakdown"]))
         out += [
             "Where the time goes (seconds, share of the wall time): start-up is outside every job (process starts, "
             "recovery, the `add`); walk is the folder's prepare jobs; read/parse/chunk/encode/write are the index "
