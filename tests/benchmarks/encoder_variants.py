@@ -59,6 +59,8 @@ VARIANTS = (
     "openvino-bf16",
     "openvino-int8-weights",
     "openvino-int8-static",
+    "quire-openvino-fp32",  # Quire's own OpenVINO backend (knowledge/ingest/openvino_backend.py), as a base runs it
+    "quire-openvino-bf16",
 )
 # The operators optimum's avx512_vnni dynamic config quantizes (sentence-transformers' default int8 export).
 ORT_QUANTIZED_OPS = ["Conv", "MatMul", "Attention", "LSTM", "Gather", "Transpose", "EmbedLayerNormalization"]
@@ -254,7 +256,24 @@ class TorchEncoder:
         return result
 
 
+class QuireOpenVinoEncoder:
+    """Quire's adopted backend exactly as a base runs it (conversion cached in ``QUIRE_CACHE_DIR``), 2 threads."""
+
+    def __init__(self, precision: str) -> None:
+        from knowledge.ingest.embedding import DEFAULT_MODEL_ID
+        from knowledge.ingest.models import EncoderChoice, make_encoder
+
+        self._encoder = make_encoder(EncoderChoice(DEFAULT_MODEL_ID, precision, "openvino"), query=False)
+        self._encoder.threads = THREADS
+
+    def encode_documents(self, texts: Sequence[str]) -> Vectors:
+        result: Vectors = self._encoder.encode_documents(texts)
+        return result
+
+
 def load_variant(variant: str, model_dir: Path) -> Any:
+    if variant.startswith("quire-openvino-"):
+        return QuireOpenVinoEncoder(variant.rsplit("-", 1)[1])
     if variant == "torch-fp32":
         return TorchEncoder("fp32")
     if variant == "torch-bf16":
