@@ -5,7 +5,7 @@ layer norm and softmax in fp32, so its bf16 vectors stay closer to fp32 than tor
 ``tests/benchmarks/bench_encoders.py``, docs/BENCHMARKS.md). A worker on this backend never imports
 torch once the IR is cached: it starts in about a second, not three.
 
-Conversion (:func:`model_ir`): the first encoder of a model converts its transformer with
+Conversion (:func:`model_ir`): the first encoder of a model converts its transformer, in a child process, with
 ``openvino.convert_model`` (the PyTorch frontend, via torch; ~4 s), checks the converted graph against the
 eager torch model on probe texts, and saves it under ``<cache dir>/openvino/<model>-<weights hash>-<openvino
 version>-<converter version>/``. The directory is written under a temporary name and renamed into place, so
@@ -90,11 +90,48 @@ def model_ir(spec: ModelSpec) -> Path:
     name = f"{spec.model_id}-{weights_digest(spec)}-{ov.__version__.split('-')[0]}-{CONVERTER_VERSION}"
     target = cache_dir() / "openvino" / name
     if not (target / IR_NAME).is_file():
-        _convert(spec, target)
+        _convert_elsewhere(spec, target)
     return target / IR_NAME
 
 
-def _convert(spec: ModelSpec, target: Path) -> None:
+def _convert_elsewhere(spec: ModelSpec, target: Path) -> None:
+    """Convert in a child process: torch (~300 MB) is needed once per machine and must not stay resident in a
+    long-lived worker afterwards. A daemonic process (the window's query process) may have no children, so
+    it converts itself."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        _convert(spec, target, MATCH_COSINE)
+        return
+    spawn = multiprocessing.get_context("spawn")
+    parent, child = spawn.Pipe(duplex=False)
+    proc = spawn.Process(
+        target=_convert_child, args=(child, spec, target, MATCH_COSINE), name="quire-convert", daemon=True
+    )
+    proc.start()
+    child.close()
+    try:
+        status, message = parent.recv()
+    except EOFError:
+        status, message = "error", "the conversion process ended without an answer"
+    finally:
+        parent.close()
+        proc.join()
+    if status != "ok":
+        raise RuntimeError(message)
+
+
+def _convert_child(conn: Any, spec: ModelSpec, target: Path, match: float) -> None:
+    try:
+        _convert(spec, target, match)
+    except Exception as exc:  # the parent raises it with this message
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    else:
+        conn.send(("ok", ""))
+    conn.close()
+
+
+def _convert(spec: ModelSpec, target: Path, match: float) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import openvino as ov
@@ -132,7 +169,7 @@ def _convert(spec: ModelSpec, target: Path) -> None:
     ov.save_model(converted, staging / IR_NAME, compress_to_fp16=False)  # the default would halve the weights
     got = mean_pooled(_compile(staging / IR_NAME, "fp32", query=False, threads=1)(feeds), feeds["attention_mask"])
     cosine = (normalised(got) * normalised(expected)).sum(axis=1).min()
-    if not cosine >= MATCH_COSINE:
+    if not cosine >= match:
         shutil.rmtree(staging, ignore_errors=True)
         raise RuntimeError(f"the OpenVINO conversion of {spec.model_id} does not match torch (cosine {cosine:.6f})")
     try:

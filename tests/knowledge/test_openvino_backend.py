@@ -96,20 +96,21 @@ print(json.dumps({"heavy": heavy}))
 """
 
 
-def test_a_worker_on_a_cached_conversion_never_imports_torch(tmp_path: Path) -> None:
+def test_a_worker_never_imports_torch_even_when_it_converts_the_model(tmp_path: Path) -> None:
     data = tmp_path / "data"
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "orchids.md").write_text("Orchids grow on trees in cloud forests.\n", encoding="utf-8")
     quire_cli("base", "create", "kb", "--backend", "openvino", data_dir=data).check_returncode()
-    openvino_backend.model_ir(default_model_spec())  # converted once (this session's cache), as on first use
     quire_cli("add", "kb", str(notes), data_dir=data).check_returncode()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cache = tmp_path / "empty-cache"  # the worker must convert: in a child process, torch stays out of it
+    env = {**os.environ, "PYTHONPATH": str(REPO), "QUIRE_CACHE_DIR": str(cache)}
     done = subprocess.run(
         [sys.executable, "-c", _WORKER_PROBE, str(data)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"heavy": []}
+    assert len(list(cache.glob(f"openvino/*/{openvino_backend.IR_NAME}"))) == 1
     found = quire_cli("search", "kb", "epiphytes in cloud forests", "--json", data_dir=data)
     assert found.returncode == 0, found.stderr
     assert "orchids.md" in found.stdout
