@@ -77,7 +77,8 @@ def python_proc(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
 def quire_cli(
     *args: str, data_dir: Path, timeout: float = 300, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # faulthandler: a child that dies of a signal prints every thread's Python stack on stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
     return subprocess.run(
         [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), *args],
         cwd=REPO,

@@ -67,7 +67,8 @@ def test_cli_on_status_run_pending_and_add_sync(data_dir: Path, tmp_path: Path) 
     assert added.returncode == 0, added.stderr
     item = json.loads(added.stdout)["items"][0]
     assert item["sync"]["mode"] == "auto"
-    assert quire_cli("worker", "--until-idle", data_dir=data_dir).returncode == 0
+    worked = quire_cli("worker", "--until-idle", data_dir=data_dir)
+    assert worked.returncode == 0, worked.stderr[-3000:]
     status = json.loads(quire_cli("--json", "sync", "status", "kb", data_dir=data_dir).stdout)
     assert [r["item_id"] for r in status["roots"]] == [item["id"]]
     (folder / "sub" / "five.txt").write_text("Five is about manateeish.")
