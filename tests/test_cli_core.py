@@ -23,10 +23,11 @@ def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
     assert (data_dir / "quire.sqlite3").exists()
     components = {c["name"]: c for c in report["components"]}
     assert list(components) == [
-        "apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model",
+        "apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "openvino", "model",
         "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "PySide6",
     ]  # fmt: skip
     assert "eng" in components["OCR (tesserocr)"]["detail"]
+    assert components["openvino"]["detail"] == "CPU plugin, IR and PyTorch frontends"
     assert all(c["loaded"] and c["version"] for c in components.values()), components
     assert components["sqlite-vec"]["version"] == report["sqlite_vec"]
     assert components["model"]["detail"] == "all-MiniLM-L6-v2, 384 dimensions"
