@@ -43,12 +43,14 @@ LIMIT = 10
 
 
 def ensure_synth(quick: bool, source: Path) -> tuple[Path, dict[str, Any]]:
+    """The synthetic base, rebuilt when its size or its source's backend changed (its vectors are the source's)."""
     wanted = 25_000 if quick else 100_000
+    (backend,) = db_rows(source, "SELECT backend FROM bases WHERE name = ?", (bench_ingest.BASE,))[0]
     data_dir = bench_ingest.area(quick) / "data-synth"
     marker = data_dir / "synth.json"
     if marker.exists():
         info: dict[str, Any] = json.loads(marker.read_text())
-        if info.get("chunks") == wanted:
+        if info.get("chunks") == wanted and info.get("backend", "torch") == backend:
             return data_dir, info
     bench_ingest.fresh(data_dir)
     log(f"building the synthetic {wanted}-chunk base")

@@ -8,7 +8,7 @@ source's vectors perturbed by Gaussian noise (sigma 0.02 per dimension, then re-
 original ≈ 0.93), so that the vector distribution stays that of real MiniLM vectors and every
 chunk has a distinct vector. Rows go through ``knowledge.library.index.write_item_material`` (chunks, float
 vectors, binary vectors, FTS5 entries), 200 items per write transaction, into a base of the source's
-precision (so the query encoder is the one real searches use). Prints one JSON line.
+precision and backend (so the query encoder is the one real searches use). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def source_documents(
 ) -> tuple[dict[str, str | int], list[tuple[str, list[ChunkRow], np.ndarray]]]:
     conn = open_raw_connection(data_dir / DB_FILENAME)
     (base_row,) = conn.execute(
-        "SELECT id, model_id, dimension, precision FROM bases WHERE name = ?", (base,)
+        "SELECT id, model_id, dimension, precision, backend FROM bases WHERE name = ?", (base,)
     ).fetchall()
     base_id = base_row[0]
     rows = conn.execute(
@@ -51,7 +51,7 @@ def source_documents(
         chunk_rows, vectors = docs.setdefault(str(r[0]), ([], []))
         chunk_rows.append(ChunkRow(*r[1:10]))
         vectors.append(np.frombuffer(r[10], dtype=np.float32))
-    meta = {"model_id": base_row[1], "dimension": base_row[2], "precision": base_row[3]}
+    meta = {"model_id": base_row[1], "dimension": base_row[2], "precision": base_row[3], "backend": base_row[4]}
     return meta, [(name, cr, np.stack(vs)) for name, (cr, vs) in docs.items()]
 
 
@@ -68,6 +68,7 @@ def main(argv: list[str]) -> int:
             model_id=str(meta["model_id"]),
             dimension=int(meta["dimension"]),
             precision=str(meta["precision"]),
+            backend=str(meta["backend"]),
         )
         with quire.db.write() as conn:
             root = create_item(conn, NewItem(base.id, "directory", "synthetic", "completed", source_path="/synthetic"))
@@ -111,6 +112,7 @@ def main(argv: list[str]) -> int:
                 "items": items,
                 "replicas": replica,
                 "precision": meta["precision"],
+                "backend": meta["backend"],
                 "seconds": round(time.perf_counter() - t0, 1),
             }
         )
