@@ -195,11 +195,12 @@ def run(
     only: Sequence[str] = VARIANTS,
     second: int = SECOND_ROUND,
     max_chunks: int = 0,
+    name: str = "encoders",
 ) -> Result:
     """``quick`` (``run_all --quick --only encoders``): a smoke test of the harness on 300 chunks."""
     if quick and not max_chunks:
         max_chunks, second = QUICK_CHUNKS, min(second, QUICK_CHUNKS)
-    return run_benchmark("encoders", quick, lambda result: _run(result, docs, list(only), second, max_chunks))
+    return run_benchmark(name, quick, lambda result: _run(result, docs, list(only), second, max_chunks))
 
 
 def _run(result: Result, docs: int, variants: list[str], second: int, max_chunks: int) -> None:
@@ -221,10 +222,12 @@ def _run(result: Result, docs: int, variants: list[str], second: int, max_chunks
     calibration_file.write_text(json.dumps(calibration[:CALIBRATION_CHUNKS]), encoding="utf-8")
     log(f"{len(eval_docs)} documents, {len(texts)} chunks ({tokens} tokens), {len(query_ids)} queries")
     model_dir = area / "models"
+    prepared: dict[str, Any] = {}
     try:
-        prepared = python_module(
-            "tests.benchmarks.encoder_variants", "prepare", str(model_dir), str(calibration_file), env=child_env()
-        )
+        if any(v.startswith(("onnx-", "openvino-")) for v in variants):  # only the graph variants need files
+            prepared = python_module(
+                "tests.benchmarks.encoder_variants", "prepare", str(model_dir), str(calibration_file), env=child_env()
+            )
     except RuntimeError as exc:
         prepared = {"error": str(exc)[-1500:]}
     log(f"prepared {prepared}")
@@ -324,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(VARIANTS)} (torch fp32/bf16 always run)")
     parser.add_argument("--second-round", type=int, default=SECOND_ROUND, help="chunks timed in the reverse round")
     parser.add_argument("--max-chunks", type=int, default=0, help="smoke test: only the first N chunks")
+    parser.add_argument("--name", default="encoders", help="result file name (encoders-adopted: Quire's own backend)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -331,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; choose from {VARIANTS}")
-    result = run(False, args.docs, chosen, args.second_round, args.max_chunks)
+    result = run(False, args.docs, chosen, args.second_round, args.max_chunks, args.name)
     for t in result.targets:
         log(f"{'MET ' if t['met'] else 'MISS'} {t['name']}: {t['measured']} (target {t['target']})")
     log(f"qualifies as default: {result.data.get('qualifies_as_default')}")
