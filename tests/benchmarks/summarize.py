@@ -623,6 +623,7 @@ def write(quick: bool = False) -> Path:
             "ocr": [],
             "sync": [],
             "encoders": [],
+            "encoders-adopted": [],
         }
         for name, doc in results.items():
             for key, maker in makers[name]:
