@@ -132,38 +132,18 @@ def _convert_child(conn: Any, spec: ModelSpec, target: Path, match: float) -> No
 
 
 def _convert(spec: ModelSpec, target: Path, match: float) -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import openvino as ov
     import torch
-    from transformers import AutoModel
-    from transformers.utils import logging as transformers_logging
 
-    # Its load report and progress bar are not news to the person adding a file.
-    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    bert = AutoModel.from_pretrained(spec.path).eval()
-
-    class LastHidden(torch.nn.Module):
-        """The transformer's last hidden state from positional inputs (transformers 5 takes keywords)."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.bert(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
+    module = last_hidden_module(spec)
     tokenize = Tokenize(spec)
     feeds = tokenize(list(PROBES))
     example = tuple(torch.from_numpy(feeds[k]) for k in INPUT_NAMES)
     shapes = [(k, [-1, -1], ov.Type.i64) for k in INPUT_NAMES]
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python conditions in the model's code
-        converted = ov.convert_model(LastHidden().eval(), example_input=example, input=shapes)
-        expected = mean_pooled(LastHidden()(*example).numpy(), feeds["attention_mask"])
+        converted = ov.convert_model(module, example_input=example, input=shapes)
+        expected = mean_pooled(module(*example).numpy(), feeds["attention_mask"])
     staging = target.with_name(f"{target.name}.part-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     ov.save_model(converted, staging / IR_NAME, compress_to_fp16=False)  # the default would halve the weights
@@ -178,6 +158,32 @@ def _convert(spec: ModelSpec, target: Path, match: float) -> None:
         if not (target / IR_NAME).is_file():
             raise
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def last_hidden_module(spec: ModelSpec) -> Any:
+    """The model's transformer as a torch module from positional inputs (``INPUT_NAMES``) to its last hidden
+    state, in eval mode: what graph converters and exporters trace (transformers 5 takes keywords only)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    # Its load report and progress bar are not news to the person adding a file.
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = AutoModel.from_pretrained(spec.path)
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    return LastHidden().eval()
 
 
 class Tokenize:

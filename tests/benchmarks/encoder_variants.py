@@ -128,25 +128,14 @@ def prepare(model_dir: Path, calibration: list[str]) -> dict[str, Any]:
 
 def _export_onnx(out: Path) -> None:
     import torch
-    from transformers import AutoModel
 
-    bert = AutoModel.from_pretrained(model_path()).eval()
-
-    class LastHidden(torch.nn.Module):
-        # transformers 5 takes these by keyword only; the exporter passes positionals.
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
+    from knowledge.ingest.embedding import default_model_spec
+    from knowledge.ingest.openvino_backend import last_hidden_module
 
     feeds = _batch_tokenizer(numpy=False)(["a short one", "a longer sentence, so that the batch is padded"])
     axes = {0: "batch", 1: "sequence"}
     torch.onnx.export(
-        LastHidden(bert).eval(),
+        last_hidden_module(default_model_spec()),
         tuple(torch.from_numpy(feeds[k]) for k in ("input_ids", "attention_mask", "token_type_ids")),
         str(out),
         input_names=["input_ids", "attention_mask", "token_type_ids"],
