@@ -3,18 +3,16 @@
 is built."""
 
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
-from knowledge.ingest.models import BACKENDS, chosen_encoder, default_precision, model_spec
+from knowledge.ingest.models import chosen_encoder, model_spec
 from knowledge.ingest.query_process import out_of_process_queries
 from knowledge.ingest.remote import CallSettings, EmbedderUnavailable, RemoteConfig, remote_embedder_config
 
 __all__ = [
-    "BACKENDS",
     "DEFAULT_MODEL_ID",
     "CallSettings",
     "EmbedderUnavailable",
     "RemoteConfig",
     "chosen_encoder",
-    "default_precision",
     "model_spec",
     "out_of_process_queries",
     "remote_embedder_config",

@@ -106,12 +106,15 @@ def bf16_supported() -> bool:
 
     Elsewhere (macOS, Windows) False: fp32 is the safe default there.
     """
-    if not sys.platform.startswith("linux") or not cpuinfo_flags() & {"amx_bf16", "avx512_bf16"}:
-        return False
-    return _torch_bf16_ok()
+    return cpu_lists_bf16() and _torch_bf16_ok()
 
 
-def cpuinfo_flags() -> set[str]:
+def cpu_lists_bf16() -> bool:
+    """Linux, and ``/proc/cpuinfo`` lists AMX or AVX-512 BF16: the first check of every backend's bf16 test."""
+    return sys.platform.startswith("linux") and bool(_cpuinfo_flags() & {"amx_bf16", "avx512_bf16"})
+
+
+def _cpuinfo_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -161,7 +164,8 @@ def plan_batches(
     return batches
 
 
-def _normalise(vectors: Vectors) -> Vectors:
+def normalise(vectors: Vectors) -> Vectors:
+    """Rows scaled to unit length, float32."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     # A zero vector stays zero instead of becoming NaN.
     result: Vectors = (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
@@ -251,11 +255,11 @@ class Encoder:
             out[batch] = self._forward([texts[i] for i in batch], truncated=truncated)
             if self.trim_memory:
                 release_free_memory()
-        return _normalise(out)
+        return normalise(out)
 
     def encode_query(self, text: str) -> Vectors:
         """float32 vector (dimension,), L2-normalised."""
-        vector: Vectors = _normalise(self._forward([text], truncated=None))[0]
+        vector: Vectors = normalise(self._forward([text], truncated=None))[0]
         return vector
 
     def _forward(self, texts: list[str], *, truncated: int | None) -> Vectors:
@@ -334,7 +338,7 @@ class QueryEncoder(Encoder):
                 pooled: Vectors = hidden.float().mean(dim=0).numpy()
         if transformer is None:
             return super().encode_query(text)
-        vector: Vectors = _normalise(pooled[None, :])[0]
+        vector: Vectors = normalise(pooled[None, :])[0]
         return vector
 
 

@@ -27,15 +27,14 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, cpuinfo_flags, plan_batches
+from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, cpu_lists_bf16, normalise, plan_batches
 from knowledge.ingest.memory import release_free_memory
 
 OPENVINO_BATCH_TOKENS = 2048  # padded tokens per batch, two batches in flight (see the module docstring)
@@ -61,7 +60,7 @@ def available() -> bool:
 @functools.cache
 def bf16_supported() -> bool:
     """Linux, the CPU lists AMX or AVX-512 BF16, and OpenVINO's CPU plugin reports BF16 (no torch import)."""
-    if not sys.platform.startswith("linux") or not cpuinfo_flags() & {"amx_bf16", "avx512_bf16"}:
+    if not cpu_lists_bf16():
         return False
     import openvino as ov
 
@@ -103,13 +102,9 @@ def _convert_elsewhere(spec: ModelSpec, target: Path) -> None:
     if multiprocessing.current_process().daemon:
         _convert(spec, target, MATCH_COSINE)
         return
-    spawn = multiprocessing.get_context("spawn")
-    parent, child = spawn.Pipe(duplex=False)
-    proc = spawn.Process(
-        target=_convert_child, args=(child, spec, target, MATCH_COSINE), name="quire-convert", daemon=True
-    )
-    proc.start()
-    child.close()
+    from knowledge.ingest.parse_worker import start_child
+
+    proc, parent = start_child(_convert_child, spec, target, MATCH_COSINE, name="quire-convert")
     try:
         status, message = parent.recv()
     except EOFError:
@@ -147,8 +142,10 @@ def _convert(spec: ModelSpec, target: Path, match: float) -> None:
     staging = target.with_name(f"{target.name}.part-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     ov.save_model(converted, staging / IR_NAME, compress_to_fp16=False)  # the default would halve the weights
-    got = mean_pooled(_compile(staging / IR_NAME, "fp32", query=False, threads=1)(feeds), feeds["attention_mask"])
-    cosine = (normalised(got) * normalised(expected)).sum(axis=1).min()
+    # Compiled outside the process's cache: the staging copy is checked once, then renamed or removed.
+    checked = _compile(staging / IR_NAME, "fp32", query=False, threads=1).create_infer_request().infer(feeds)[0]
+    got = mean_pooled(checked, feeds["attention_mask"])
+    cosine = (normalise(got) * normalise(expected)).sum(axis=1).min()
     if not cosine >= match:
         shutil.rmtree(staging, ignore_errors=True)
         raise RuntimeError(f"the OpenVINO conversion of {spec.model_id} does not match torch (cosine {cosine:.6f})")
@@ -227,38 +224,26 @@ def mean_pooled(hidden: np.ndarray, attention_mask: np.ndarray) -> Vectors:
     return pooled
 
 
-def normalised(vectors: Vectors) -> Vectors:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    result: Vectors = (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
-    return result
+def _compile(ir: Path, precision: str, *, query: bool, threads: int) -> Any:
+    """The IR compiled for the CPU at ``precision`` ("fp32" | "bf16"), for documents or for queries."""
+    import openvino as ov
 
-
-def _compile(ir: Path, precision: str, *, query: bool, threads: int) -> Callable[[Feeds], np.ndarray]:
-    """One synchronous forward of the compiled graph (for the conversion check)."""
-    request = compiled_model(ir, precision, query=query, threads=threads).create_infer_request()
-    return lambda feeds: np.array(request.infer(feeds)[0], copy=True)
+    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
+    if query or threads < 2:
+        config |= {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1 if query else threads}
+    else:
+        config |= {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": threads}
+    return ov.Core().compile_model(str(ir), "CPU", config)
 
 
 _COMPILED: dict[tuple[str, str, bool, int], Any] = {}
 
 
 def compiled_model(ir: Path, precision: str, *, query: bool, threads: int) -> Any:
-    """The IR compiled for the CPU at ``precision`` ("fp32" | "bf16"), for documents or for queries;
-    compiled once per process and setting (callers hold the encoder lock)."""
+    """:func:`_compile`, once per process and setting (callers hold the encoder lock)."""
     key = (str(ir), precision, query, threads)
     if key not in _COMPILED:
-        import openvino as ov
-
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
-        if query or threads < 2:
-            config |= {
-                "PERFORMANCE_HINT": "LATENCY",
-                "NUM_STREAMS": 1,
-                "INFERENCE_NUM_THREADS": 1 if query else threads,
-            }
-        else:
-            config |= {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": threads}
-        _COMPILED[key] = ov.Core().compile_model(str(ir), "CPU", config)
+        _COMPILED[key] = _compile(ir, precision, query=query, threads=threads)
     return _COMPILED[key]
 
 
@@ -320,7 +305,7 @@ class OpenVinoEncoder(Encoder):
             self.truncated_texts += sum(1 for batch in group for i in batch if counts[i] > limit)
         if self.trim_memory:
             release_free_memory()
-        return normalised(out)
+        return normalise(out)
 
     def encode_query(self, text: str) -> Vectors:
         """float32 vector (dimension,), L2-normalised."""
@@ -329,7 +314,7 @@ class OpenVinoEncoder(Encoder):
             request = self._loaded_requests()[0]
             hidden = request.infer(feed)[0]
             pooled = mean_pooled(hidden, feed["attention_mask"])
-        vector: Vectors = normalised(pooled)[0]
+        vector: Vectors = normalise(pooled)[0]
         return vector
 
     def _tokenizer(self) -> Tokenize:

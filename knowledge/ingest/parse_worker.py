@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -102,6 +103,16 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
             conn.send(answer)
 
 
+def start_child(target: Callable[..., None], *args: Any, name: str) -> tuple[Any, Connection]:
+    """A spawned daemon process running ``target(conn, *args)``, and this side of its pipe (``spawn``: ``fork``
+    is unsafe beside threads; the child's end is closed here, so the pipe reads EOF when the child dies)."""
+    parent, child = _SPAWN.Pipe()
+    proc = _SPAWN.Process(target=target, args=(child, *args), name=name, daemon=True)
+    proc.start()
+    child.close()
+    return proc, parent
+
+
 def end_child(proc: Any, conn: Connection | None) -> None:
     """Close a child process's pipe and make sure the child is gone (killed if it still runs)."""
     if conn is not None:
@@ -134,12 +145,7 @@ class ParseWorker:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return self._conn
         self.close()
-        parent, child = _SPAWN.Pipe()
-        proc = _SPAWN.Process(
-            target=_child_main, args=(child, self.limits.memory_bytes, os.getpid()), name="quire-parse", daemon=True
-        )
-        proc.start()
-        child.close()
+        proc, parent = start_child(_child_main, self.limits.memory_bytes, os.getpid(), name="quire-parse")
         self._proc, self._conn = proc, parent
         self.started += 1
         return parent

@@ -15,7 +15,6 @@ Contract:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from collections.abc import Sequence
@@ -26,9 +25,7 @@ import numpy as np
 
 from knowledge.ingest.embedding import Encoder, Vectors
 from knowledge.ingest.models import EncoderChoice, make_encoder, model_spec
-from knowledge.ingest.parse_worker import end_child
-
-_SPAWN = multiprocessing.get_context("spawn")
+from knowledge.ingest.parse_worker import end_child, start_child
 
 
 def _child_main(conn: Connection, choice: EncoderChoice, parent_pid: int) -> None:
@@ -115,11 +112,8 @@ class QueryEncoderProcess(Encoder):
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return self._conn
         self._stop()
-        parent, child = _SPAWN.Pipe()
         choice = EncoderChoice(self.spec.model_id, self._precision or self._requested_precision, self.backend)
-        proc = _SPAWN.Process(target=_child_main, args=(child, choice, os.getpid()), name="quire-query", daemon=True)
-        proc.start()
-        child.close()
+        proc, parent = start_child(_child_main, choice, os.getpid(), name="quire-query")
         try:
             _ready, precision = parent.recv()  # the model is loaded: the first query is not slower than before
         except (EOFError, OSError):
