@@ -132,7 +132,7 @@ def _export_onnx(out: Path) -> None:
     from knowledge.ingest.embedding import default_model_spec
     from knowledge.ingest.openvino_backend import last_hidden_module
 
-    feeds = _batch_tokenizer(numpy=False)(["a short one", "a longer sentence, so that the batch is padded"])
+    feeds = _batch_tokenizer()(["a short one", "a longer sentence, so that the batch is padded"])
     axes = {0: "batch", 1: "sequence"}
     torch.onnx.export(
         last_hidden_module(default_model_spec()),
@@ -149,26 +149,13 @@ def _export_onnx(out: Path) -> None:
 # -- running -----------------------------------------------------------------------------------
 
 
-def _batch_tokenizer(numpy: bool = True) -> Callable[[Sequence[str]], dict[str, np.ndarray]]:
-    """The model's fast tokenizer as sentence-transformers uses it: specials, truncation at 256, pad to longest."""
-    from tokenizers import Tokenizer
+def _batch_tokenizer() -> Any:
+    """The model's fast tokenizer as sentence-transformers uses it: specials, truncation at 256, pad to longest
+    (Quire's own, :class:`knowledge.ingest.openvino_backend.Tokenize`)."""
+    from knowledge.ingest.embedding import default_model_spec
+    from knowledge.ingest.openvino_backend import Tokenize
 
-    from knowledge.ingest.chunking import load_tokenizer
-
-    limit = load_tokenizer(model_path()).max_content_tokens + 2
-    tok = Tokenizer.from_file(str(Path(model_path()) / "tokenizer.json"))
-    tok.enable_truncation(limit)
-    tok.enable_padding()  # to the longest of the batch
-
-    def tokenize(texts: Sequence[str]) -> dict[str, np.ndarray]:
-        encodings = tok.encode_batch(list(texts))
-        return {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
-
-    return tokenize
+    return Tokenize(default_model_spec())
 
 
 def _onnx_forward(path: Path, threads: int) -> Forward:
@@ -206,10 +193,10 @@ class GraphEncoder:
         self._budget = (DEFAULT_BATCH_TOKENS, DEFAULT_MAX_BATCH_SIZE)
 
     def _pooled(self, texts: Sequence[str]) -> np.ndarray:
+        from knowledge.ingest.openvino_backend import mean_pooled
+
         feeds = self._tokenize(texts)
-        hidden = np.asarray(self._forward(feeds), dtype=np.float32)
-        mask = feeds["attention_mask"][..., None].astype(np.float32)
-        pooled: np.ndarray = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        pooled: np.ndarray = mean_pooled(np.asarray(self._forward(feeds)), feeds["attention_mask"])
         return pooled
 
     def encode_documents(self, texts: Sequence[str]) -> Vectors:
@@ -224,12 +211,10 @@ class GraphEncoder:
             max_tokens=self._counter.max_content_tokens + 2,
         ):
             out[batch] = self._pooled([texts[i] for i in batch])
-        return _normalise(out)
+        from knowledge.ingest.embedding import normalise
 
-
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+        result: Vectors = normalise(out)
+        return result
 
 
 class TorchEncoder:
