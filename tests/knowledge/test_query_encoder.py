@@ -7,12 +7,7 @@ import pytest
 
 from knowledge.ingest import embedding
 from knowledge.ingest.embedding import Encoder, QueryEncoder, default_model_spec
-
-QUERIES = [
-    "0-dimensional biomaterials lack inductive properties.",
-    "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
-    "Ánother query, with UPPER case, punctuation — and a very long tail " + "word " * 300,
-]
+from tests.support.queries import QUERIES
 
 
 @pytest.mark.model

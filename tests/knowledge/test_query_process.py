@@ -16,13 +16,9 @@ import pytest
 from knowledge.ingest.embedding import default_model_spec
 from knowledge.ingest.models import EncoderChoice, make_encoder
 from knowledge.ingest.query_process import QueryEncoderProcess
+from tests.support.queries import QUERIES
 
 REPO = Path(__file__).resolve().parents[2]
-QUERIES = [
-    "0-dimensional biomaterials lack inductive properties.",
-    "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
-    "Ánother query, with UPPER case — and a very long tail " + "word " * 300,
-]
 
 
 @pytest.mark.model
