@@ -20,6 +20,7 @@ import contextlib
 import functools
 import http.client
 import ipaddress
+import os
 import socket
 import threading
 import urllib.error
@@ -144,55 +145,64 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
 
 class _Deadline:
-    """Shuts down every socket of one request when ``seconds`` have passed since it started."""
+    """Shuts down every connection of one request when ``seconds`` have passed since it started.
+
+    It keeps a duplicate descriptor of each socket as it is created: ``shutdown`` through the duplicate ends
+    the shared connection even after TLS has wrapped (and detached) the original, so a proxy tunnel or a TLS
+    handshake that trickles is cut too. The duplicates are closed when the request ends."""
 
     def __init__(self, seconds: float) -> None:
         self.expired = False
-        self._sockets: list[socket.socket] = []
+        self._twins: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
         self._timer.start()
 
     def watch(self, sock: socket.socket) -> None:
+        twin = socket.socket(fileno=os.dup(sock.fileno()))
         with self._lock:
-            self._sockets.append(sock)
+            self._twins.append(twin)
             if self.expired:
-                _shut(sock)
+                _shut(twin)
 
     def cancel(self) -> None:
         self._timer.cancel()
+        with self._lock:
+            for twin in self._twins:
+                twin.close()
+            self._twins.clear()
 
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            for sock in self._sockets:
-                _shut(sock)
+            for twin in self._twins:
+                _shut(twin)
 
 
 def _shut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):  # already closed by its owner
-        sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in another thread; the owner closes it
+    with contextlib.suppress(OSError):  # the peer already hung up
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in another thread
 
 
-class _WatchedHTTPConnection(http.client.HTTPConnection):
+class _WatchedConnection(http.client.HTTPConnection):
+    """Hands each socket it creates to the request's deadline before anything is sent or read on it."""
+
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline = deadline
+        self._create_connection = self._create_watched
 
-    def connect(self) -> None:
-        super().connect()
-        self._deadline.watch(self.sock)
+    def _create_watched(
+        self, address: tuple[str, int], timeout: float | None = None, source_address: Any = None
+    ) -> socket.socket:
+        sock = socket.create_connection(address, timeout, source_address)
+        self._deadline.watch(sock)
+        return sock
 
 
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
-
-    def connect(self) -> None:
-        super().connect()
-        self._deadline.watch(self.sock)
+class _WatchedHTTPSConnection(_WatchedConnection, http.client.HTTPSConnection):
+    pass
 
 
 class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
@@ -201,7 +211,7 @@ class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
         self._deadline = deadline
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_WatchedHTTPConnection, deadline=self._deadline), req)
+        return self.do_open(functools.partial(_WatchedConnection, deadline=self._deadline), req)
 
 
 class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):

@@ -24,7 +24,7 @@ from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli, wait_until
 from tests.knowledge.helpers import drain
-from tests.support.embedding_server import EmbeddingServer, HashVectors
+from tests.support.embedding_server import EmbeddingServer, HashVectors, RawTrickleServer
 from tests.support.files import write_tree
 
 KEY = "quire-security-key-5f1d2c9e8b7a40"
@@ -148,6 +148,20 @@ def test_a_trickling_endpoint_is_cut_at_the_total_deadline(endpoint: EmbeddingSe
     with pytest.raises(EmbedderUnavailable, match=r"after 1 tries \(timed out\)"):
         client.encode_documents(["drip"])
     wait_until(lambda: endpoint.behaviour.hung_up == 1)  # the client closed the connection mid-answer
+
+
+def test_a_trickling_tls_handshake_is_cut_at_the_total_deadline() -> None:
+    """A TLS record header announcing 2,000 bytes, then a byte every 10 ms: unbounded, the handshake would
+    wait 20 s for garbage. It ends with the request's 1 s (the deadline watches the socket from its
+    creation; Python's own TLS handshake timeout bounds it as well)."""
+    server = RawTrickleServer(b"\x16\x03\x03\x07\xd0" + b"\x00" * 2000, interval=0.01)
+    try:
+        client = RemoteEncoder(_config(f"https://127.0.0.1:{server.port}", timeout=1.0, max_retries=0))
+        with pytest.raises(EmbedderUnavailable, match=r"after 1 tries \(timed out\)"):
+            client.encode_documents(["handshake"])
+        wait_until(lambda: server.hung_up == 1)
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize(

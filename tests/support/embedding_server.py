@@ -244,3 +244,40 @@ def _handler(behaviour: Behaviour, vectors: Vectors) -> type[BaseHTTPRequestHand
             self.wfile.write(body)
 
     return Handler
+
+
+class RawTrickleServer:
+    """A TCP server on 127.0.0.1 that sends ``payload`` to each connection a byte every ``interval`` seconds,
+    whatever the client says (a TLS handshake that never ends); ``hung_up`` counts clients that left."""
+
+    def __init__(self, payload: bytes, interval: float = 0.01) -> None:
+        self.payload, self.interval = payload, interval
+        self.hung_up = 0
+        self.release = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.release.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            for at in range(len(self.payload)):
+                if self.release.wait(self.interval):
+                    return
+                try:
+                    conn.sendall(self.payload[at : at + 1])
+                except OSError:
+                    self.hung_up += 1
+                    return
+
+    def close(self) -> None:
+        self.release.set()
+        self.listener.close()
