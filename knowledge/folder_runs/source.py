@@ -128,7 +128,8 @@ def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> 
 def finish_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> BatchStats:
     """Vectors for every prepared work in ONE encoder call (reused by text hash first), then the owned
     copies on disk. An embedding failure is narrowed to its culprit sources (the index job's bisection),
-    which become ``rejected`` ``embedding_error``; their neighbours keep their vectors."""
+    which become ``rejected`` (``embedding_error``, or ``embedding_rejected`` for a text a remote endpoint
+    refused); their neighbours keep their vectors. An unavailable endpoint is raised: the run faults."""
     stats = BatchStats()
     prepared = [w.prepared for w in works if w is not None and w.prepared is not None]
     if not prepared:

@@ -5,12 +5,19 @@ is built."""
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.ingest.models import chosen_encoder, model_spec
 from knowledge.ingest.query_process import out_of_process_queries
-from knowledge.ingest.remote import CallSettings, EmbedderUnavailable, RemoteConfig, remote_embedder_config
+from knowledge.ingest.remote import (
+    CallSettings,
+    EmbedderUnavailable,
+    EmbeddingRejected,
+    RemoteConfig,
+    remote_embedder_config,
+)
 
 __all__ = [
     "DEFAULT_MODEL_ID",
     "CallSettings",
     "EmbedderUnavailable",
+    "EmbeddingRejected",
     "RemoteConfig",
     "chosen_encoder",
     "model_spec",

@@ -6,18 +6,27 @@ holding the API key (never the key) and the call settings below (``bases.embedde
 
 Contract of every call (seed 003's external-call rules):
 
-* **Timeout**: each HTTP request has ``timeout`` seconds (connect and read).
-* **Bounded retries** on 429, 5xx, timeouts and connection errors: at most ``max_retries`` more tries,
-  waiting ``Retry-After`` when the server sends it (capped at ``backoff_max``), else exponential backoff
-  with full jitter (a random wait in ``[0, min(backoff_max, backoff_base * 2**n)]``). Other 4xx answers
-  are not retried. When the tries are spent, :class:`EmbedderUnavailable` (code ``embedder_unavailable``):
-  the index job fails those items with it and a reindex tries them again.
+* **Timeout**: each HTTP request has ``timeout`` seconds in all, from connecting to the last byte of the
+  answer (a total deadline, not per socket read), and reads at most :meth:`RemoteConfig.max_answer_bytes`.
+* **Bounded retries** on 408, 429, 500/502/503/504, timeouts and connection errors: at most ``max_retries``
+  more tries, waiting ``Retry-After`` when the server sends it (capped at ``backoff_max``), else exponential
+  backoff with full jitter (a random wait in ``[0, min(backoff_max, backoff_base * 2**n)]``). When the tries
+  are spent, :class:`EmbedderUnavailable` (code ``embedder_unavailable``): the index job fails those items
+  with it and a reindex tries them again; it is never narrowed to items (the endpoint is down, not a text).
+* **A refusal of the texts** (400, 413, 422) is :class:`EmbeddingRejected` (``embedding_rejected``, with the
+  status and a short cleaned excerpt of the server's message): not retried; the index job and folder runs
+  bisect the batch (``lifecycle.index_documents.embed_narrowed``) so only the refused item fails.
+* **Everything else fails the request at once** as ``embedder_unavailable``: a redirect (never followed, so
+  the key goes nowhere else), 401/403 (the key), other 4xx, an answer that is too large, not JSON, the wrong
+  number of vectors, the wrong length, or not finite (NaN, Inf) or zero.
 * **Rate limit**: a token bucket per endpoint and process (``rate_per_second``, burst ``burst``).
 * **Concurrency cap**: at most ``max_concurrency`` requests in flight per endpoint and process
   (a semaphore, held only around the request itself, never while backing off).
 * **No call inside a transaction**: the caller passes a check (``Quire`` passes "no write transaction is
   open on this thread"); a call made inside one raises instead of holding SQLite's lock over the network.
-* **The key** is read from the environment at call time, sent as a bearer token, never stored or logged.
+* **The key** is read from the environment at call time, sent as a bearer token, never stored or logged,
+  and sent only where :func:`knowledge.ingest.remote_http.endpoint_problem` allows (checked when the base is
+  created and again before every request); a server's message that echoes it is redacted.
 
 Vectors come back L2-normalised (the index compares unit vectors), in input order.
 """
@@ -27,15 +36,12 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import hashlib
-import http.client
 import json
 import logging
 import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -44,18 +50,35 @@ import numpy as np
 import numpy.typing as npt
 
 from knowledge.errors import InvalidInput, KnowledgeError
+from knowledge.ingest import remote_http
 
 log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 KIND = "http"
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+REFUSED_INPUT_STATUS = frozenset({400, 413, 422})  # the texts were refused: narrowed to their item
+MAX_PROBE_DIMENSION = 8192
+_BYTES_PER_NUMBER = 32  # a JSON float with its separator ("-1.2345678901234567e-05, " is 25)
+_BYTES_PER_VECTOR = 256  # its object around it
+_BYTES_PER_ANSWER = 64 * 1024  # the envelope (model name, usage)
+_DETAIL_CHARS = 160
 
 
 class EmbedderUnavailable(KnowledgeError):
-    """The remote embedder did not answer usefully within the bounded retries."""
+    """The endpoint did not answer usefully: down, misconfigured or answering nonsense. Never an item's fault."""
 
     code = "embedder_unavailable"
+
+
+class EmbeddingRejected(KnowledgeError):
+    """The endpoint refused the texts of a request (400, 413, 422): some item's fault, found by bisection."""
+
+    code = "embedding_rejected"
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"the embedding endpoint refused the text (HTTP {status}{': ' + detail if detail else ''})")
+        self.status = status
 
 
 class CallInsideTransaction(AssertionError):
@@ -104,6 +127,11 @@ class RemoteConfig:
             else (base + "/embeddings" if base.endswith("/v1") else base + "/v1/embeddings")
         )
 
+    def max_answer_bytes(self, count: int) -> int:
+        """The most an answer for ``count`` texts may weigh (a probe allows the longest dimension)."""
+        numbers = self.dimension if self.dimension > 0 else MAX_PROBE_DIMENSION
+        return _BYTES_PER_ANSWER + count * (_BYTES_PER_VECTOR + numbers * _BYTES_PER_NUMBER)
+
     @property
     def fingerprint(self) -> str:
         where = hashlib.sha256(self.endpoint.encode("utf-8")).hexdigest()[:12]  # as Base.model_fingerprint
@@ -129,10 +157,9 @@ class RemoteConfig:
         )
 
 
-def validate_endpoint(endpoint: str) -> str:
-    if not endpoint.startswith(("http://", "https://")):
-        raise InvalidInput("the endpoint must be an http:// or https:// URL")
-    return endpoint
+def validate_endpoint(endpoint: str, *, sends_key: bool = False) -> str:
+    """``endpoint`` if a base may store it (see :func:`remote_http.endpoint_problem`), else InvalidInput."""
+    return remote_http.check_endpoint(endpoint, sends_key=sends_key)
 
 
 # -- rate limit and concurrency, shared per endpoint in the process ------------------------------
@@ -219,50 +246,100 @@ class EmbeddingClient:
 
     def _call(self, texts: list[str]) -> Vectors:
         bucket, slots = _limits(self.config)
+        headers, key = self._headers()
         bucket.take()
         body = json.dumps({"model": self.config.model, "input": texts}).encode("utf-8")
-        request = urllib.request.Request(self.config.url, data=body, method="POST", headers=self._headers())
+        timeout, cap = self.config.settings.timeout, self.config.max_answer_bytes(len(texts))
         with _held(slots):
             self.requests += 1
             try:
-                with urllib.request.urlopen(request, timeout=self.config.settings.timeout) as response:
-                    payload = response.read()
-            except urllib.error.HTTPError as exc:
-                if exc.code in RETRYABLE_STATUS:
-                    raise _Retryable(f"HTTP {exc.code}", _retry_after(exc.headers.get("Retry-After"))) from None
-                raise EmbedderUnavailable(f"the embedding endpoint refused the request (HTTP {exc.code})") from None
-            except TimeoutError:
-                raise _Retryable("timed out") from None
-            except (urllib.error.URLError, ConnectionError, http.client.HTTPException, OSError) as exc:
-                raise _Retryable(f"connection failed ({type(exc).__name__})") from None
-        return self._parse(payload, len(texts))
+                answer = remote_http.post(self.config.url, body, headers, timeout=timeout, max_bytes=cap)
+            except remote_http.TransportFailed as exc:
+                raise _Retryable(exc.reason) from None
+            except remote_http.AnswerTooLarge as exc:
+                raise _unusable(str(exc)) from None
+        if isinstance(answer, remote_http.HttpAnswer):
+            raise _refusal(answer, key)
+        return self._parse(answer, len(texts))
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    def _headers(self) -> tuple[dict[str, str], str | None]:
+        """The request's headers and the key in them; refused when the endpoint may not receive them."""
         name = self.config.api_key_env
-        if name:
-            key = os.environ.get(name)  # read at call time; never stored, never logged
-            if not key:
-                raise EmbedderUnavailable(f"the API key variable {name} is not set")
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        problem = remote_http.endpoint_problem(self.config.url, sends_key=bool(name))
+        if problem:  # checked at create too; again here for a base whose stored endpoint was changed
+            raise EmbedderUnavailable(f"the embedding endpoint is not used: {problem}")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if not name:
+            return headers, None
+        key = os.environ.get(name)  # read at call time; never stored, never logged
+        if not key:
+            raise EmbedderUnavailable(f"the API key variable {name} is not set")
+        headers["Authorization"] = f"Bearer {key}"
+        return headers, key
 
     def _parse(self, payload: bytes, count: int) -> Vectors:
         try:
             data = json.loads(payload)["data"]
-            ordered = sorted(data, key=lambda d: int(d.get("index", 0)))
-            vectors = np.asarray([d["embedding"] for d in ordered], dtype=np.float32)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _Retryable(f"malformed answer ({type(exc).__name__})") from None
+            indices = [int(d.get("index", n)) for n, d in enumerate(data)]
+            ordered = [d for _, d in sorted(zip(indices, data, strict=True), key=lambda pair: pair[0])]
+            with np.errstate(over="ignore"):  # 1e39 becomes inf in float32 and is refused below
+                vectors = np.asarray([d["embedding"] for d in ordered], dtype=np.float32)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise _unusable(f"not an embeddings answer ({type(exc).__name__})") from None
+        if sorted(indices) != list(range(len(indices))):
+            raise _unusable("its vector indices are not 0..n-1")
         expected = self.config.dimension or (vectors.shape[1] if vectors.ndim == 2 else -1)  # 0: probing
         if vectors.ndim != 2 or vectors.shape != (count, expected) or expected < 1:
-            raise EmbedderUnavailable(
-                f"the endpoint answered {vectors.shape[0]}x{vectors.shape[1] if vectors.ndim == 2 else 0} "
-                f"for {count} texts of dimension {self.config.dimension}"
-            )
+            got = f"{vectors.shape[0]}x{vectors.shape[1] if vectors.ndim == 2 else 0}"
+            raise _unusable(f"{got} numbers for {count} texts of dimension {self.config.dimension or 'any'}")
+        if expected > MAX_PROBE_DIMENSION:
+            raise _unusable(f"vectors of {expected} numbers (at most {MAX_PROBE_DIMENSION})")
+        if not np.isfinite(vectors).all():
+            raise _unusable("a vector holds NaN or Inf")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        result: Vectors = (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+        if not (norms > 0).all() or not np.isfinite(norms).all():
+            raise _unusable("a vector is zero or too large to normalise")
+        result: Vectors = (vectors / norms).astype(np.float32)
         return result
+
+
+def _unusable(reason: str) -> EmbedderUnavailable:
+    """An answer that cannot be used: the endpoint's fault, not the texts' (never retried, never bisected)."""
+    return EmbedderUnavailable(f"the embedding endpoint's answer is unusable: {reason}")
+
+
+def _refusal(answer: remote_http.HttpAnswer, key: str | None) -> Exception:
+    """What a non-2xx answer means: retry it, narrow it to an item, or give up on the endpoint."""
+    status = answer.status
+    if status in RETRYABLE_STATUS:
+        return _Retryable(f"HTTP {status}", _retry_after(answer.retry_after))
+    if status in REFUSED_INPUT_STATUS:
+        return EmbeddingRejected(status, _detail(answer.body, key))
+    if 300 <= status < 400:
+        return EmbedderUnavailable(
+            f"the embedding endpoint redirected the request (HTTP {status}); redirects are not followed "
+            "(the key goes only to the configured endpoint): give the final URL"
+        )
+    if status in (401, 403):
+        return EmbedderUnavailable(f"the embedding endpoint refused the key (HTTP {status})")
+    return EmbedderUnavailable(f"the embedding endpoint refused the request (HTTP {status})")
+
+
+def _detail(body: bytes, key: str | None) -> str:
+    """A short, printable excerpt of a refusal's message, with the key (should the server echo it) removed."""
+    text = body.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text)
+        found = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        if isinstance(found, dict):
+            found = found.get("message") or found.get("detail") or ""
+        text = found if isinstance(found, str) else ""
+    except (ValueError, RecursionError):
+        pass
+    if key:
+        text = text.replace(key, "[key]")
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
 @contextlib.contextmanager
@@ -337,7 +414,7 @@ def remote_embedder_config(
     settings: CallSettings | None = None,
 ) -> RemoteConfig:
     """A checked config for a new base; without ``dimensions`` the endpoint is asked once (bounded)."""
-    validate_endpoint(endpoint)
+    validate_endpoint(endpoint, sends_key=api_key_env is not None)
     if not model.strip():
         raise InvalidInput("a remote embedder needs a model name")
     if api_key_env is not None and not api_key_env.replace("_", "").isalnum():

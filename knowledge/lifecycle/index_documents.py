@@ -13,6 +13,7 @@ from sqlalchemy import Connection, and_, select, update
 from jobs.backoff import retry_transient
 from jobs.errors import Superseded
 from jobs.runtime import JobContext, sanitize_error
+from jobs.sanitize import sanitize_reason
 from knowledge.ingest.material import (
     BatchStats,
     Prepared,
@@ -23,7 +24,7 @@ from knowledge.ingest.material import (
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
-from knowledge.ingest.remote import EmbedderUnavailable
+from knowledge.ingest.remote import EmbedderUnavailable, EmbeddingRejected
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
@@ -89,8 +90,9 @@ def embed_narrowed(
     quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats
 ) -> Culprits:
     """Embed the batch; if that fails, bisect it until the failure is narrowed to its culprits, which are
-    answered ``embedding_error`` with the cause (transient faults get bounded retries first). Only the
-    culprit fails: its batch neighbours are embedded in the halves that succeed."""
+    answered ``embedding_error`` with the cause, or ``embedding_rejected`` when a remote endpoint refused
+    the text (transient faults get bounded retries first). Only the culprit fails: its batch neighbours
+    are embedded in the halves that succeed. An unavailable endpoint is raised, never bisected."""
     try:
         retry_transient(lambda: embed_batch(quire, base, prepared, encoder, stats), attempts=3)
         return Culprits()
@@ -99,11 +101,17 @@ def embed_narrowed(
     except Exception as exc:
         if len(prepared) == 1:
             log.warning("item %s could not be embedded: %s", prepared[0].item.id, exc)
-            return Culprits({prepared[0].item.id: Rejected(prepared[0].item, "embedding_error", sanitize_error(exc))})
+            return Culprits({prepared[0].item.id: _culprit(prepared[0], exc)})
     middle = len(prepared) // 2
     return embed_narrowed(quire, base, prepared[:middle], encoder, stats) + embed_narrowed(
         quire, base, prepared[middle:], encoder, stats
     )
+
+
+def _culprit(prepared: Prepared, exc: Exception) -> Rejected:
+    if isinstance(exc, EmbeddingRejected):  # the endpoint's own words (already cleaned), without a type name
+        return Rejected(prepared.item, exc.code, sanitize_reason(str(exc)))
+    return Rejected(prepared.item, "embedding_error", sanitize_error(exc))
 
 
 class Culprits(dict[ItemId, Rejected]):

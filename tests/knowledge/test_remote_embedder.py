@@ -8,13 +8,12 @@ remote base's results are comparable with a local base's. Other servers are slow
 from __future__ import annotations
 
 import json
-import socket
+import re
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -29,115 +28,11 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import quire_cli
 from tests.knowledge.helpers import drain, make_base, statuses
+from tests.support.embedding_server import EmbeddingServer as Server
+from tests.support.embedding_server import unused_port
 from tests.support.files import write_tree
 
 KEY = "sekret-key-value-0123456789"
-
-
-@dataclass
-class Behaviour:
-    """What the server does; tests change it while it runs."""
-
-    mode: str = "ok"  # ok | slow | ratelimit | drop | hang | down503
-    failures_left: int = 0  # for slow / ratelimit / drop: how many requests misbehave first
-    hold_until_in_flight: int = 0  # ok: hold each request until this many are in flight (or a short wait)
-    require_key: str | None = None
-    release: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    arrived: threading.Condition = field(default_factory=threading.Condition)
-    in_flight: int = 0
-    max_in_flight: int = 0
-    requests: int = 0
-    auth_seen: list[str | None] = field(default_factory=list)
-
-
-class Server:
-    def __init__(self, encoder: Encoder) -> None:
-        self.behaviour = Behaviour()
-        behaviour, enc = self.behaviour, encoder
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with behaviour.arrived:
-                    behaviour.requests += 1
-                    behaviour.in_flight += 1
-                    behaviour.max_in_flight = max(behaviour.max_in_flight, behaviour.in_flight)
-                    behaviour.auth_seen.append(self.headers.get("Authorization"))
-                    behaviour.arrived.notify_all()
-                self._counted = True
-                try:
-                    self._answer(body)
-                finally:
-                    self._leave()
-
-            def _leave(self) -> None:
-                """The request stops counting as in flight: before its answer is sent (the client may send its
-                next request the moment it has the answer) or when it ends without one."""
-                if self._counted:
-                    self._counted = False
-                    with behaviour.arrived:
-                        behaviour.in_flight -= 1
-
-            def _misbehaves(self) -> bool:
-                with behaviour.lock:
-                    if behaviour.failures_left > 0:
-                        behaviour.failures_left -= 1
-                        return True
-                    return False
-
-            def _answer(self, body: dict[str, Any]) -> None:
-                mode = behaviour.mode
-                if mode == "hang":
-                    behaviour.release.wait(60)
-                elif mode == "down503":
-                    return self._status(503)
-                elif mode == "slow" and self._misbehaves():
-                    behaviour.release.wait(5)  # longer than the client's timeout
-                elif mode == "ratelimit" and self._misbehaves():
-                    return self._status(429, {"Retry-After": "1"})
-                elif mode == "drop" and self._misbehaves():
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    self.close_connection = True
-                    return None
-                if behaviour.require_key and self.headers.get("Authorization") != f"Bearer {behaviour.require_key}":
-                    return self._status(401)
-                if behaviour.hold_until_in_flight:
-                    with behaviour.arrived:  # hold so that a client allowing more would show it
-                        behaviour.arrived.wait_for(lambda: behaviour.in_flight >= behaviour.hold_until_in_flight, 0.3)
-                vectors = enc.encode_documents(list(body["input"]))
-                data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-                payload = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
-                self._leave()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-                return None
-
-            def _status(self, code: int, headers: dict[str, str] | None = None) -> None:
-                self.send_response(code)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.behaviour.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -155,14 +50,10 @@ def server(model: Encoder) -> Iterator[Server]:
 
 
 def _config(url: str, **settings: Any) -> RemoteConfig:
-    defaults: dict[str, Any] = {"timeout": 0.5, "max_retries": 3, "backoff_base": 0.01, "backoff_max": 2.0}
+    """Generous timeouts (a loaded machine must not turn an answer into a retry); a test about timeouts
+    sets its own short one and never counts requests exactly."""
+    defaults: dict[str, Any] = {"timeout": 60, "max_retries": 3, "backoff_base": 0.01, "backoff_max": 2.0}
     return RemoteConfig(url, "minilm", 384, None, CallSettings(**{**defaults, **settings}))
-
-
-def _unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -188,10 +79,13 @@ def test_the_served_vectors_equal_the_packaged_model(server: Server, model: Enco
     assert np.allclose(got, model.encode_documents(texts), atol=1e-5)
 
 
-def test_slow_server_times_out_then_succeeds(server: Server, sleeps: list[float]) -> None:
-    server.behaviour.mode, server.behaviour.failures_left = "slow", 1
-    got = RemoteEncoder(_config(server.url)).encode_documents(["slow then fine"])
-    assert got.shape == (1, 384) and server.behaviour.requests == 2 and len(sleeps) == 1
+def test_slow_server_times_out_then_succeeds(server: Server, sleeps: list[float], model: Encoder) -> None:
+    server.behaviour.mode, server.behaviour.failures_left = "slow", 1  # held 30 s: only a timeout ends it
+    client = RemoteEncoder(_config(server.url, timeout=1.0, max_retries=10))
+    got = client.encode_documents(["slow then fine"])
+    assert np.allclose(got, model.encode_documents(["slow then fine"]), atol=1e-5)
+    # the first request timed out and was retried; on a loaded machine a healthy answer may time out too
+    assert server.behaviour.requests >= 2 and len(sleeps) == client.client.requests - 1
 
 
 def test_429_with_retry_after_is_honoured(server: Server, sleeps: list[float]) -> None:
@@ -208,7 +102,7 @@ def test_dropped_connections_are_retried(server: Server, sleeps: list[float]) ->
 
 
 def test_a_down_endpoint_fails_after_the_bounded_retries_with_jitter(sleeps: list[float]) -> None:
-    client = RemoteEncoder(_config(f"http://127.0.0.1:{_unused_port()}", max_retries=3, backoff_base=0.2))
+    client = RemoteEncoder(_config(f"http://127.0.0.1:{unused_port()}", max_retries=3, backoff_base=0.2))
     with pytest.raises(EmbedderUnavailable, match="after 4 tries") as raised:
         client.encode_documents(["nobody home"])
     assert raised.value.code == "embedder_unavailable"
@@ -219,7 +113,7 @@ def test_a_down_endpoint_fails_after_the_bounded_retries_with_jitter(sleeps: lis
 def test_concurrent_requests_never_exceed_the_cap(server: Server) -> None:
     cap = 2
     server.behaviour.hold_until_in_flight = cap + 1  # a client allowing more than the cap would reach it
-    encoder = RemoteEncoder(_config(server.url, max_concurrency=cap, batch_size=2, timeout=10))
+    encoder = RemoteEncoder(_config(server.url, max_concurrency=cap, batch_size=2))
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
@@ -236,6 +130,68 @@ def test_concurrent_requests_never_exceed_the_cap(server: Server) -> None:
     assert errors == []
     assert server.behaviour.requests == 6 * 3
     assert server.behaviour.max_in_flight == cap  # reached, never exceeded
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_token_bucket_keeps_to_its_rate(threads: int) -> None:
+    """After its burst the bucket hands out at most ``rate`` tokens a second: the k-th token (counting
+    from 1) is never taken sooner than ``(k - burst) / rate`` after the first. A lower bound only, so a
+    loaded machine cannot fail it; a bucket that stops pacing does."""
+    rate, burst, per_thread = 50.0, 5, 10
+    bucket = remote.TokenBucket(rate, burst)
+    taken: list[float] = []
+    lock = threading.Lock()
+
+    def take(n: int) -> None:
+        for _ in range(n):
+            bucket.take()
+            with lock:
+                taken.append(time.monotonic())
+
+    start = time.monotonic()
+    workers = [threading.Thread(target=take, args=(per_thread,)) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    taken.sort()
+    assert len(taken) == threads * per_thread
+    for k, at in enumerate(taken, start=1):
+        assert at - start >= (k - burst) / rate - 1e-3, (k, at - start)
+    assert taken[-1] - start >= (threads * per_thread - burst) / rate - 1e-3
+
+
+def test_a_refusal_of_the_text_is_not_retried_and_says_why(server: Server, sleeps: list[float]) -> None:
+    server.behaviour.refuse_marker, server.behaviour.status = "FORBIDDEN", 400
+    server.behaviour.status_body = json.dumps({"error": {"message": "input 0 has FORBIDDEN\x07 words\n" * 30}}).encode()
+    client = RemoteEncoder(_config(server.url))
+    with pytest.raises(remote.EmbeddingRejected) as raised:
+        client.encode_documents(["fine", "a FORBIDDEN text"])
+    assert raised.value.code == "embedding_rejected" and raised.value.status == 400
+    message = str(raised.value)
+    assert message.startswith("the embedding endpoint refused the text (HTTP 400: input 0 has FORBIDDEN words")
+    assert message.isprintable() and len(message) < 250  # the server's words, cleaned and cut short
+    assert server.behaviour.requests == 1 and sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "expected"),
+    [
+        ("wronglen", 0, "1x383 numbers for 1 texts of dimension 384"),
+        ("wrongcount", 0, "0x0 numbers for 1 texts"),
+        ("nan", 0, "NaN or Inf"),
+        ("status", 401, "refused the key (HTTP 401)"),
+        ("status", 404, "refused the request (HTTP 404)"),
+    ],
+)
+def test_an_unusable_answer_fails_the_request_at_once(
+    server: Server, sleeps: list[float], mode: str, status: int, expected: str
+) -> None:
+    server.behaviour.mode, server.behaviour.status = mode, status
+    client = RemoteEncoder(_config(server.url))
+    with pytest.raises(EmbedderUnavailable, match=re.escape(expected)):
+        client.encode_documents(["one text"])
+    assert server.behaviour.requests == 1 and sleeps == []  # a deterministic answer is not asked again
 
 
 def test_a_call_inside_a_write_transaction_is_refused(quire: Quire, server: Server) -> None:
@@ -272,7 +228,7 @@ def test_a_remote_base_ingests_and_searches_like_the_local_model(
 ) -> None:
     monkeypatch.setenv("QUIRE_TEST_KEY", KEY)
     server.behaviour.require_key = KEY
-    config = RemoteConfig(server.url, "minilm", 384, "QUIRE_TEST_KEY", CallSettings(timeout=10))
+    config = RemoteConfig(server.url, "minilm", 384, "QUIRE_TEST_KEY", CallSettings(timeout=60))
     remote_base = bases.create_base(
         quire.db, "remote", model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32", embedder=config.as_json()
     )
@@ -316,6 +272,62 @@ def test_a_down_endpoint_fails_items_with_embedder_unavailable_and_reindex_retri
     assert set(statuses(quire, base.id).values()) == {"completed"}
 
 
+def _item_outcomes(quire: Quire, base_id: int) -> dict[str, tuple[str, str | None, str | None]]:
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            text("SELECT name, status, error_code, error_message FROM items WHERE base_id = :b AND type = 'file'"),
+            {"b": base_id},
+        ).all()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def test_a_refused_text_fails_only_its_item(quire: Quire, server: Server, tmp_path: Path) -> None:
+    server.behaviour.refuse_marker, server.behaviour.status = "counterweight", 400
+    server.behaviour.status_body = b'{"error": {"message": "this input is not accepted"}}'
+    base = _remote_base(quire, server)
+    operations.add_items(quire, base.id, [operations.PathInput(_docs(tmp_path))])
+    drain(quire)
+    got = _item_outcomes(quire, base.id)
+    assert got.pop("astronomy.txt") == (
+        "failed",
+        "embedding_rejected",
+        "the embedding endpoint refused the text (HTTP 400: this input is not accepted)",
+    )
+    assert set(got.values()) == {("completed", None, None)}  # its batch neighbours are embedded
+    # one batch request, then bisection: each level asks about both halves of the refused part
+    assert 3 <= server.behaviour.requests <= 1 + 2 * 2
+    hits = search(quire, base.id, "baking bread", mode="vector", limit=3)
+    assert hits and hits[0].item_name == "cooking.txt"
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "requests"),
+    [("down503", 0, 3), ("status", 401, 1), ("wronglen", 0, 1), ("nan", 0, 1), ("refused", 0, 3)],
+)
+def test_an_unavailable_endpoint_is_never_bisected(
+    quire: Quire, server: Server, tmp_path: Path, sleeps: list[float], mode: str, status: int, requests: int
+) -> None:
+    """Narrowing asks about halves of a batch; for an endpoint that is down that would only multiply the
+    calls. Every item fails ``embedder_unavailable`` after the one batch's bounded tries (2 retries)."""
+    folder = write_tree(tmp_path / "many", {f"note{n:02}.txt": f"Note number {n} about rivers.\n" for n in range(8)})
+    if mode == "refused":
+        config = _config(f"http://127.0.0.1:{unused_port()}", max_retries=2)
+        base = bases.create_base(
+            quire.db, "down", model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32", embedder=config.as_json()
+        )
+    else:
+        server.behaviour.mode, server.behaviour.status = mode, status
+        base = _remote_base(quire, server, max_retries=2)
+    operations.add_items(quire, base.id, [operations.PathInput(folder)])
+    drain(quire)
+    got = _item_outcomes(quire, base.id)
+    assert len(got) == 8 and {(s, c) for s, c, _ in got.values()} == {("failed", "embedder_unavailable")}
+    sent = cast(RemoteEncoder, quire.document_encoder(base)).client.requests
+    assert sent == requests
+    if mode != "refused":
+        assert server.behaviour.requests == requests
+
+
 def test_another_process_writes_while_a_request_hangs(
     quire: Quire, server: Server, tmp_path: Path, data_dir: Path
 ) -> None:
@@ -357,9 +369,11 @@ def test_cli_base_create_http_probes_and_shows_the_settings(
     usage = quire_cli("base", "create", "x", "--embedder", "http", "--model", "m", data_dir=data_dir)
     assert usage.returncode == 2
     down = quire_cli(
-        "base", "create", "y", "--embedder", "http", "--endpoint", f"http://127.0.0.1:{_unused_port()}",
+        "--json", "base", "create", "y", "--embedder", "http", "--endpoint", f"http://127.0.0.1:{unused_port()}",
         "--model", "m", "--max-retries", "0", data_dir=data_dir,
     )  # fmt: skip
-    assert (down.returncode == 1 and "dimension" in down.stderr) or "endpoint" in down.stderr
+    error = json.loads(down.stdout)["error"]
+    assert down.returncode == 1 and error["exit_code"] == 1 and error["code"] == "embedder_unavailable"
+    assert "did not answer after 1 tries (connection failed" in error["message"], error
     listed = quire_cli("--json", "base", "list", data_dir=data_dir)
     assert [b["name"] for b in json.loads(listed.stdout)["bases"]] == ["r"]
