@@ -35,9 +35,12 @@ def _propose(data_dir: Path, folder: Path) -> tuple[dict[str, object], str]:
                 # no tool starts, deletes, reindexes or reverts anything
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert not any(w in n for n in names for w in ("start", "delete", "reindex", "revert", "accept"))
-                refused = error_text(
+                missing = str(folder.parent / "nonexistent")  # inside the allowed folder: looked at
+                refused = error_text(await client.call_tool("propose_folder_run", {"base": "notes", "folder": missing}))
+                outside = error_text(
                     await client.call_tool("propose_folder_run", {"base": "notes", "folder": "/nonexistent/x"})
                 )
+                assert "forbidden" in outside and "Agent access" in outside
                 return proposed, refused
 
         return run(session)
@@ -50,6 +53,7 @@ def test_agent_proposal_is_started_by_a_person_in_the_window(
 ) -> None:
     create_base(data_dir, "notes")
     folder = write_tree(tmp_path / "papers", {"a.md": "alpha", "sub/b.txt": "beta", "c.bin": b"\x00\x01"})
+    assert quire_cli("mcp", "--allow-root", str(tmp_path), data_dir=data_dir).returncode == 0  # a person's choice
     proposed, refused = _propose(data_dir, folder)
     preview = proposed["preview"]
     assert [e["path"] for e in preview["eligible"]] == ["a.md", "sub/b.txt"]  # type: ignore[index]
