@@ -201,9 +201,9 @@ class QuireMCP:
             log.exception("MCP tool %s failed", tool)
             raise ToolError("internal_error: Quire could not answer this call; its log has the details") from None
         finally:
-            self._audit(who, tool, ok)
+            self.audit_call(who, tool, ok)
 
-    def _audit(self, who: Principal, tool: str, ok: bool) -> None:
+    def audit_call(self, who: Principal, tool: str, ok: bool) -> None:
         try:
             access.record_call(self.quire, who, tool, ok)
         except Exception:  # an audit hiccup (a busy database) must not turn an answer into an error
@@ -365,7 +365,7 @@ class _GuardedServer(MCPServer[Any]):
             ok = True
             return result
         finally:
-            holder._audit(who, tool, ok)
+            holder.audit_call(who, tool, ok)
 
 
 def _as_id(text: str, what: str) -> int:
