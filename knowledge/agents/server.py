@@ -8,8 +8,8 @@ Contract
 * Answers are bounded (``reads.LIMITS``). Every tool call **and resource read** is rate-limited by two
   token buckets — one per connection (:func:`_connection_key`), one shared by all of them — never by the
   name a client gives (a client choosing a fresh name per call gets no fresh bucket; a flood of new
-  connections meets the shared one), and audited as ``agent.call`` (tool or ``resource:<kind>`` and outcome, never
-  arguments) under the agent principal.
+  connections meets the shared one), and audited as ``agent.call`` under the agent principal (tool or
+  ``resource:<kind>`` and outcome, never arguments).
 * Errors are clear MCP errors: a knowledge error becomes a tool error (``isError``) or a resource error
   carrying its code and message; anything unexpected is logged here and answered with a generic
   message, so no stack trace and no path of another base ever reaches the client.
