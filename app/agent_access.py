@@ -1,14 +1,16 @@
 """The "Agent access" page: let AI agents read this data directory over MCP (off by default).
 
 It turns the server setting on or off, shows the ready-to-paste client configuration (Claude Desktop's
-stdio entry, or the HTTP URL and bearer token), lists the agents seen and their recent calls (from the
-audit log) and replaces the token. Everything runs through ``Op``s on ``knowledge.agents.access``.
+stdio entry, or the HTTP URL and bearer token), keeps the list of folders agents may propose runs over
+(none by default), lists the agents seen and their recent calls (from the audit log) and replaces the
+token. Everything runs through ``Op``s on ``knowledge.agents.access``.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtGui import QShowEvent
@@ -35,13 +37,14 @@ class AccessState:
     enabled: bool
     config: dict[str, Any] | None  # only while enabled (it carries the token)
     calls: list[access.Call]
+    roots: list[Path]
 
 
 def read_state(quire: Quire) -> AccessState:
     """Runs in an ``Op``."""
     enabled = access.is_enabled(quire)
     config = access.client_config(quire.data_dir) if enabled else None
-    return AccessState(enabled, config, access.recent_calls(quire, limit=50))
+    return AccessState(enabled, config, access.recent_calls(quire, limit=50), access.allowed_roots(quire))
 
 
 def config_text(config: dict[str, Any]) -> str:
@@ -66,6 +69,10 @@ class AgentAccessPage(QWidget):
         )
         self.config = QPlainTextEdit()
         self.config.setReadOnly(True)
+        self.roots_label = QLabel("Folders agents may propose to add (nothing elsewhere is looked at):")
+        self.roots = QListWidget()
+        self.allow_button = QPushButton("Allow a folder…")
+        self.disallow_button = QPushButton("Remove folder")
         self.clients = QLabel("")
         self.calls = QListWidget()
         self.revoke_button = QPushButton("Revoke token")
@@ -78,12 +85,21 @@ class AgentAccessPage(QWidget):
         layout.addWidget(self.enabled_box)
         layout.addWidget(self.explain)
         layout.addWidget(self.config, 2)
+        layout.addWidget(self.roots_label)
+        layout.addWidget(self.roots, 1)
+        root_buttons = QHBoxLayout()
+        root_buttons.addWidget(self.allow_button)
+        root_buttons.addWidget(self.disallow_button)
+        root_buttons.addStretch(1)
+        layout.addLayout(root_buttons)
         layout.addWidget(self.clients)
         layout.addWidget(self.calls, 1)
         layout.addLayout(buttons)
         self.enabled_box.clicked.connect(self.set_enabled)
         self.revoke_button.clicked.connect(self.revoke)
         self.refresh_button.clicked.connect(self.refresh)
+        self.allow_button.clicked.connect(self.allow_folder)
+        self.disallow_button.clicked.connect(self.disallow_folder)
         self._show(None)
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -102,6 +118,12 @@ class AgentAccessPage(QWidget):
         self.config.setPlainText(
             config_text(state.config) if state is not None and state.config else "Agent access is off."
         )
+        self.roots.clear()
+        for root in state.roots if state is not None else []:
+            self.roots.addItem(str(root))
+        if state is not None and not state.roots:
+            self.roots.addItem("None: agents cannot propose folder runs.")
+        self.disallow_button.setEnabled(state is not None and bool(state.roots))
         calls = state.calls if state is not None else []
         seen = access.clients(calls)
         self.clients.setText("Agents seen: " + (", ".join(seen) if seen else "none yet"))
@@ -125,3 +147,21 @@ class AgentAccessPage(QWidget):
         Op(access.revoke_token, self.ctx.quire, gui_principal()).on_success(lambda _t: self.refresh()).on_failure(
             self.ctx.fail
         ).bound_to(self).run()
+
+    def allow_folder(self) -> None:
+        if not self.ctx.ready:
+            return
+        folder = self.ctx.prompter.choose_folder(self, "Folder agents may propose to add")
+        if folder is None:
+            return
+        Op(access.allow_root, self.ctx.quire, gui_principal(), folder).on_success(
+            lambda _roots: self.refresh()
+        ).on_failure(self.ctx.fail).bound_to(self).run()
+
+    def disallow_folder(self) -> None:
+        chosen = self.roots.currentItem()
+        if not self.ctx.ready or self.state is None or chosen is None or not self.state.roots:
+            return
+        Op(access.disallow_root, self.ctx.quire, gui_principal(), Path(chosen.text())).on_success(
+            lambda _roots: self.refresh()
+        ).on_failure(self.ctx.fail).bound_to(self).run()

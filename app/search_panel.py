@@ -48,10 +48,11 @@ from app.context import AppContext
 from app.open_at import open_request
 from app.ops import Op
 from knowledge import app_queries, lifecycle
+from knowledge.errors import InvalidInput
 from knowledge.library import Base
 from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
-from knowledge.search import MODES, Hit, search
+from knowledge.search import MODES, Hit, check_query, search
 
 HitRole = Qt.ItemDataRole.UserRole + 1
 HTML_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -424,6 +425,11 @@ class SearchPanel(QWidget):
         text = self.query.text().strip()
         if base is None or quire is None or not text:
             return
+        try:
+            check_query(text)  # over the bounds: say so, run nothing
+        except InvalidInput as exc:
+            self.status.setText(str(exc))
+            return
         self._seq += 1
         subtree = self.subtree[0] if self.subtree is not None and self.folder_filter.isChecked() else None
         request = SearchRequest(
@@ -467,6 +473,9 @@ class SearchPanel(QWidget):
     def _failed(self, request: SearchRequest, exc: BaseException) -> None:
         self.searching = False
         if not self._run_pending() and request.seq == self._seq:
+            if isinstance(exc, InvalidInput):  # the person's query: the message is the answer
+                self.status.setText(str(exc))
+                return
             self.status.setText("Search failed.")
             self.ctx.fail(exc)
 

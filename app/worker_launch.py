@@ -3,7 +3,8 @@
 ``python -m app.worker_launch PARENT_PID DATA_DIR`` asks Linux to send the process SIGTERM when its
 parent (the app's main thread, which started it) dies — so an app crash never leaves a worker running
 on its own — checks the parent is still there, and then ``exec``s exactly
-``python -m app.cli --data-dir DATA_DIR worker`` in the same process. Elsewhere it only execs.
+``python -m app.cli --data-dir DATA_DIR worker --log`` in the same process (``--log``: into the data
+directory's rotated, owner-only ``worker.log``). Elsewhere it only execs.
 SIGTERM makes the worker stop taking jobs; whatever is running is judged by recovery on the next start.
 
 This module imports nothing from Qt or from the core: it is a few system calls and an ``exec``.
@@ -22,8 +23,8 @@ PR_SET_PDEATHSIG = 1
 def worker_argv(data_dir: str) -> list[str]:
     """``quire worker`` for this data directory: the CLI module, or the frozen app's ``cli`` entry."""
     if getattr(sys, "frozen", False):  # a PyInstaller build: packaging/quire_entry.py dispatches
-        return [sys.executable, "cli", "--data-dir", data_dir, "worker"]
-    return [sys.executable, "-m", "app.cli", "--data-dir", data_dir, "worker"]
+        return [sys.executable, "cli", "--data-dir", data_dir, "worker", "--log"]
+    return [sys.executable, "-m", "app.cli", "--data-dir", data_dir, "worker", "--log"]
 
 
 def launcher_argv(parent_pid: int, data_dir: str) -> list[str]:

@@ -25,7 +25,6 @@ from app.worker_launch import launcher_argv
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(knowledge.__file__).resolve().parent.parent
-LOG_NAME = "worker.log"
 MAX_RESTARTS = 3
 
 
@@ -60,8 +59,9 @@ class WorkerProcess(QObject):
         process = QProcess(self)
         process.setProcessEnvironment(self._environment())
         process.setWorkingDirectory(str(PROJECT_ROOT))
-        process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
-        process.setStandardOutputFile(str(self.data_dir / LOG_NAME), QProcess.OpenModeFlag.Append)
+        # the worker logs into its own rotated, owner-only worker.log (``quire worker --log``); whatever
+        # else it prints (a crash's stack) goes where the window's own output goes
+        process.setProcessChannelMode(QProcess.ProcessChannelMode.ForwardedChannels)
         process.started.connect(lambda: self._set_state("running"))
         process.finished.connect(self._finished)
         self._process = process

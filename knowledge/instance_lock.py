@@ -3,6 +3,10 @@
 CLI commands and workers do not take it (SQLite's locking keeps them safe beside the GUI); a second
 window on the same data directory would run a second in-process worker and recovery, and confuse the
 person, so it is refused with a clear message. The OS drops the lock when the process dies.
+
+Private from the first second: a new data directory is created owner-only (0700) *before* the lock file
+is made in it, and the lock file is created 0600 (and made 0600 if an older one was not), whatever the
+umask — the window takes this lock before anything else touches the data directory.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from knowledge.errors import DataDirInUse
+from knowledge.store.permissions import FILE_MODE, make_private_dir
 
 LOCK_NAME = "gui.lock"
 
@@ -23,8 +28,10 @@ class GuiInstanceLock:
         self._handle: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the process lifetime
+        make_private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        os.fchmod(fd, FILE_MODE)
+        handle = os.fdopen(fd, "r+")  # held open for the process lifetime
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

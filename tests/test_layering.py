@@ -21,7 +21,7 @@ from tests.conftest import REPO
 ROOM_IMPORTS: dict[str, set[str]] = {
     "errors": set(),
     "paths": set(),
-    "instance_lock": {"errors"},
+    "instance_lock": {"errors", "store"},
     "principal": {"errors"},
     "components": {"errors", "store", "sources", "ingest"},
     "preferences": {"errors", "store", "paths", "principal"},

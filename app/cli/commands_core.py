@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import platform
 import signal
@@ -52,6 +53,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--lease-seconds", type=float, default=30.0)
     p.add_argument("--no-watch", action="store_true", help="do not watch synced folders (they are not reconciled)")
     p.add_argument(
+        "--log",
+        action="store_true",
+        help="also log to worker.log in the data directory (owner-only, rotated at 10 MB, 3 kept): the window's worker",
+    )
+    p.add_argument(
         "--warm",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -94,6 +100,10 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:
+    if args.log:
+        from knowledge.store.private_log import worker_log_handler
+
+        logging.getLogger().addHandler(worker_log_handler(Path(args.data_dir)))
     if args.threads is None or args.nice is None:
         from knowledge import preferences
 

@@ -4,6 +4,8 @@
 Streamable HTTP on 127.0.0.1 with the data directory's bearer token. It refuses (exit 5) while agent
 access is off for the data directory; ``--enable`` / ``--disable`` switch it (a person only, like the
 window's Agent access page). ``--print-config`` is the only command that prints the token.
+``--allow-root PATH`` / ``--disallow-root PATH`` change the folders agents may propose runs over (a person
+only; none by default) and ``--status`` shows the setting and that list.
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     switch.add_argument("--enable", action="store_true", help="turn agent access on for this data directory")
     switch.add_argument("--disable", action="store_true", help="turn agent access off")
     p.add_argument("--revoke-token", action="store_true", help="replace the HTTP token (old clients are refused)")
+    p.add_argument(
+        "--allow-root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="let agents propose folder runs inside PATH (repeatable; none are allowed by default)",
+    )
+    p.add_argument(
+        "--disallow-root", action="append", default=[], metavar="PATH", help="take PATH off the allowed folders"
+    )
+    p.add_argument("--status", action="store_true", help="show whether agent access is on and the allowed folders")
     p.set_defaults(func=cmd_mcp)
 
     prop = sub.add_parser("proposals", parents=[common], help="agents' proposals: list, accept, dismiss")
@@ -54,12 +67,20 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
         if args.revoke_token:
             access.revoke_token(quire, principal_of(args))
             out.emit({"revoked": True}, "token replaced; clients using the old one are refused")
+        changes_roots = bool(args.allow_root or args.disallow_root)
+        for path in args.allow_root:
+            access.allow_root(quire, principal_of(args), path)
+        for path in args.disallow_root:
+            access.disallow_root(quire, principal_of(args), path)
+        if changes_roots or args.status:
+            roots = [str(r) for r in access.allowed_roots(quire)]
+            out.emit({"enabled": access.is_enabled(quire), "allowed_roots": roots}, _status_text)
         if args.print_config:
             config = access.client_config(
                 Path(args.data_dir), port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
             )
             out.emit({**config, "enabled": access.is_enabled(quire)}, lambda d: json.dumps(d, indent=2))
-        if args.enable or args.disable or args.revoke_token or args.print_config:
+        if args.enable or args.disable or args.revoke_token or args.print_config or changes_roots or args.status:
             return 0
         if not access.is_enabled(quire):
             raise Forbidden(
@@ -73,6 +94,12 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
         else:
             server.QuireMCP(quire, agent=args.agent, require_enabled=True).server.run("stdio")
     return 0
+
+
+def _status_text(d: dict[str, Any]) -> str:
+    roots = d["allowed_roots"]
+    listed = "\n".join(f"  {r}" for r in roots) if roots else "  none (agents cannot propose folder runs)"
+    return f"agent access is {'on' if d['enabled'] else 'off'}\nfolders agents may propose:\n{listed}"
 
 
 def _proposal_line(p: dict[str, Any]) -> str:

@@ -7,19 +7,27 @@
 * :func:`record_call` files one ``agent.call`` audit entry per tool call (tool name and outcome only:
   never arguments, which may carry a person's query text, never a token); :func:`recent_calls` reads the
   newest entries back for the Agent access page.
+* **Allowed roots** (setting ``agents.allowed_roots``, a person's list, empty by default): the only
+  folders an agent may propose runs over. :func:`check_agent_folder` judges a folder *lexically first*
+  (its absolute, normalised path against the listed roots), so a folder outside them is refused
+  (``Forbidden``) before any system call touches it — nothing is listed, opened or hashed, and a missing
+  folder gets the very answer an existing or too large one gets. Inside, its real path (links resolved)
+  must stay inside a root's real path too.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, insert, select
 
 from knowledge.agents import tokens
-from knowledge.errors import InvalidInput
+from knowledge.errors import Forbidden, InvalidInput, NotFound
 from knowledge.library import audit
 from knowledge.principal import Principal, require_person
 from knowledge.store.schema import settings
@@ -29,7 +37,13 @@ if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 ENABLED_SETTING = "agents.mcp_enabled"
+ROOTS_SETTING = "agents.allowed_roots"
+MAX_ALLOWED_ROOTS = 100
 DEFAULT_HTTP_PORT = 8765
+OUTSIDE_ALLOWED_ROOTS = (
+    "agents may only propose folders inside the folders a person allowed on the Agent access page "
+    "(or with `quire mcp --allow-root PATH`)"
+)
 
 
 def is_enabled(quire: Quire) -> bool:
@@ -57,6 +71,79 @@ def revoke_token(quire: Quire, principal: Principal) -> str:
     with quire.db.write() as conn:
         audit.append(conn, audit.AGENT_TOKEN_REVOKED, principal.label, payload={"had_token": had})
     return tokens.ensure_token(quire.data_dir)
+
+
+# -- allowed roots ------------------------------------------------------------------------------
+
+
+def allowed_roots(quire: Quire) -> list[Path]:
+    """The folders agents may propose runs over (absolute, as a person chose them), in the order added."""
+    with quire.db.read() as conn:
+        row = conn.execute(select(settings.c.value).where(settings.c.key == ROOTS_SETTING)).first()
+    try:
+        listed = json.loads(row.value) if row is not None else []
+    except ValueError:
+        return []
+    return [Path(p) for p in listed if isinstance(p, str) and os.path.isabs(p)] if isinstance(listed, list) else []
+
+
+def _write_roots(conn: Connection, principal: Principal, roots: list[Path], change: str) -> list[Path]:
+    conn.execute(settings.delete().where(settings.c.key == ROOTS_SETTING))
+    conn.execute(insert(settings).values(key=ROOTS_SETTING, value=json.dumps([str(r) for r in roots])))
+    # no path in the entry: the audit log says that the list changed and how long it is now
+    payload = {"allowed_roots": change, "count": len(roots)}
+    audit.append(conn, audit.AGENT_ACCESS_CHANGED, principal.label, payload=payload)
+    return roots
+
+
+def allow_root(quire: Quire, principal: Principal, folder: str | os.PathLike[str]) -> list[Path]:
+    """Let agents propose runs over ``folder`` and everything under it (a person only); the new list."""
+    require_person("change which folders agents may propose", principal)
+    path = Path(os.path.realpath(os.path.abspath(os.fspath(folder))))
+    if not path.is_dir():
+        raise NotFound(f"{os.fspath(folder)!r} is not a folder")
+    roots = allowed_roots(quire)
+    if path in roots:
+        return roots
+    if len(roots) >= MAX_ALLOWED_ROOTS:
+        raise InvalidInput(f"at most {MAX_ALLOWED_ROOTS} folders can be allowed; remove one first")
+    with quire.db.write() as conn:
+        return _write_roots(conn, principal, [*roots, path], "added")
+
+
+def disallow_root(quire: Quire, principal: Principal, folder: str | os.PathLike[str]) -> list[Path]:
+    """Take ``folder`` off the list (a person only); the new list. Pending proposals stay for a person."""
+    require_person("change which folders agents may propose", principal)
+    given = Path(os.path.abspath(os.fspath(folder)))
+    real = Path(os.path.realpath(given))
+    roots = allowed_roots(quire)
+    kept = [r for r in roots if r not in (given, real)]
+    if len(kept) == len(roots):
+        raise NotFound(f"{os.fspath(folder)!r} is not among the folders agents may propose")
+    with quire.db.write() as conn:
+        return _write_roots(conn, principal, kept, "removed")
+
+
+def _within(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def check_agent_folder(quire: Quire, folder: str | os.PathLike[str]) -> None:
+    """Refuse (``Forbidden``, always the same message) a folder outside the allowed roots.
+
+    The first judgement is lexical and makes no system call on ``folder``: outside the roots nothing about
+    it is looked at, so the answer cannot tell whether it exists, is a file, or is too large.
+    """
+    text = os.fspath(folder)
+    if "\x00" in text or not os.path.isabs(text):
+        raise InvalidInput("give the folder as an absolute path")
+    lexical = Path(os.path.normpath(text))
+    roots = allowed_roots(quire)
+    real_roots = [Path(os.path.realpath(r)) for r in roots]
+    if not _within(lexical, roots + real_roots):
+        raise Forbidden(OUTSIDE_ALLOWED_ROOTS)
+    if not _within(Path(os.path.realpath(lexical)), real_roots):  # a link inside pointing out
+        raise Forbidden(OUTSIDE_ALLOWED_ROOTS)
 
 
 def stdio_command(data_dir: Path) -> list[str]:

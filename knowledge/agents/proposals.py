@@ -5,7 +5,11 @@ Contract
   folder, then the cap) and answers with the preview; then, in one short write transaction, files a
   ``pending`` proposal **and** its ``agent.proposal.filed`` audit entry (actor: the agent). A second
   identical pending proposal (same agent, base and folder) is not filed again: the first is returned.
+  The folder must lie inside the roots a person allowed (``access.check_agent_folder``): anywhere else
+  the answer is ``Forbidden`` before the folder is looked at (nothing listed, opened or hashed).
 * ``propose_note`` does the same for a text note (the base must be ``ok`` and not locked).
+* Pending proposals are capped (``MAX_PENDING_PER_AGENT`` per agent, ``MAX_PENDING`` in all), checked
+  inside the filing transaction: over the cap is a ``TooManyProposals`` conflict until a person decides.
 * ``accept_proposal`` / ``dismiss_proposal`` are a person's: :func:`require_person` refuses an agent.
   Accepting a folder run calls ``folder_runs.start_run`` with the person as approver, the proposal's
   own idempotency key (``proposal-<id>``: pressing Start twice, or again after a crash, replays the
@@ -22,9 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, func, insert, select, update
 
 from knowledge import folder_runs
+from knowledge.agents.access import check_agent_folder
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.library import audit
 from knowledge.library.bases import assert_base_can_run_runtime_operation, assert_base_writable, resolve_base
@@ -38,6 +43,14 @@ if TYPE_CHECKING:
 MAX_NOTE_CHARS = 100_000
 MAX_TITLE_CHARS = 120
 EXCERPT_CHARS = 400
+MAX_PENDING_PER_AGENT = 50
+MAX_PENDING = 500
+
+
+class TooManyProposals(Conflict):
+    """An agent (or all agents together) has as many pending proposals as may wait for a person."""
+
+    code = "too_many_proposals"
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,9 @@ def propose_folder_run(
     quire: Quire, principal: Principal, base_ref: str | int, folder: str | os.PathLike[str]
 ) -> tuple[Proposal, folder_runs.Preview]:
     """The run's preview, and a pending proposal to start it (returned with the preview)."""
+    check_agent_folder(quire, folder)  # before anything looks at the folder
+    with quire.db.read() as conn:
+        _check_pending_caps(conn, principal)  # cheap, before the walk; checked again when filing
     plan = folder_runs.preview(quire, principal, base_ref, folder)  # judges base, folder and cap
     preview = plan.as_dict()
     with quire.db.write() as conn:
@@ -155,6 +171,22 @@ def propose_note(
         return _load(conn, proposal_id)
 
 
+def _check_pending_caps(conn: Connection, principal: Principal) -> None:
+    pending = agent_proposals.c.status == "pending"
+    mine = conn.execute(
+        select(func.count()).where(and_(pending, agent_proposals.c.proposed_by == principal.label))
+    ).scalar_one()
+    if mine >= MAX_PENDING_PER_AGENT:
+        raise TooManyProposals(
+            f"{principal.name} already has {MAX_PENDING_PER_AGENT} proposals waiting, the most one agent may have; "
+            "a person has to accept or dismiss some in Quire first"
+        )
+    if conn.execute(select(func.count()).where(pending)).scalar_one() >= MAX_PENDING:
+        raise TooManyProposals(
+            f"{MAX_PENDING} proposals are waiting, the most Quire keeps; a person has to accept or dismiss some first"
+        )
+
+
 def _file(
     conn: Connection,
     principal: Principal,
@@ -168,6 +200,7 @@ def _file(
     note_title: str | None = None,
     note_text: str | None = None,
 ) -> int:
+    _check_pending_caps(conn, principal)
     pk = conn.execute(
         insert(agent_proposals).values(
             kind=kind,

@@ -23,7 +23,7 @@ from knowledge.library import blobs
 from knowledge.library import items as tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, base_summary, list_bases, resolve_base
 from knowledge.lifecycle import operations
-from knowledge.search import MODES, search
+from knowledge.search import MODES, check_query, search
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def search_base(
         raise InvalidInput(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     if not 1 <= limit <= LIMITS.search_results:
         raise InvalidInput(f"limit must be between 1 and {LIMITS.search_results}")
+    check_query(query)  # refused before the base is even looked up
     base = _base(quire, base_ref)
     if subtree is not None:
         visible_item(quire, base, subtree)

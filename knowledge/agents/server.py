@@ -5,13 +5,18 @@ Contract
   client gives, else ``mcp-client``) inside :func:`acting_as`, so the operations layer refuses any
   write whatever a handler does; there is no way to act as a person through this server. The only
   things an agent can file are proposals (``knowledge.agents.proposals``), which a person decides.
-* Answers are bounded (``reads.LIMITS``), calls are rate-limited per agent (a token bucket), and every
-  tool call is audited as ``agent.call`` (tool and outcome, never arguments).
+* Answers are bounded (``reads.LIMITS``). Every tool call **and resource read** is rate-limited by two
+  token buckets — one per connection (:func:`_connection_key`), one shared by all of them — never by the
+  name a client gives (a client choosing a fresh name per call gets no fresh bucket; a flood of new
+  connections meets the shared one), and audited as ``agent.call`` under the agent principal (tool or
+  ``resource:<kind>`` and outcome, never arguments).
 * Errors are clear MCP errors: a knowledge error becomes a tool error (``isError``) or a resource error
   carrying its code and message; anything unexpected is logged here and answered with a generic
   message, so no stack trace and no path of another base ever reaches the client.
 * HTTP (:func:`serve_http`) binds 127.0.0.1 only and requires the data directory's bearer token
-  (``knowledge.agents.tokens``), re-read on every request so revocation applies at once.
+  (``knowledge.agents.tokens``), re-read on every request so revocation applies at once. Its Host and
+  Origin checks (DNS-rebinding protection) are configured here, not inherited from the SDK: only
+  ``127.0.0.1:PORT`` and ``localhost:PORT`` (421 otherwise), origins ``http://`` of the same (403).
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.agents import access, proposals, reads
 from knowledge.errors import Forbidden, KnowledgeError, NotFound
@@ -52,24 +59,41 @@ INSTRUCTIONS = (
 
 @dataclass
 class RateLimit:
-    """A token bucket per agent: ``burst`` calls at once, refilled at ``per_second``."""
+    """Token buckets: one per connection (``burst`` calls at once, refilled at ``per_second``), bounded in
+    number (least recently used forgotten first), and one global bucket every call also takes from."""
 
     per_second: float = 10.0
     burst: int = 40
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    global_per_second: float = 40.0
+    global_burst: int = 160
+    max_connections: int = 1024
+    _buckets: OrderedDict[Hashable, tuple[float, float]] = field(default_factory=OrderedDict)
+    _global: tuple[float, float] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def take(self, who: str, now: float | None = None) -> float:
-        """0 if the call may go ahead, else the seconds to wait before the next one would."""
+    @staticmethod
+    def _refill(state: tuple[float, float] | None, burst: int, rate: float, now: float) -> float:
+        tokens, last = state if state is not None else (float(burst), now)
+        return min(float(burst), tokens + (now - last) * rate)
+
+    def take(self, connection: Hashable, now: float | None = None) -> float:
+        """0 if the call may go ahead (a token is taken from both buckets), else the seconds to wait."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            tokens, last = self._buckets.get(who, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.per_second)
-            if tokens < 1.0:
-                self._buckets[who] = (tokens, now)
-                return (1.0 - tokens) / self.per_second
-            self._buckets[who] = (tokens - 1.0, now)
-            return 0.0
+            mine = self._refill(self._buckets.get(connection), self.burst, self.per_second, now)
+            shared = self._refill(self._global, self.global_burst, self.global_per_second, now)
+            wait = max(
+                0.0 if mine >= 1.0 else (1.0 - mine) / self.per_second,
+                0.0 if shared >= 1.0 else (1.0 - shared) / self.global_per_second,
+            )
+            if wait == 0.0:
+                mine, shared = mine - 1.0, shared - 1.0
+            self._buckets[connection] = (mine, now)
+            self._buckets.move_to_end(connection)
+            while len(self._buckets) > self.max_connections:
+                self._buckets.popitem(last=False)
+            self._global = (shared, now)
+            return wait
 
 
 def clean_agent_name(name: str | None) -> str:
@@ -86,6 +110,35 @@ def _client_name(ctx: Context[Any, Any] | None) -> str | None:
         return None
     info = getattr(params, "client_info", None)
     return getattr(info, "name", None)
+
+
+def _connection_key(ctx: Context[Any, Any] | None) -> Hashable:
+    """The connection a request came on, for its rate limit — never the name the client gives.
+
+    Over HTTP: the MCP session (``mcp-session-id``) when the client holds one, else its TCP connection
+    (address and port). Over stdio (or in process) this server serves the one client at the other end
+    of its stream: one key. The SDK makes a fresh session object per request on current protocol
+    versions, so the object itself cannot be the key.
+    """
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except Exception:  # outside a request
+        request = None
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return ("stream",)
+    session = headers.get("mcp-session-id")
+    if session:
+        return ("http-session", str(session)[:128])
+    client = getattr(request, "client", None)
+    return ("http-peer", getattr(client, "host", None), getattr(client, "port", None))
+
+
+def _resource_kind(uri: object) -> str:
+    """``resource:items`` for ``quire://items/…``: what was read, without the ids (never arguments)."""
+    text = str(uri)
+    kind = text.split("://", 1)[-1].split("/", 1)[0]
+    return "resource:" + (kind if kind in {"bases", "items", "chunks"} else "other")
 
 
 def _knowledge_message(exc: KnowledgeError) -> str:
@@ -110,8 +163,8 @@ class QuireMCP:
         self.require_enabled = require_enabled
         self.agent = clean_agent_name(agent) if agent else None
         self.rate = rate or RateLimit()
-        self.server: MCPServer[Any] = MCPServer(
-            "quire", instructions=INSTRUCTIONS, log_level="WARNING", **server_options
+        self.server: MCPServer[Any] = _GuardedServer(
+            self, "quire", instructions=INSTRUCTIONS, log_level="WARNING", **server_options
         )
         self._add_tools()
         self._add_resources()
@@ -127,7 +180,7 @@ class QuireMCP:
 
     def _call(self, ctx: Context[Any, Any] | None, tool: str, fn: Callable[[], T]) -> T:
         who = self.principal(ctx)
-        wait = self.rate.take(who.label)
+        wait = self.rate.take(_connection_key(ctx))
         if wait > 0:
             raise ToolError(f"rate_limited: too many calls from {who.name}; retry in {wait:.1f} s")
         try:
@@ -148,22 +201,19 @@ class QuireMCP:
             log.exception("MCP tool %s failed", tool)
             raise ToolError("internal_error: Quire could not answer this call; its log has the details") from None
         finally:
-            self._audit(who, tool, ok)
+            self.audit_call(who, tool, ok)
 
-    def _audit(self, who: Principal, tool: str, ok: bool) -> None:
+    def audit_call(self, who: Principal, tool: str, ok: bool) -> None:
         try:
             access.record_call(self.quire, who, tool, ok)
         except Exception:  # an audit hiccup (a busy database) must not turn an answer into an error
             log.warning("could not record an agent call in the audit log", exc_info=True)
 
     def _read(self, fn: Callable[[], dict[str, Any]]) -> str:
-        who = self.principal(None)
-        if self.rate.take(who.label) > 0:
-            raise ResourceError("rate_limited: too many calls; retry shortly")
+        """A resource's answer; runs inside :meth:`_GuardedServer.read_resource` (rate limit, principal, audit)."""
         try:
             self._refuse_if_off()
-            with acting_as(who):
-                return json.dumps(fn(), default=str)
+            return json.dumps(fn(), default=str)
         except NotFound as exc:
             raise ResourceNotFoundError(_knowledge_message(exc)) from None
         except KnowledgeError as exc:
@@ -279,9 +329,7 @@ class QuireMCP:
         def base_resource(base: str) -> str:
             return self._read(lambda: reads.base_resource(q, base))
 
-        @mcp.resource(
-            "quire://items/{base}/{item}", name="item", mime_type="application/json", description="One item"
-        )
+        @mcp.resource("quire://items/{base}/{item}", name="item", mime_type="application/json", description="One item")
         def item_resource(base: str, item: str) -> str:
             return self._read(lambda: reads.item_resource(q, base, _as_id(item, "item")))
 
@@ -293,6 +341,31 @@ class QuireMCP:
         )
         def chunk_resource(base: str, chunk: str) -> str:
             return self._read(lambda: reads.read_chunk(q, base, _as_id(chunk, "chunk"), neighbours=1))
+
+
+class _GuardedServer(MCPServer[Any]):
+    """The SDK's server, with every resource read rate-limited, run as the agent and audited like a tool
+    call (static resources get no ``Context`` of their own, so this is the one place that sees them all)."""
+
+    def __init__(self, holder: QuireMCP, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.holder = holder
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        holder = self.holder
+        who = holder.principal(context)
+        tool = _resource_kind(uri)
+        wait = holder.rate.take(_connection_key(context))
+        if wait > 0:
+            raise ResourceError(f"rate_limited: too many calls; retry in {wait:.1f} s")
+        ok = False
+        try:
+            with acting_as(who):  # a context variable: it follows the read into the SDK's worker thread
+                result = await super().read_resource(uri, context)
+            ok = True
+            return result
+        finally:
+            holder.audit_call(who, tool, ok)
 
 
 def _as_id(text: str, what: str) -> int:
@@ -320,12 +393,24 @@ class DataDirTokenVerifier:
         return AccessToken(token="<redacted>", client_id="quire-http", scopes=[])
 
 
+def transport_security(port: int) -> TransportSecuritySettings:
+    """Host and Origin checks for a server on 127.0.0.1:``port``: a page in a browser that rebinds a
+    name of its own to 127.0.0.1 sends its own Host (refused, 421) and Origin (refused, 403)."""
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts],
+    )
+
+
 def http_app(quire: Quire, port: int, *, agent: str | None = None, rate: RateLimit | None = None) -> Starlette:
     """The Streamable HTTP app: bearer token required, for a server bound to 127.0.0.1."""
     from mcp.server.auth.settings import AuthSettings
     from pydantic import AnyHttpUrl
 
     url = f"http://{HOST}:{port}"
+    security = transport_security(port)
     holder = QuireMCP(
         quire,
         agent=agent,
@@ -334,7 +419,7 @@ def http_app(quire: Quire, port: int, *, agent: str | None = None, rate: RateLim
         token_verifier=DataDirTokenVerifier(quire),
         auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=AnyHttpUrl(f"{url}/mcp")),
     )
-    return holder.server.streamable_http_app(host=HOST)
+    return holder.server.streamable_http_app(host=HOST, transport_security=security)
 
 
 def serve_http(quire: Quire, port: int, *, agent: str | None = None) -> None:

@@ -15,6 +15,10 @@ and the vectors are searched; each part filters deleted material in its own snap
 begin after the call, so a delete committed before the search is never shown.
 
 Queries are encoded by the process's query encoder (one intra-op thread, FACTS.md #8).
+
+Bounded: a query over ``MAX_QUERY_CHARS`` characters or ``MAX_QUERY_TERMS`` distinct terms is refused
+(``InvalidInput``, :func:`check_query`) before anything runs, so no caller (the CLI, the window, an agent)
+can make one search cost an unbounded FTS5 OR-query or encoder call.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ RRF_K = 5
 HYBRID_DEPTH = 50
 VECTOR_WEIGHT = 0.5
 MAX_K = 4096  # the most vector candidates one search looks at
+MAX_QUERY_CHARS = 1000
+MAX_QUERY_TERMS = 64  # distinct words (stopwords left out): the OR-terms of the keyword query
 # Hybrid's keyword halves, one at a time per process: a long-lived thread (no start-up per query); two
 # searches at once queue their keyword halves here, which a two-core machine would serialise anyway.
 _KEYWORD_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quire-search-keyword")
@@ -128,6 +134,17 @@ class Hit:
 
 def query_terms(query: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in WORD.finditer(query)) if w not in STOPWORDS]
+
+
+def check_query(query: str) -> None:
+    """Refuse (``InvalidInput``) an empty query or one over the bounds; the message says the bound."""
+    if not query.strip():
+        raise InvalidInput("the query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"the query is {len(query):,} characters long; a query may have at most {MAX_QUERY_CHARS:,}")
+    distinct = len(set(query_terms(query)))
+    if distinct > MAX_QUERY_TERMS:
+        raise InvalidInput(f"the query has {distinct} different words; a query may have at most {MAX_QUERY_TERMS}")
 
 
 def fts_query(query: str, keep: Callable[[list[str]], list[str]] | None = None) -> str | None:
@@ -269,8 +286,7 @@ def search(
         raise InvalidInput(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     if limit < 1 or limit > 1000:
         raise InvalidInput("limit must be between 1 and 1000")
-    if not query.strip():
-        raise InvalidInput("the query is empty")
+    check_query(query)
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)

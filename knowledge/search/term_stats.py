@@ -11,12 +11,18 @@ the cut-off forced on: keyword nDCG@10 0.6936 → 0.6903, hybrid 0.7240 → 0.72
 Counts are cached per base and per version of its material (:func:`knowledge.library.index.vectors_version`,
 bumped in every transaction that writes or clears chunks), so they are exact for the snapshot the
 search reads. Threading: a lock guards the cache; the counts themselves are read outside it.
+
+The cache is bounded whatever the queries: at most ``MAX_BASES`` bases and ``MAX_TERMS`` terms per base,
+each least-recently-used first out (a query has at most ``query.MAX_QUERY_TERMS`` terms, so one query
+never evicts its own counts).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, text
 
@@ -25,31 +31,54 @@ from knowledge.library.index import fts_table, vectors_version
 
 EXACT_UP_TO = 20_000  # chunks: below this every term stays in the query
 COMMON_SHARE = 0.15  # a term in more than this share of the chunks is "common"
+MAX_BASES = 64  # bases whose counts are kept
+MAX_TERMS = 4096  # counted terms kept per base
 
 
 def quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+@dataclass
+class _Entry:
+    """One base's counts, valid for one version of its material."""
+
+    stamp: tuple[float, int]
+    total: int
+    counts: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+
 class TermStats:
-    def __init__(self) -> None:
+    def __init__(self, *, max_bases: int = MAX_BASES, max_terms: int = MAX_TERMS) -> None:
+        self.max_bases = max_bases
+        self.max_terms = max_terms
         self._lock = threading.Lock()
-        self._cache: dict[int, tuple[tuple[float, int], int, dict[str, int]]] = {}
+        self._cache: OrderedDict[int, _Entry] = OrderedDict()
+
+    def size(self) -> tuple[int, int]:
+        """(bases cached, the most terms cached for one base): never above the bounds."""
+        with self._lock:
+            return len(self._cache), max((len(e.counts) for e in self._cache.values()), default=0)
 
     def rare_terms(self, conn: Connection, base: Base, terms: Sequence[str]) -> list[str]:
         """``terms`` without the common ones (all of them on a small base; never none of them)."""
         stamp = (base.created_at, vectors_version(conn, base.id))
         with self._lock:
-            cached = self._cache.get(base.id)
-        if cached is None or cached[0] != stamp:
+            entry = self._cache.get(base.id)
+            known = (
+                {}
+                if entry is None or entry.stamp != stamp
+                else {t: entry.counts[t] for t in terms if t in entry.counts}
+            )
+        if entry is None or entry.stamp != stamp:
             total = int(
                 conn.execute(text("SELECT count(*) FROM chunks WHERE base_id = :b"), {"b": base.id}).scalar_one()
             )
-            cached = (stamp, total, {})
-        _stamp, total, counts = cached
-        if total <= EXACT_UP_TO or len(terms) < 2:
-            self._store(base.id, cached)
+            entry = _Entry(stamp, total)
+        if entry.total <= EXACT_UP_TO or len(terms) < 2:
+            self._store(base.id, entry, {})
             return list(terms)
+        counts = dict(known)
         for term in terms:
             if term not in counts:
                 counts[term] = int(
@@ -58,10 +87,22 @@ class TermStats:
                         {"t": quoted(term)},
                     ).scalar_one()
                 )
-        self._store(base.id, cached)
-        rare = [t for t in terms if counts[t] <= COMMON_SHARE * total]
+        self._store(base.id, entry, counts)
+        rare = [t for t in terms if counts[t] <= COMMON_SHARE * entry.total]
         return rare or [min(terms, key=lambda t: counts[t])]
 
-    def _store(self, base_id: int, entry: tuple[tuple[float, int], int, dict[str, int]]) -> None:
+    def _store(self, base_id: int, entry: _Entry, counts: dict[str, int]) -> None:
+        """Keep ``counts`` (the terms just used, most recent) in ``entry``, within both bounds."""
         with self._lock:
+            current = self._cache.get(base_id)
+            if current is not None and current.stamp == entry.stamp:
+                entry = current  # another thread's counts for the same version: add to them
+            for term, count in counts.items():
+                entry.counts[term] = count
+                entry.counts.move_to_end(term)
+            while len(entry.counts) > self.max_terms:
+                entry.counts.popitem(last=False)
             self._cache[base_id] = entry
+            self._cache.move_to_end(base_id)
+            while len(self._cache) > self.max_bases:
+                self._cache.popitem(last=False)

@@ -17,9 +17,11 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from knowledge.agents import access
 from knowledge.agents.server import QuireMCP
 from knowledge.library import bases
 from knowledge.lifecycle import operations
+from knowledge.principal import Principal
 from knowledge.runtime import Quire
 from tests.agents.helpers import error_text, indexed_base, payload, run
 from tests.support.files import write_tree
@@ -53,6 +55,7 @@ def test_guards_for_deleting_items_locked_and_failed_bases(quire: Quire, tmp_pat
     found = payload(_calls(server, [("search", {"base": "kb", "query": "magma lava volcano", "mode": "keyword"})])[0])
     volcano_chunk = next(h["chunk_id"] for h in found["hits"] if h["item"]["id"] == volcano)
     folder = write_tree(tmp_path / "more", {"new.md": "new text"})
+    access.allow_root(quire, Principal.person("tester"), folder)
 
     # -- deleting: the item and its chunks are gone for every tool and resource ---------------------
     operations.delete_items(quire, base.id, [volcano])  # no worker runs: it stays `deleting`

@@ -121,6 +121,8 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "proposals.dismiss_proposal": lambda: proposals.dismiss_proposal(quire, who, w["proposal"]),
         "access.set_enabled": lambda: access.set_enabled(quire, who, True),
         "access.revoke_token": lambda: access.revoke_token(quire, who),
+        "access.allow_root": lambda: access.allow_root(quire, who, w["folder"]),
+        "access.disallow_root": lambda: access.disallow_root(quire, who, w["folder"]),
         "import_.import_base": lambda: portable.import_base(quire, w["folder"] / "a.md"),
         "relocate.relocate_base": lambda: portable.relocate.relocate_base(quire, b, "/old", "/new"),
         "backup.backup_data_dir": lambda: portable.backup.backup_data_dir(quire, w["folder"] / "backups"),

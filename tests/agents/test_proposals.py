@@ -10,7 +10,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from knowledge import folder_runs
-from knowledge.agents import proposals
+from knowledge.agents import access, proposals
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.library import audit
 from knowledge.lifecycle import operations
@@ -27,6 +27,7 @@ PERSON = Principal.person("tester")
 def test_folder_run_proposal_is_filed_once_and_accepted_once(quire: Quire, tmp_path: Path) -> None:
     base = make_base(quire, "kb")
     folder = write_tree(tmp_path / "f", {"a.md": "alpha", "b.txt": "beta"})
+    access.allow_root(quire, PERSON, folder)
     first, plan = proposals.propose_folder_run(quire, AGENT, "kb", folder)
     again, _ = proposals.propose_folder_run(quire, AGENT, "kb", folder)
     assert again.id == first.id and len(plan.eligible) == 2  # the same pending proposal, not a second one

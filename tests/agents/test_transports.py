@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from knowledge.agents import access, tokens
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
-from tests.agents.helpers import error_text, indexed_base, payload, run
+from tests.agents.helpers import error_text, free_port, indexed_base, listening, payload, run
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
 
@@ -86,35 +85,15 @@ def test_mcp_refuses_while_agent_access_is_off(data_dir: Path) -> None:
     assert quire_cli("mcp", "--enable", data_dir=data_dir).returncode == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> list[str]:
-    """Local addresses (hex, as the kernel lists them) of sockets listening on ``port``."""
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        if not os.path.exists(table):
-            continue
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            address, port_hex = fields[1].rsplit(":", 1)
-            if int(port_hex, 16) == port and fields[3] == "0A":  # 0A: LISTEN
-                found.append(address)
-    return found
-
-
 def test_http_binds_loopback_only_and_requires_the_token(quire: Quire, data_dir: Path) -> None:
     make_base(quire, "kb")
     access.set_enabled(quire, PERSON, True)
-    port = _free_port()
+    port = free_port()
     proc = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "mcp", "--http", str(port))
     try:
-        wait_until(lambda: _listening(port) or proc.poll() is not None, timeout=60)
+        wait_until(lambda: listening(port) or proc.poll() is not None, timeout=60)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        assert _listening(port) == ["0100007F"]  # 127.0.0.1 only: no 0.0.0.0, no IPv6 wildcard
+        assert listening(port) == ["0100007F"]  # 127.0.0.1 only: no 0.0.0.0, no IPv6 wildcard
         url = f"http://127.0.0.1:{port}/mcp"
         init = {
             "jsonrpc": "2.0",

@@ -20,6 +20,7 @@ from tests.agents.helpers import error_text, payload, run
 from tests.app.conftest import WindowFactory, create_base
 from tests.conftest import quire_cli
 from tests.support.files import write_tree
+from tests.support.prompters import ScriptedPrompter
 
 
 def _propose(data_dir: Path, folder: Path) -> tuple[dict[str, object], str]:
@@ -35,9 +36,12 @@ def _propose(data_dir: Path, folder: Path) -> tuple[dict[str, object], str]:
                 # no tool starts, deletes, reindexes or reverts anything
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert not any(w in n for n in names for w in ("start", "delete", "reindex", "revert", "accept"))
-                refused = error_text(
+                missing = str(folder.parent / "nonexistent")  # inside the allowed folder: looked at
+                refused = error_text(await client.call_tool("propose_folder_run", {"base": "notes", "folder": missing}))
+                outside = error_text(
                     await client.call_tool("propose_folder_run", {"base": "notes", "folder": "/nonexistent/x"})
                 )
+                assert "forbidden" in outside and "Agent access" in outside
                 return proposed, refused
 
         return run(session)
@@ -50,6 +54,7 @@ def test_agent_proposal_is_started_by_a_person_in_the_window(
 ) -> None:
     create_base(data_dir, "notes")
     folder = write_tree(tmp_path / "papers", {"a.md": "alpha", "sub/b.txt": "beta", "c.bin": b"\x00\x01"})
+    assert quire_cli("mcp", "--allow-root", str(tmp_path), data_dir=data_dir).returncode == 0  # a person's choice
     proposed, refused = _propose(data_dir, folder)
     preview = proposed["preview"]
     assert [e["path"] for e in preview["eligible"]] == ["a.md", "sub/b.txt"]  # type: ignore[index]
@@ -126,6 +131,32 @@ def test_a_person_dismisses_a_note_proposal_and_the_access_page_shows_calls(
     qtbot.mouseClick(panel.dismiss_button, qtbot_button())
     qtbot.waitUntil(lambda: panel.list.count() == 0, timeout=10_000)
     assert proposals.get_proposal(quire, proposal.id).status == "dismissed"
+
+
+def test_the_access_page_edits_the_folders_agents_may_propose(
+    qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path, prompter: ScriptedPrompter
+) -> None:
+    folder = write_tree(tmp_path / "papers", {"a.md": "alpha"})
+    window = open_window()
+    quire = window.ctx.quire
+    assert quire is not None
+    page = window.agent_access_page
+    window.tabs.setCurrentWidget(page)
+    qtbot.waitUntil(lambda: page.state is not None, timeout=10_000)
+    assert page.roots.item(0).text().startswith("None") and not page.disallow_button.isEnabled()
+    prompter.folders = [folder]
+    qtbot.mouseClick(page.allow_button, qtbot_button())
+    qtbot.waitUntil(lambda: page.state is not None and page.state.roots == [folder.resolve()], timeout=10_000)
+    assert access.allowed_roots(quire) == [folder.resolve()] and page.roots.item(0).text() == str(folder.resolve())
+    page.roots.setCurrentRow(0)
+    qtbot.mouseClick(page.disallow_button, qtbot_button())
+    qtbot.waitUntil(lambda: page.state is not None and page.state.roots == [], timeout=10_000)
+    assert access.allowed_roots(quire) == []
+    changes = [e for e in audit.list_entries(quire.db, actions=[audit.AGENT_ACCESS_CHANGED]) if "count" in e.payload]
+    assert [(e.actor, e.payload["allowed_roots"]) for e in changes] == [
+        (window_person(), "added"),
+        (window_person(), "removed"),
+    ]
 
 
 def qtbot_button() -> Qt.MouseButton:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,10 @@ def test_the_worker_process_starts_after_the_window_and_stops_on_sigterm(
         "--data-dir",
         str(window.ctx.data_dir),
         "worker",
+        "--log",
     ]
+    log = window.ctx.data_dir / "worker.log"  # its own rotated log, owner-only
+    assert log.is_file() and stat.S_IMODE(log.stat().st_mode) == 0o600
     window.shutdown()
     assert window.worker.last_exit == (0, "normal")  # it stopped by itself on SIGTERM, not killed
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
