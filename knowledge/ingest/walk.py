@@ -79,7 +79,7 @@ class IgnoreFile:
     def own_exclusion(self) -> str | None:
         """Why the folder it stands in is excluded: ``*`` alone, or an ignore file that cannot be used."""
         if self.unusable is not None:
-            return f"excluded: its own {IGNORE_FILE} cannot be used ({self.unusable})"
+            return f"excluded: its own {IGNORE_FILE} cannot be used: {self.unusable}"
         if any(line.strip() == "*" for line in self.lines):
             return f"excluded by its own {IGNORE_FILE}"
         return None
@@ -110,7 +110,7 @@ class _Rules:
         for base, why in self.blocked:
             if not base or relative.startswith(base + "/"):
                 where = f"{base}/{IGNORE_FILE}" if base else IGNORE_FILE
-                return f"excluded: {where} cannot be used ({why})"
+                return f"excluded: {where} cannot be used: {why}"
         for base, spec in self.specs:
             if base and base != GLOBAL and not relative.startswith(base + "/"):
                 continue

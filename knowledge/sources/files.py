@@ -9,10 +9,10 @@ Every read follows the same steps, so no caller can skip one:
   directly) a link is followed, as they asked.
 * The resolved file is judged by ``os.stat`` *before* anything opens it: opening a FIFO for reading
   blocks until a writer appears, opening some devices has effects, and neither is a document.
-* The resolved path is opened ``O_RDONLY|O_NONBLOCK|O_NOFOLLOW``: a file swapped for a link after the
-  resolve fails the open instead of being followed, and a FIFO swapped in cannot block. The descriptor
-  is checked again with ``fstat`` and, with a root, where it really lies (``/proc/self/fd``, Linux): a
-  folder on the way swapped for a link after the resolve is caught too.
+* The resolved path is opened ``O_RDONLY|O_NONBLOCK|O_NOFOLLOW`` — with a root, component by component
+  from the root's descriptor (``openat``), every folder on the way ``O_NOFOLLOW`` too: a file or folder
+  swapped for a link after the resolve fails the open instead of being followed, so nothing outside the
+  root is ever opened, and a FIFO swapped in cannot block. The descriptor is checked with ``fstat``.
 * At most ``limit + 1`` bytes are read, so a file that grows after the ``stat`` is still refused rather
   than read whole. Sources: the size limit of a base (``max_bytes``). Quire's own small files:
   :data:`SMALL_FILE_BYTES` (64 KiB); a bigger one is refused ``too_large``, never read in part.
@@ -38,11 +38,18 @@ _OPEN_FLAGS = (
     | getattr(os, "O_BINARY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+# a folder on the way is opened only to open below it: O_PATH (Linux) needs no read permission on it
+_DIR_FLAGS = (
+    getattr(os, "O_PATH", os.O_RDONLY)
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})  # O_NOFOLLOW met a link (Linux: ELOOP, BSD: EMLINK)
 
 SMALL_FILE_BYTES = 64 * 1024  # a file Quire reads by its own choice (an ignore file) is at most this
 LINK_OUTSIDE = "a link pointing outside the folder is not followed"
-BECAME_LINK = "the file turned into a link while it was being read; the link is not followed"
+BECAME_LINK = "its path turned into a link while it was being read; the link is not followed"
 
 
 def parse_source(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None) -> ParsedDocument:
@@ -136,32 +143,49 @@ def _read_at_most(real: str | Path, limit: int, root: Path | None = None) -> byt
 
 def _open_checked(real: str | Path, root: Path | None) -> BinaryIO:
     """Open without following a link and without blocking, then check what was opened."""
-    try:
-        fd = os.open(real, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno in _LINK_ERRNOS:
-            raise SourceRejected("symlink_not_followed", BECAME_LINK) from exc
-        raise _unreadable(exc) from exc
+    fd = _open_nofollow(str(real), root)
     handle = os.fdopen(fd, "rb")
     try:
         _require_regular(os.fstat(fd).st_mode)
-        if root is not None:
-            _require_opened_inside(fd, os.path.realpath(root))
     except BaseException:
         handle.close()
         raise
     return handle
 
 
-def _require_opened_inside(fd: int, root_real: str) -> None:
-    """Where the open descriptor really lies (Linux): a folder on the way swapped for a link between the
-    resolve and the open would have led the open elsewhere."""
+def _open_nofollow(real: str, root: Path | None) -> int:
+    """With a root, the path is opened component by component from the root's descriptor, each with
+    ``O_NOFOLLOW``: a folder on the way swapped for a link after the resolve stops the open there, and
+    nothing outside the root is ever opened (``O_NOFOLLOW`` alone guards only the last component)."""
+    if root is None:
+        return _open_at(real, _OPEN_FLAGS, None)
+    root_real = os.path.realpath(root)
+    parts = [] if real == root_real else real[len(root_real.rstrip("/")) + 1 :].split("/")
+    fd = _open_at(root_real, _DIR_FLAGS, None)
     try:
-        where = os.readlink(f"/proc/self/fd/{fd}")
+        for name in parts[:-1]:
+            next_fd = _open_at(name, _DIR_FLAGS, fd)
+            os.close(fd)
+            fd = next_fd
+        return _open_at(parts[-1] if parts else root_real, _OPEN_FLAGS, fd)
+    finally:
+        os.close(fd)
+
+
+def _open_at(name: str, flags: int, dir_fd: int | None) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS or (exc.errno == errno.ENOTDIR and _is_link(name, dir_fd)):
+            raise SourceRejected("symlink_not_followed", BECAME_LINK) from exc
+        raise _unreadable(exc) from exc
+
+
+def _is_link(name: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
     except OSError:
-        return  # no /proc: the resolve and O_NOFOLLOW are the defence
-    if not _is_under(where, root_real):
-        raise SourceRejected("symlink_not_followed", LINK_OUTSIDE)
+        return False
 
 
 def _small_too_large(max_bytes: int) -> SourceRejected:

@@ -1,0 +1,201 @@
+"""Special files never hang or exhaust Quire, and nothing outside the folder it was given is read.
+
+Crafted folders through the real CLI: a FIFO named ``.quireignore``, one that links to the zero device,
+a 10 MB one, one linking to a file outside the folder, and a source swapped for a link to an outside file
+between the walk and the read. The kernel's own record (inotify, ``tests/support/opens.py``) shows the
+outside files and the pipe were never opened; a hang fails on the timeout instead of blocking the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from knowledge.sources import SourceRejected
+from knowledge.sources.files import BECAME_LINK, SMALL_FILE_BYTES, read_small_file, read_source
+from knowledge.sync.scan import content_sha
+from tests.conftest import quire_cli
+from tests.support.files import write_tree
+from tests.support.opens import OpenWatch
+
+SECRET = "zanzibarquokka"  # a word only the outside file holds
+OUTSIDE_LINK = "a link pointing outside the folder is not followed"
+
+
+def ok(data_dir: Path, *args: str) -> dict:  # type: ignore[type-arg]
+    result = quire_cli("--json", *args, data_dir=data_dir, timeout=120)
+    assert result.returncode == 0, (args, result.stdout, result.stderr)
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A private file beside (not inside) the folders Quire is given."""
+    secret = tmp_path / "private" / "diary.txt"
+    secret.parent.mkdir()
+    secret.write_text(f"{SECRET}\n*.txt\n")  # as an ignore file it would exclude every .txt
+    return secret
+
+
+def hostile_folder(folder: Path, outside: Path) -> Path:
+    """A folder whose sub-folders each carry a hostile ``.quireignore`` beside one ordinary file."""
+    write_tree(
+        folder,
+        {
+            "keep.txt": "An ordinary note about herons.",
+            "pipe/a.txt": "below a pipe",
+            "zero/b.txt": "below the zero device",
+            "huge/c.txt": "below a huge ignore file",
+            "leak/d.txt": "below a link out of the folder",
+            "fine/.quireignore": "skip.txt\n",
+            "fine/skip.txt": "excluded as written",
+            "fine/e.txt": "kept",
+        },
+    )
+    os.mkfifo(folder / "pipe" / ".quireignore")
+    os.symlink("/dev/zero", folder / "zero" / ".quireignore")
+    with open(folder / "huge" / ".quireignore", "wb") as f:
+        f.write(b"*.md\n" * (2 * 1024 * 1024))  # 10 MB of rules
+    os.symlink(outside, folder / "leak" / ".quireignore")
+    return folder
+
+
+@pytest.mark.timeout(240)
+def test_preview_of_hostile_ignore_files_returns_with_reasons_and_reads_nothing_outside(
+    tmp_path: Path, outside: Path
+) -> None:
+    data = tmp_path / "data"
+    folder = hostile_folder(tmp_path / "docs", outside)
+    huge = folder / "huge" / ".quireignore"
+    assert huge.stat().st_size == 10 * 1024 * 1024
+    ok(data, "base", "create", "kb", "--precision", "fp32")
+    with OpenWatch(outside, folder / "pipe" / ".quireignore", huge) as watch:
+        watch.prove_it_sees(outside, huge)
+        preview = ok(data, "run", "preview", "kb", str(folder))
+        opened = watch.opened()
+    assert opened == []  # neither the outside file, nor the pipe, nor the 10 MB file was opened
+    assert sorted(e["path"] for e in preview["eligible"]) == ["fine/e.txt", "keep.txt"]
+    reasons = {e["path"]: e["reason"] for e in preview["ineligible"]}
+    unusable = "excluded: its own .quireignore cannot be used: "
+    assert reasons == {
+        "pipe": unusable + "not a regular file (it is a named pipe)",
+        "zero": unusable + OUTSIDE_LINK,
+        "huge": unusable + "larger than 64 KiB",
+        "leak": unusable + OUTSIDE_LINK,
+        "fine/skip.txt": "excluded by fine/.quireignore",
+    }
+    assert str(tmp_path) not in json.dumps(preview["ineligible"])
+
+
+@pytest.mark.timeout(300)
+def test_adding_a_folder_whose_own_ignore_file_is_a_pipe_finishes_and_says_why(tmp_path: Path, outside: Path) -> None:
+    """prepare-root (the worker's walk) meets a FIFO at the root and hostile files below it."""
+    data = tmp_path / "data"
+    folder = hostile_folder(tmp_path / "docs", outside)
+    fifo_root = write_tree(tmp_path / "piped", {"note.txt": "A note that the pipe governs."})
+    os.mkfifo(fifo_root / ".quireignore")
+    ok(data, "base", "create", "kb", "--precision", "fp32")
+    with OpenWatch(outside, fifo_root / ".quireignore", folder / "pipe" / ".quireignore") as watch:
+        ok(data, "add", "kb", str(folder), str(fifo_root))
+        ok(data, "worker", "--until-idle")
+        assert watch.opened() == []
+    items = {i["source_path"]: i for i in ok(data, "items", "kb")["items"]}
+    note = items[str(fifo_root / "note.txt")]
+    assert (note["status"], note["error_code"]) == ("skipped", "excluded")
+    assert note["error_message"] == "excluded: .quireignore cannot be used: not a regular file (it is a named pipe)"
+    listed = {Path(p).relative_to(folder).as_posix() for p in items if p.startswith(str(folder) + os.sep)}
+    assert listed == {"keep.txt", "fine", "fine/e.txt", "fine/skip.txt"}  # unusable rules: folder not walked
+    assert items[str(folder / "keep.txt")]["status"] == "completed"
+    hits = ok(data, "search", "kb", SECRET, "--mode", "keyword")["hits"]
+    assert hits == []
+
+
+@pytest.mark.timeout(300)
+def test_a_source_swapped_for_an_outside_link_after_the_walk_is_skipped_unread(tmp_path: Path, outside: Path) -> None:
+    """The walk saw a regular file; by the time it is read (a reindex) it links out of the folder."""
+    data = tmp_path / "data"
+    folder = write_tree(tmp_path / "docs", {"notes.txt": "Herons wade in shallow water.", "other.txt": "Owls."})
+    ok(data, "base", "create", "kb", "--precision", "fp32")
+    ok(data, "add", "kb", str(folder))
+    ok(data, "worker", "--until-idle")
+    item = next(i for i in ok(data, "items", "kb")["items"] if i["name"] == "notes.txt")
+    assert item["status"] == "completed"
+
+    (folder / "notes.txt").unlink()
+    os.symlink(outside, folder / "notes.txt")
+    with OpenWatch(outside) as watch:
+        watch.prove_it_sees(outside)
+        ok(data, "reindex", "kb", str(item["id"]))
+        ok(data, "worker", "--until-idle")
+        assert watch.opened() == []  # the link's target was never opened
+
+    after = next(i for i in ok(data, "items", "kb")["items"] if i["id"] == item["id"])
+    assert (after["status"], after["error_code"], after["error_message"]) == (
+        "skipped",
+        "symlink_not_followed",
+        OUTSIDE_LINK,
+    )
+    assert ok(data, "search", "kb", SECRET, "--mode", "keyword")["hits"] == []
+    assert ok(data, "search", "kb", "herons", "--mode", "keyword")["hits"] == []  # the old copy is not used either
+
+
+# -- the one reader, on what the CLI cannot time: a swap between the resolve and the open ------------------
+
+
+@pytest.mark.timeout(30)
+def test_the_reader_refuses_links_out_of_the_root_and_special_files_without_opening_them(
+    tmp_path: Path, outside: Path
+) -> None:
+    root = write_tree(tmp_path / "root", {"inside.txt": "inside", "sub/real.txt": "real"})
+    os.symlink(outside, root / "out.txt")
+    os.symlink(root / "sub" / "real.txt", root / "alias.txt")
+    os.mkfifo(root / "pipe.txt")
+    with open(root / "big.txt", "wb") as f:
+        f.truncate(SMALL_FILE_BYTES + 1)
+    with OpenWatch(outside, root / "pipe.txt", root / "big.txt") as watch:
+        for path, code in ((root / "out.txt", "symlink_not_followed"), (root / "pipe.txt", "not_regular_file")):
+            with pytest.raises(SourceRejected) as small:
+                read_small_file(path, root=root)
+            with pytest.raises(SourceRejected) as source:
+                read_source(path, root=root)
+            assert small.value.code == source.value.code == code
+            with pytest.raises(OSError):
+                content_sha(path, root)  # the sync scan's hash
+        with pytest.raises(SourceRejected) as big:
+            read_small_file(root / "big.txt", root=root)
+        assert (big.value.code, big.value.reason) == ("too_large", "larger than 64 KiB")
+        assert watch.opened() == []
+    assert read_small_file(root / "alias.txt", root=root) == b"real"  # a link inside the root is fine
+    assert read_source(root / "alias.txt", root=root) == b"real"
+
+
+@pytest.mark.timeout(30)
+def test_a_folder_on_the_way_swapped_for_a_link_after_the_resolve_is_caught_at_the_descriptor(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """realpath said ``root/sub/diary.txt``; before the open, ``sub`` became a link to the outside folder.
+    O_NOFOLLOW on the last component alone would open the outside file; the open from the root's
+    descriptor, folder by folder, stops at the link."""
+    from knowledge.sources import files
+
+    root = write_tree(tmp_path / "root", {"sub/diary.txt": "the inside diary"})
+    resolve = files.resolve_within
+
+    def swap_after_resolving(path: Path, root_: Path | None) -> str:
+        real = resolve(path, root_)
+        (root / "sub" / "diary.txt").unlink()
+        (root / "sub").rmdir()
+        os.symlink(outside.parent, root / "sub")
+        return real
+
+    monkeypatch.setattr(files, "resolve_within", swap_after_resolving)
+    assert outside.name == "diary.txt"  # the outside file has the inside one's name
+    with OpenWatch(outside) as watch:
+        watch.prove_it_sees(outside)
+        with pytest.raises(SourceRejected) as refused:
+            read_source(root / "sub" / "diary.txt", root=root)
+        assert watch.opened() == []  # the outside diary was never opened
+    assert (refused.value.code, refused.value.reason) == ("symlink_not_followed", BECAME_LINK)
