@@ -257,7 +257,8 @@ def _both(row: Row, entry: Entry, diff: Diff, folder: Path) -> None:
     diff.files_seen += 1
     if entry.kind != "file":
         if row.sha is not None:  # it had content: keep it, say why it cannot be read now
-            diff.changes.append(Change("unreadable", row.relative, False, row.id, path=entry.path, failure=NOT_REGULAR))
+            failure = NOT_REGULAR if entry.kind == "special" else _KIND_FAILURES.get(entry.kind, NOT_REGULAR)
+            diff.changes.append(Change("unreadable", row.relative, False, row.id, path=entry.path, failure=failure))
         return
     interrupted = row.status == "failed" and row.error_code == INTERRUPTED
     if not interrupted and row.size == entry.size and row.mtime == entry.mtime:

@@ -199,3 +199,33 @@ def test_a_folder_on_the_way_swapped_for_a_link_after_the_resolve_is_caught_at_t
             read_source(root / "sub" / "diary.txt", root=root)
         assert watch.opened() == []  # the outside diary was never opened
     assert (refused.value.code, refused.value.reason) == ("symlink_not_followed", BECAME_LINK)
+
+
+@pytest.mark.timeout(300)
+def test_a_sync_scan_meets_a_pipe_ignore_file_and_an_outside_link_and_reads_neither(
+    tmp_path: Path, outside: Path
+) -> None:
+    data = tmp_path / "data"
+    folder = write_tree(
+        tmp_path / "docs",
+        {"keep.txt": "Herons wade.", "notes.txt": "Owls hunt at night.", "sub/inner.txt": "Badgers dig setts."},
+    )
+    ok(data, "base", "create", "kb", "--precision", "fp32")
+    root_id = ok(data, "add", "kb", str(folder), "--sync")["created"][0]
+    ok(data, "worker", "--until-idle")
+
+    os.mkfifo(folder / "sub" / ".quireignore")  # the synced folder's rules turn into a pipe
+    (folder / "notes.txt").unlink()
+    os.symlink(outside, folder / "notes.txt")  # and a synced file into a link out of the folder
+    with OpenWatch(outside, folder / "sub" / ".quireignore") as watch:
+        watch.prove_it_sees(outside)
+        ran = ok(data, "sync", "run", "kb", str(root_id))
+        ok(data, "worker", "--until-idle")
+        assert watch.opened() == []
+    said = {c["path"]: (c["kind"], c["reason"]) for c in ran["changes"]}
+    assert said["notes.txt"] == ("unreadable", "symlink_not_followed")  # kept as it was, the link not followed
+    assert said["sub/inner.txt"][0] == "removed"
+    items = {Path(i["source_path"]).relative_to(folder).as_posix(): i for i in ok(data, "items", "kb")["items"][1:]}
+    assert "sub/inner.txt" not in items  # its folder's rules cannot be used: excluded, as preview says
+    assert items["keep.txt"]["status"] == "completed"
+    assert ok(data, "search", "kb", SECRET, "--mode", "keyword")["hits"] == []
