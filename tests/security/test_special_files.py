@@ -229,3 +229,35 @@ def test_a_sync_scan_meets_a_pipe_ignore_file_and_an_outside_link_and_reads_neit
     assert "sub/inner.txt" not in items  # its folder's rules cannot be used: excluded, as preview says
     assert items["keep.txt"]["status"] == "completed"
     assert ok(data, "search", "kb", SECRET, "--mode", "keyword")["hits"] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_folder_run_re_judges_a_source_swapped_for_an_outside_link_and_a_pipe_ignore_file(
+    tmp_path: Path, outside: Path
+) -> None:
+    """Between the run's start (its walk and manifest) and the worker's read, a source becomes a link out
+    of the folder and a folder's rules become a pipe: each settles with its reason, neither is opened."""
+    data = tmp_path / "data"
+    folder = hostile_folder(tmp_path / "docs", outside)
+    ok(data, "base", "create", "kb", "--precision", "fp32")
+    run_id = ok(data, "run", "start", "kb", str(folder))["run_id"]
+
+    (folder / "keep.txt").unlink()
+    os.symlink(outside, folder / "keep.txt")
+    (folder / "fine" / ".quireignore").unlink()
+    os.mkfifo(folder / "fine" / ".quireignore")
+    with OpenWatch(outside, folder / "fine" / ".quireignore") as watch:
+        watch.prove_it_sees(outside)
+        ok(data, "worker", "--until-idle")
+        assert watch.opened() == []
+    shown = ok(data, "run", "show", str(run_id))
+    settled = {s["relative_path"]: (s["disposition"], s["reason"]) for s in shown["sources"]}
+    assert settled == {
+        "keep.txt": ("outside_run_root", "the file now points outside the folder"),
+        "fine/e.txt": (
+            "excluded",
+            "a folder on its path is excluded: its own .quireignore cannot be used: "
+            "not a regular file (it is a named pipe)",
+        ),
+    }
+    assert ok(data, "search", "kb", SECRET, "--mode", "keyword")["hits"] == []
