@@ -157,7 +157,7 @@ def _open_nofollow(real: str, root: Path | None) -> int:
     """With a root, the path is opened component by component from the root's descriptor, each with
     ``O_NOFOLLOW``: a folder on the way swapped for a link after the resolve stops the open there, and
     nothing outside the root is ever opened (``O_NOFOLLOW`` alone guards only the last component)."""
-    if root is None:
+    if root is None or os.open not in os.supports_dir_fd:  # no openat (Windows): the resolve is the defence
         return _open_at(real, _OPEN_FLAGS, None)
     root_real = os.path.realpath(root)
     parts = [] if real == root_real else real[len(root_real.rstrip("/")) + 1 :].split("/")
