@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.open_at import OpenRequest
+from app.open_at import OpenRequest, refusal
 
 
 class Prompter(Protocol):
@@ -82,6 +82,8 @@ class QtPrompter:
         return Path(name) if name else None
 
     def open_path(self, path: Path) -> bool:
+        if refusal(path) is not None:  # never a program or launcher, whoever asks (app.open_at)
+            return False
         return bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
 
     def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None:
@@ -94,6 +96,8 @@ class QtPrompter:
 
     def open_at(self, request: OpenRequest) -> bool:
         """Hand the request to the platform; copy the location where the viewer may not honour it."""
+        if request.refused is not None:
+            return False
         if request.clipboard:
             clipboard = QGuiApplication.clipboard()
             if clipboard is not None:

@@ -17,8 +17,6 @@ When the GUI deletes items, their hits leave the list at once (``AppContext.chan
 from __future__ import annotations
 
 import html
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -45,7 +43,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import AppContext
-from app.open_at import open_request
+from app.copies import PrivateCopies
+from app.open_at import open_request, refusal
 from app.ops import Op
 from knowledge import app_queries, lifecycle
 from knowledge.errors import InvalidInput
@@ -264,17 +263,19 @@ class HtmlDelegate(QStyledItemDelegate):
         return QSize(int(doc.idealWidth()), int(doc.size().height()) + 4)
 
 
-def owned_copy_for(quire: Quire, base_id: int, item_id: int) -> Path | None:
-    """The base's own copy of an item's bytes, under the item's name in a temp folder (so it opens in the
-    right program); ``None`` for a note or when the base keeps no copy. Runs in an ``Op``."""
+def owned_copy_for(quire: Quire, copies: PrivateCopies, base_id: int, item_id: int) -> Path | str | None:
+    """The base's own copy of an item's bytes, under the item's name in the window's private copies
+    folder (so it opens in the right program; ``app.copies``); the refusal instead when that name is not
+    a document the desktop may open (nothing is copied then); ``None`` for a note or when the base keeps
+    no copy. Runs in an ``Op``."""
     item = lifecycle.get_item(quire, base_id, item_id)
     blob = app_queries.owned_copy_path(quire, item)
     if blob is None:
         return None
-    target = Path(tempfile.gettempdir()) / "quire-copies" / str(item.id) / Path(item.name).name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(blob, target)
-    return target
+    refused = refusal(Path(Path(item.name).name), editor=True)
+    if refused is not None:
+        return refused
+    return copies.write(item.name, blob)
 
 
 class SearchPanel(QWidget):
@@ -286,6 +287,7 @@ class SearchPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
+        self.copies = PrivateCopies()  # copies of documents whose original is gone (app.copies)
         self.search_fn: SearchFn = search  # the test hook
         self.searching = False
         self._seq = 0
@@ -527,22 +529,32 @@ class SearchPanel(QWidget):
         if hit.source_path and Path(hit.source_path).is_file():
             self._open_at(hit, Path(hit.source_path))
             return
-        Op(owned_copy_for, quire, base.id, hit.item_id).bound_to(self).on_success(
+        Op(owned_copy_for, quire, self.copies, base.id, hit.item_id).bound_to(self).on_success(
             lambda path: self._open_copy(hit, path)
         ).on_failure(self.ctx.fail).run()
 
     def _open_at(self, hit: Hit, path: Path) -> None:
         request = open_request(path, hit.location)
+        if request.refused is not None:
+            self.ctx.warn(request.refused)  # never handed over: it could run as a program
+            return
         self.ctx.prompter.open_at(request)
         if request.clipboard:
             self.ctx.info(f"Opened {path.name}; the location ({request.clipboard}) is on the clipboard.")
 
-    def _open_copy(self, hit: Hit, path: Path | None) -> None:
+    def _open_copy(self, hit: Hit, path: Path | str | None) -> None:
+        if isinstance(path, str):
+            self.ctx.warn(path)  # the item's name is no document the desktop may open: nothing was copied
+            return
         if path is None:
             self.show_in_document()  # a note, or nothing kept: the chunk is the document
             return
         self.ctx.info(f"The original of {hit.item_name!r} is gone; opening the copy the base keeps.")
         self._open_at(hit, path)
+
+    def remove_copies(self) -> None:
+        """The window is closing: the copies it handed to the desktop go with it."""
+        self.copies.remove()
 
     def show_in_document(self) -> None:
         hit, base = self.current_hit(), self.ctx.base

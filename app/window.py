@@ -298,6 +298,7 @@ class MainWindow(QMainWindow):
             viewer.close()
         self.worker.stop()
         ops.wait_for_ops(15_000)
+        self.search_panel.remove_copies()
         quire = self.ctx.detach()
         if quire is not None:
             quire.close()

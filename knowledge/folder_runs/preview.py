@@ -156,7 +156,7 @@ def _judge_entry(root: Path, entry: Entry, limit: int = MAX_SOURCE_BYTES) -> Pre
         mib = limit // (1024 * 1024)
         return PreviewEntry(entry.relative, "file", entry.size, None, f"larger than the {mib} MB a source may have")
     try:
-        raw = read_source(root / entry.relative, max_bytes=limit)
+        raw = read_source(root / entry.relative, max_bytes=limit, root=root)
     except SourceRejected as rejected:
         return PreviewEntry(entry.relative, "file", entry.size, None, rejected.reason)
     return PreviewEntry(entry.relative, "file", len(raw), blobs.sha256_bytes(raw), None)

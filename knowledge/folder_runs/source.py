@@ -98,7 +98,7 @@ def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> 
     path = root / source.relative_path
     try:
         before = file_identity(path)
-        raw = read_source(path, max_bytes=MAX_SOURCE_BYTES)
+        raw = read_source(path, max_bytes=MAX_SOURCE_BYTES, root=root)  # never a link out of the run's folder
         after = file_identity(path)
     except SourceRejected as rejected:
         return SourceWork(unavailable=rejected.reason)

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,7 +97,11 @@ def sha256_text(value: str) -> str:
 
 
 def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
-    """The original if it is still readable, else the base's own copy (reindex never depends on it)."""
+    """The original if it is still readable, else the base's own copy (reindex never depends on it).
+
+    A file found in a folder is read only inside that folder: one turned into a link pointing out of it
+    since the walk is ``skipped`` (``symlink_not_followed``), its target never read, and the old copy is
+    not used in its place (the walk would not list it either)."""
     assert item.source_path is not None
     try:
         # stat before reading: if the file changes after this, its mtime moves on and the next
@@ -108,11 +112,25 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
     try:
         with quire.db.read() as conn:
             limit = preferences.max_file_bytes(conn)  # Preferences: at most MAX_SOURCE_BYTES
-        return read_source(Path(item.source_path), max_bytes=limit), mtime
-    except SourceRejected:
+        return read_source(Path(item.source_path), max_bytes=limit, root=item_folder(item)), mtime
+    except SourceRejected as rejected:
+        if rejected.code == "symlink_not_followed":
+            raise
         if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).exists():
             return blobs.read(quire.blobs_dir, item.blob_sha256), None
         raise
+
+
+def item_folder(item: Item) -> Path | None:
+    """The folder an item was found in by a walk (its root folder), or None for a file a person named
+    directly. Items below a folder keep ``source_path == folder / relative_path``."""
+    if item.source_path is None or not item.relative_path or item.root_id in (None, item.id):
+        return None
+    source, relative = Path(item.source_path), PurePosixPath(item.relative_path)
+    depth = len(relative.parts)
+    if len(source.parts) <= depth or PurePosixPath(*source.parts[-depth:]) != relative:
+        return source.parent  # not the usual shape: at least never leave the file's own folder
+    return source.parents[depth - 1]
 
 
 def _suffix(name: str) -> str:

@@ -5,6 +5,11 @@
 * ``.quireignore`` files (gitignore syntax) apply from the folder where they stand downwards; one that
   contains ``*`` alone excludes its own directory. VCS metadata folders (``.git``, ``.hg``, ``.svn``)
   are not walked. The global ignore patterns (Preferences, passed as ``ignore``) apply below every root.
+* A ``.quireignore`` is read only through ``knowledge.sources.files.read_small_file``: a regular file
+  (or a link to one inside the root), never blocking, at most 64 KiB. One that cannot be used that way
+  (a pipe, a device, a link out of the root, too large, unreadable) excludes the folder it stands in,
+  with the reason: the person's rules are never silently dropped, so nothing they meant to keep out is
+  read because their ignore file was odd (fail closed).
 * With a ``cap``, the walk counts every file and directory it reaches and stops at ``cap + 1``,
   raising ``CapExceeded``: it refuses, it never truncates. A directory an ignore rule excludes is
   counted (it was reached) but not entered.
@@ -27,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pathspec
+
+from knowledge.sources import SourceRejected
+from knowledge.sources.files import read_small_file
 
 IGNORE_FILE = ".quireignore"
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
@@ -62,10 +70,47 @@ class Walk:
 
 
 @dataclass(frozen=True)
+class IgnoreFile:
+    """A folder's ``.quireignore`` as read: its lines, or why it cannot be used."""
+
+    lines: tuple[str, ...] = ()
+    unusable: str | None = None
+
+    def own_exclusion(self) -> str | None:
+        """Why the folder it stands in is excluded: ``*`` alone, or an ignore file that cannot be used."""
+        if self.unusable is not None:
+            return f"excluded: its own {IGNORE_FILE} cannot be used: {self.unusable}"
+        if any(line.strip() == "*" for line in self.lines):
+            return f"excluded by its own {IGNORE_FILE}"
+        return None
+
+
+def read_ignore_file(directory: Path, root: Path) -> IgnoreFile | None:
+    """The ``.quireignore`` of ``directory`` (None when it has none), read within the walk's ``root``."""
+    path = directory / IGNORE_FILE
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return IgnoreFile(unusable="it cannot be read")
+    try:
+        data = read_small_file(path, root=root)
+    except SourceRejected as refused:
+        return IgnoreFile(unusable=refused.reason)
+    return IgnoreFile(tuple(data.decode("utf-8", errors="replace").splitlines()))
+
+
+@dataclass(frozen=True)
 class _Rules:
     specs: tuple[tuple[str, pathspec.PathSpec[Any]], ...] = ()  # (directory rel path, spec)
+    blocked: tuple[tuple[str, str], ...] = ()  # (directory rel path, why its ignore file cannot be used)
 
     def excluded(self, relative: str, is_dir: bool) -> str | None:
+        for base, why in self.blocked:
+            if not base or relative.startswith(base + "/"):
+                where = f"{base}/{IGNORE_FILE}" if base else IGNORE_FILE
+                return f"excluded: {where} cannot be used: {why}"
         for base, spec in self.specs:
             if base and base != GLOBAL and not relative.startswith(base + "/"):
                 continue
@@ -84,22 +129,13 @@ class _Rules:
             return _Rules()
         return _Rules(((GLOBAL, pathspec.PathSpec.from_lines("gitignore", list(patterns))),))
 
-    def with_file(self, directory_rel: str, ignore_file: Path) -> _Rules:
-        try:
-            lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+    def with_ignore(self, directory_rel: str, ignore: IgnoreFile | None) -> _Rules:
+        if ignore is None:
             return self
-        spec = pathspec.PathSpec.from_lines("gitignore", lines)
-        return _Rules((*self.specs, (directory_rel, spec)))
-
-
-def own_marker_excludes(directory: Path) -> bool:
-    """A ``.quireignore`` containing ``*`` on its own excludes the directory it stands in."""
-    try:
-        lines = (directory / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return False
-    return any(line.strip() == "*" for line in lines)
+        if ignore.unusable is not None:
+            return _Rules(self.specs, (*self.blocked, (directory_rel, ignore.unusable)))
+        spec = pathspec.PathSpec.from_lines("gitignore", list(ignore.lines))
+        return _Rules((*self.specs, (directory_rel, spec)), self.blocked)
 
 
 def is_readable_dir(path: Path) -> bool:
@@ -128,7 +164,8 @@ def walk(root: Path, *, cap: int | None = None, hidden: Sequence[Path] = (), ign
     if not is_readable_dir(root):
         result.unreadable_dirs.append(".")
         return result
-    for entry in _walk_dir(root, "", _Rules.start(ignore), result, cap, _resolved(hidden)):
+    rules = _Rules.start(ignore).with_ignore("", read_ignore_file(root, root))
+    for entry in _walk_dir(root, "", rules, result, cap, _resolved(hidden)):
         result.entries.append(entry)
     return result
 
@@ -142,8 +179,7 @@ def _count(result: Walk, cap: int | None) -> None:
 def _walk_dir(
     directory: Path, rel: str, rules: _Rules, result: Walk, cap: int | None, hidden: tuple[Path, ...]
 ) -> Iterator[Entry]:
-    if (directory / IGNORE_FILE).is_file():
-        rules = rules.with_file(rel, directory / IGNORE_FILE)
+    """The entries below ``directory``; ``rules`` already hold its own ignore file."""
     try:
         with os.scandir(directory) as it:
             names = sorted((e.name, e) for e in it)
@@ -171,12 +207,13 @@ def _visit(
             result.unreadable_dirs.append(rel)
             return  # neither walked nor counted
         _count(result, cap)
-        excluded = rules.excluded(rel, True) or (
-            "excluded by its own .quireignore" if own_marker_excludes(path) else None
-        )
+        excluded = rules.excluded(rel, True)
+        ignore = None if excluded is not None else read_ignore_file(path, result.root)
+        if ignore is not None:
+            excluded = ignore.own_exclusion()
         yield Entry(path, rel, "dir", excluded)
         if excluded is None:
-            yield from _walk_dir(path, rel, rules, result, cap, hidden)
+            yield from _walk_dir(path, rel, rules.with_ignore(rel, ignore), result, cap, hidden)
         return
     if stat.S_ISLNK(st.st_mode) and _is_hidden(path, hidden):
         return  # a link into the application's own data is as invisible as the data itself
@@ -239,23 +276,21 @@ def judge_path(root: Path, relative: str, *, hidden: Sequence[Path] = (), ignore
     if not is_readable_dir(root):
         return PathJudgement(UNAVAILABLE, "the folder cannot be read", (".",))
     root_real = Path(os.path.realpath(root))
-    rules = _Rules.start(ignore)
-    if (root / IGNORE_FILE).is_file():
-        rules = rules.with_file("", root / IGNORE_FILE)
+    rules = _Rules.start(ignore).with_ignore("", read_ignore_file(root, root))
     current, rel = root, ""
     for name in parts[:-1]:
         current, rel = current / name, f"{rel}/{name}" if rel else name
         verdict = _judge_dir(current, rel, name, rules, root_real, hidden_real)
-        if verdict is not None:
+        if isinstance(verdict, PathJudgement):
             return verdict
-        if (current / IGNORE_FILE).is_file():
-            rules = rules.with_file(rel, current / IGNORE_FILE)
+        rules = rules.with_ignore(rel, verdict)
     return _judge_file(current / parts[-1], relative, parts[-1], rules, root_real, hidden_real)
 
 
 def _judge_dir(
     path: Path, rel: str, name: str, rules: _Rules, root_real: Path, hidden: tuple[Path, ...]
-) -> PathJudgement | None:
+) -> PathJudgement | IgnoreFile | None:
+    """A verdict when the folder stops the path, else the folder's own ignore file (None: it has none)."""
     if name in SKIPPED_DIRS:
         return PathJudgement(EXCLUDED, "inside a version-control folder")
     try:
@@ -271,11 +306,13 @@ def _judge_dir(
     if not is_readable_dir(path):
         return PathJudgement(UNAVAILABLE, "a folder on its path cannot be read", (rel,))
     excluded = rules.excluded(rel, True)
-    if excluded is None and own_marker_excludes(path):
-        excluded = "a folder on its path is excluded by its own .quireignore"
     if excluded is not None:
         return PathJudgement(EXCLUDED, excluded)
-    return None
+    ignore = read_ignore_file(path, root_real)
+    own = None if ignore is None else ignore.own_exclusion()
+    if own is not None:
+        return PathJudgement(EXCLUDED, f"a folder on its path is {own}")
+    return ignore
 
 
 def _judge_file(

@@ -34,6 +34,7 @@ RejectCode = Literal[
     "invalid_encoding",
     "unreadable",
     "not_regular_file",
+    "symlink_not_followed",
     "parse_error",
     "no_text",
     "decompression_bomb",

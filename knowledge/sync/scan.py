@@ -26,7 +26,8 @@ from sqlalchemy import and_, select
 
 from knowledge.ingest.walk import Entry, walk
 from knowledge.library.items import Reason
-from knowledge.sources import is_supported
+from knowledge.sources import SourceRejected, is_supported
+from knowledge.sources.files import open_regular
 from knowledge.store.database import Database
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
@@ -116,11 +117,18 @@ class Diff:
         return self.of("added", "changed", "removed", "moved")
 
 
-def content_sha(path: Path) -> str:
-    """The content hash of a file (raises ``OSError`` when it cannot be read). Tests may replace it."""
+def content_sha(path: Path, root: Path | None = None) -> str:
+    """The content hash of a file (raises ``OSError`` when it cannot be read). Tests may replace it.
+
+    Opened like a source (``knowledge.sources.files.open_regular``): never a pipe or device, never
+    through a link leading out of ``root`` — a file swapped for one since the walk is not read."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+    try:
+        handle = open_regular(path, root=root)
+    except SourceRejected as refused:
+        raise OSError(refused.reason) from None
+    with handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -178,7 +186,7 @@ def scan(db: Database, target: Target, *, hidden: list[Path], quiet_seconds: flo
     entries = _visible_entries(found.entries, target.prefix)
     unreadable = [target.prefix + d + "/" for d in found.unreadable_dirs]
     _merge(db, target, entries, unreadable, diff)
-    _find_moves(diff)
+    _find_moves(diff, target.folder)
     _settle_unstable(diff, quiet_seconds)
     return diff
 
@@ -212,7 +220,7 @@ def _merge(db: Database, target: Target, entries: list[tuple[str, Entry]], unrea
             i += 1
         else:
             assert entry is not None
-            _both(row, entry, diff)
+            _both(row, entry, diff, target.folder)
             row = next(rows, None)
             i += 1
 
@@ -239,7 +247,7 @@ def _entry_only(rel: str, entry: Entry, diff: Diff) -> None:
     )
 
 
-def _both(row: Row, entry: Entry, diff: Diff) -> None:
+def _both(row: Row, entry: Entry, diff: Diff, folder: Path) -> None:
     if entry.kind == "dir" or row.is_dir:
         if entry.kind == "dir" and row.is_dir:
             return
@@ -249,7 +257,8 @@ def _both(row: Row, entry: Entry, diff: Diff) -> None:
     diff.files_seen += 1
     if entry.kind != "file":
         if row.sha is not None:  # it had content: keep it, say why it cannot be read now
-            diff.changes.append(Change("unreadable", row.relative, False, row.id, path=entry.path, failure=NOT_REGULAR))
+            failure = NOT_REGULAR if entry.kind == "special" else _KIND_FAILURES.get(entry.kind, NOT_REGULAR)
+            diff.changes.append(Change("unreadable", row.relative, False, row.id, path=entry.path, failure=failure))
         return
     interrupted = row.status == "failed" and row.error_code == INTERRUPTED
     if not interrupted and row.size == entry.size and row.mtime == entry.mtime:
@@ -259,7 +268,7 @@ def _both(row: Row, entry: Entry, diff: Diff) -> None:
     sha: str | None = None
     if row.sha is not None and not interrupted:
         try:
-            sha = content_sha(entry.path)
+            sha = content_sha(entry.path, folder)
             diff.hashed += 1
         except OSError:
             diff.changes.append(
@@ -287,7 +296,7 @@ def _both(row: Row, entry: Entry, diff: Diff) -> None:
     )
 
 
-def _find_moves(diff: Diff) -> None:
+def _find_moves(diff: Diff, folder: Path) -> None:
     """Pair a removed file's content hash with an added file of the same size and bytes: a move."""
     removed = {c.item_id: c for c in diff.changes if c.kind == "removed" and not c.is_dir and c.sha is not None}
     if not removed:
@@ -301,7 +310,7 @@ def _find_moves(diff: Diff) -> None:
         if c.kind != "added" or c.is_dir or c.failure is not None or c.size not in by_size or c.path is None:
             continue
         try:
-            sha = content_sha(c.path)
+            sha = content_sha(c.path, folder)
             diff.hashed += 1
         except OSError:
             continue

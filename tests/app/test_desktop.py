@@ -268,9 +268,10 @@ def test_the_style_sheet_follows_a_dark_palette() -> None:
 def test_open_requests_for_text_lines_follow_the_editor_and_fall_back_to_the_clipboard(tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     at = Location(line_start=42, line_end=50)
-    assert open_request(path, at, {"EDITOR": "vim"}).argv == ("vim", "+42", str(path))
-    assert open_request(path, at, {"VISUAL": "code --wait"}).argv == ("code", "--wait", "-g", f"{path}:42")
-    assert open_request(path, at, {"EDITOR": "kate"}).argv == ("kate", "--line", "42", str(path))
+    assert open_request(path, at, {"EDITOR": "vim"}).argv == ("vim", "+42", "--", str(path))
+    assert open_request(path, at, {"VISUAL": "code --wait"}).argv == ("code", "--wait", "-g", "--", f"{path}:42")
+    assert open_request(path, at, {"EDITOR": "kate"}).argv == ("kate", "--line", "42", "--", str(path))
+    assert open_request(path, at, {"EDITOR": "subl"}).argv == ("subl", "--", f"{path}:42")
     unknown = open_request(path, at, {"EDITOR": "someeditor"})
     assert unknown.argv == () and unknown.url == path.resolve().as_uri() and unknown.clipboard == f"{path}:42"
     pdf = open_request(tmp_path / "a.pdf", Location(page=7), {})
