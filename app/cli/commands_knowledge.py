@@ -306,7 +306,11 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
     from knowledge.portable.relocate import source_presence
 
     rows = [
-        {**i.as_dict(), "source": source_presence(i.source_path), **({"stale": True} if args.stale else {})}
+        {
+            **i.as_dict(),
+            "source": source_presence(i.source_path, i.source_unverified),
+            **({"stale": True} if args.stale else {}),
+        }
         for i in found
     ]
     out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")
