@@ -110,6 +110,9 @@ def check_endpoint_config(embedder: Any, info: ExportInfo) -> None:
         raise ImportRefused("endpoint_refused", f"{name} names a remote embedder with a query string in its address")
     if config.dimension != info.dimension:
         raise ImportRefused("invalid_settings", f"{name} holds a remote embedder of another dimension than its base")
+    key = config.api_key_env
+    if key is not None and not (isinstance(key, str) and key.replace("_", "").isalnum()):
+        raise ImportRefused("invalid_settings", f"{name} names an API key variable that is not a variable name")
 
 
 # -- rows ----------------------------------------------------------------------------------------
