@@ -35,6 +35,7 @@ from typing import Any
 
 import apsw
 from sqlalchemy import Connection, delete, func, insert, select, text, update
+from sqlalchemy import exc as sa_exc
 
 from jobs.sessions import is_alive, process_start_time
 from knowledge.errors import Conflict, InvalidInput
@@ -85,8 +86,7 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
         final_name = validate_name(name or str(info.base["name"]))
         state, resumed = _begin_or_resume(quire, info, conn, final_name)
         load_item_ids(conn, state)
-        while state.stage != "done":
-            _apply_stage(quire, info, conn, state, final_name, report)
+        _apply_all(quire, info, conn, state, final_name, report)
     finally:
         conn.close()
     with quire.db.read() as c:
@@ -111,6 +111,23 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
         resumed=resumed,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+def _apply_all(
+    quire: Quire, info: ExportInfo, export: apsw.Connection, state: ImportState, name: str, report: Progress
+) -> None:
+    """Every stage; a row the database refuses (a value no export holds) removes the hidden import."""
+    try:
+        while state.stage != "done":
+            _apply_stage(quire, info, export, state, name, report)
+    except (ImportRefused, sa_exc.IntegrityError, apsw.Error) as exc:
+        discard_import(quire, state.base_id)
+        if isinstance(exc, ImportRefused):
+            raise
+        log.warning("import refused by a database constraint: %s", exc)
+        raise ImportRefused(
+            "invalid_rows", f"{info.path.name} holds rows Quire never writes; nothing was imported"
+        ) from None
 
 
 def _owner_values() -> dict[str, Any]:

@@ -199,6 +199,23 @@ def test_ids_that_export_never_writes_are_refused(
     assert words in str(error)
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE items SET type = 'evil' WHERE seq = 3",
+        "UPDATE items SET status = 'weird' WHERE seq = 3",
+        "UPDATE folder_run_outcomes SET disposition = 'bogus'",
+    ],
+)
+def test_rows_the_database_refuses_leave_nothing_behind(
+    quire: Quire, target: Quire, tmp_path: Path, statement: str
+) -> None:
+    """Values no export holds fail a constraint part-way: the hidden import is removed at once."""
+    file = exported(quire, tmp_path)
+    craft(file, statement)
+    refused_by_api(target, file, "invalid_rows")
+
+
 def test_huge_ids_cannot_push_the_id_counters(quire: Quire, target: Quire, tmp_path: Path) -> None:
     """Ids are renumbered densely on import: ids near 2^62 in the file move nothing towards 2^63."""
     file = exported(quire, tmp_path)
