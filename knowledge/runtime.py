@@ -129,6 +129,9 @@ class Quire:
 
     def _encoder(self, base: Base, *, query: bool) -> Encoder:
         if base.embedder is not None:
+            from knowledge.library.bases import assert_endpoint_confirmed
+
+            assert_endpoint_confirmed(base)  # an imported endpoint is called only after a person confirmed it
             return self._remote_encoder(base.embedder)
         from knowledge.ingest.models import EncoderChoice
 

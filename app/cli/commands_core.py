@@ -184,7 +184,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         report.update(_database_report(args))
     except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
         report["database_error"] = str(exc)
-    ok = report.get("integrity") == "ok" and all(c.loaded for c in components)
+    ok = report.get("integrity") == "ok" and not report.get("invalid_blob_names") and all(c.loaded for c in components)
     report["ok"] = ok
     out.emit(report, _doctor_text)
     return 0 if ok else 1
@@ -197,6 +197,7 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
     with opened(args) as quire:
         health = database_health(quire.db)
         privacy = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
+        invalid_blobs = diagnose.invalid_blob_names(quire.db, quire.blobs_dir)
     return {
         "data_dir": str(quire.data_dir),
         "database": str(quire.db.path),
@@ -208,6 +209,7 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
         "migrations": health.migrations,
         "integrity": health.integrity,
         "privacy": privacy,
+        "invalid_blob_names": invalid_blobs,  # a damaged or tampered store; reported, never used as paths
     }
 
 

@@ -64,6 +64,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("base")
     p.add_argument("new_name")
     p.set_defaults(func=cmd_base_rename)
+    p = bsub.add_parser(
+        "confirm-endpoint", parents=[common], help="allow an imported base to send texts to its remote endpoint"
+    )
+    p.add_argument("base", help="base name or id")
+    p.set_defaults(func=cmd_base_confirm_endpoint)
 
     p = sub.add_parser("add", parents=[common], help="add files, folders or a note to a base")
     p.add_argument("base")
@@ -124,8 +129,10 @@ def _embedder_text(remote: dict[str, Any] | None) -> str:
         return "embedder: packaged model"
     s = remote["settings"]
     key = f", API key from ${remote['api_key_env']}" if remote.get("api_key_env") else ""
+    unconfirmed = remote.get(bases.ENDPOINT_UNCONFIRMED)
+    held = " — endpoint needs confirming (quire base confirm-endpoint)" if unconfirmed else ""
     return (
-        f"embedder: http {remote['model']} at {remote['endpoint']} ({remote['dimension']} dimensions{key})\n"
+        f"embedder{held}: http {remote['model']} at {remote['endpoint']} ({remote['dimension']} dimensions{key})\n"
         f"calls: timeout {s['timeout']}s, {s['max_retries']} retries (backoff {s['backoff_base']}s…{s['backoff_max']}s "
         f"with jitter, Retry-After honoured), {s['rate_per_second']}/s (burst {s['burst']}), "
         f"{s['max_concurrency']} in flight, {s['batch_size']} texts per request"
@@ -225,6 +232,13 @@ def cmd_base_rename(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def cmd_base_confirm_endpoint(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        base = bases.confirm_endpoint(quire.db, args.base)
+    out.emit(base.as_dict(), lambda d: f"{d['name']}: texts will be sent to {d['embedder']['endpoint']}")
+    return 0
+
+
 def cmd_base_lock(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         out.emit(bases.set_locked(quire.db, args.base, True).as_dict(), _base_text)
@@ -306,7 +320,11 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
     from knowledge.portable.relocate import source_presence
 
     rows = [
-        {**i.as_dict(), "source": source_presence(i.source_path), **({"stale": True} if args.stale else {})}
+        {
+            **i.as_dict(),
+            "source": source_presence(i.source_path, i.source_unverified),
+            **({"stale": True} if args.stale else {}),
+        }
         for i in found
     ]
     out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")

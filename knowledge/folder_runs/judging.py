@@ -13,7 +13,13 @@ from sqlalchemy import Connection, insert, select
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.folder_runs.rules import CAP_SETTING, DEFAULT_CAP, FOLDER_NOT_FOUND
 from knowledge.ingest import walk as walking
-from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, assert_base_writable, resolve_base
+from knowledge.library.bases import (
+    Base,
+    assert_base_can_run_runtime_operation,
+    assert_base_writable,
+    assert_endpoint_confirmed,
+    resolve_base,
+)
 from knowledge.principal import require_person
 from knowledge.store.schema import settings
 
@@ -57,6 +63,7 @@ def judge_destination(conn: Connection, base_ref: str | int) -> Base:
         raise Conflict(f"the destination {base_ref!r} is not a knowledge base (none has that name or id)") from None
     assert_base_can_run_runtime_operation(base)
     assert_base_writable(base, "add a folder")
+    assert_endpoint_confirmed(base)
     return base
 
 

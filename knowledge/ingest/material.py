@@ -103,6 +103,14 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
     since the walk is ``skipped`` (``symlink_not_followed``), its target never read, and the old copy is
     not used in its place (the walk would not list it either)."""
     assert item.source_path is not None
+    if item.source_unverified:  # imported: its path is someone else's word, so only the owned copy is read
+        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).is_file():
+            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        raise SourceRejected(
+            "unreadable",
+            "it came in an imported base without its own copy and its original's location is not verified; "
+            "relocate the base (quire base relocate) to read the original",
+        )
     try:
         # stat before reading: if the file changes after this, its mtime moves on and the next
         # re-expansion reads it again, never the other way round

@@ -19,7 +19,7 @@ from sqlalchemy import exc as sa_exc
 
 from jobs.queue import JobQueue
 from jobs.schema import jobs
-from knowledge.errors import Conflict, InvalidInput, NotFound
+from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
 from knowledge.library import blobs, index
 from knowledge.library.ids import BaseId
 from knowledge.principal import require_person
@@ -30,6 +30,9 @@ from knowledge.store.schema_portable import base_imports
 INGEST_AGENT_NAME = "ingest-agent"
 DEFAULT_CHUNK_SIZE = 254  # model max 256 tokens, less [CLS] and [SEP]
 DEFAULT_CHUNK_OVERLAP = 32
+MIN_CHUNK_SIZE, MAX_CHUNK_SIZE = 16, 254  # tokens; the model reads at most 256
+# Key in ``bases.embedder``: the endpoint came in an import and no person here has confirmed it yet.
+ENDPOINT_UNCONFIRMED = "needs_confirming"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,11 @@ class Base:
         suffix = "" if self.backend == "torch" else f":{self.backend}"
         return f"{self.model_id}:{self.dimension}:{self.precision}{suffix}"
 
+    @property
+    def endpoint_unconfirmed(self) -> bool:
+        """A remote embedder that arrived in an import: disabled until a person confirms its endpoint."""
+        return self.embedder is not None and bool(self.embedder.get(ENDPOINT_UNCONFIRMED))
+
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -107,6 +115,28 @@ def assert_base_can_run_runtime_operation(base: Base) -> None:
     """Add, reindex and chunk listing need a working index; delete does not use this guard."""
     if refusal := failed_refusal(base):
         raise Conflict(refusal)
+
+
+class EndpointUnconfirmed(GuardRejected):
+    code = "endpoint_needs_confirming"
+
+
+def endpoint_refusal(base: Base) -> str | None:
+    """Why a base whose remote endpoint came in an import does not embed yet (None when it may)."""
+    if not base.endpoint_unconfirmed:
+        return None
+    assert base.embedder is not None
+    return (
+        f"knowledge base {base.name!r} embeds through {base.embedder.get('endpoint')!r}, which came in an "
+        f"imported file and has not been confirmed on this machine; nothing is sent to it until you run "
+        f"`quire base confirm-endpoint {base.name}`"
+    )
+
+
+def assert_endpoint_confirmed(base: Base) -> None:
+    """Every path that would call a base's remote embedder (ingest, vector search) asks this first."""
+    if refusal := endpoint_refusal(base):
+        raise EndpointUnconfirmed(refusal)
 
 
 def assert_base_writable(base: Base, to: str = "change it") -> None:
@@ -196,8 +226,10 @@ def create_base(
     the packaged model for embedding; ``model_id`` then names the tokenizer chunks are measured with."""
     require_person("create a knowledge base")
     clean = validate_name(name)
-    if not 16 <= chunk_size <= 254:
-        raise InvalidInput("chunk size must be between 16 and 254 tokens (the model reads at most 256)")
+    if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+        raise InvalidInput(
+            f"chunk size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} tokens (the model reads at most 256)"
+        )
     if not 0 <= chunk_overlap < chunk_size:
         raise InvalidInput("chunk overlap must be at least 0 and smaller than the chunk size")
     if precision not in ("fp32", "bf16"):
@@ -242,6 +274,24 @@ def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
             return load_base(conn, base.id)
     except sa_exc.IntegrityError:
         raise Conflict(f"a knowledge base named {clean!r} already exists") from None
+
+
+def confirm_endpoint(db: Database, ref: str | int) -> Base:
+    """A person vouches for an imported base's remote endpoint (and the key variable it names): from now on
+    ingest and search send texts there. A base without a held-back endpoint is left as it is."""
+    require_person("confirm a remote embedding endpoint")
+    with db.write() as conn:
+        base = resolve_base(conn, ref)
+        if base.embedder is None:
+            raise InvalidInput(f"knowledge base {base.name!r} uses the packaged model; it has no endpoint to confirm")
+        if base.endpoint_unconfirmed:
+            confirmed = {k: v for k, v in base.embedder.items() if k != ENDPOINT_UNCONFIRMED}
+            conn.execute(
+                update(bases)
+                .where(bases.c.id == base.id)
+                .values(embedder=json.dumps(confirmed, sort_keys=True), updated_at=time.time())
+            )
+        return load_base(conn, base.id)
 
 
 def set_locked(db: Database, ref: str | int, locked: bool) -> Base:

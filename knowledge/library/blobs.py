@@ -14,13 +14,21 @@ common path) and then, inside its own write transaction, re-checks the file and 
 removed it in between, and records the row. The unlink holds SQLite's write lock for its check, so a
 committed reference always has its file. Temporary names carry the pid, the thread and a random part,
 so two threads writing the same blob never share one.
+
+Names are trusted nowhere: a blob's name (its SHA-256, 64 lowercase hex digits) may come from an export,
+a backup or a damaged database, so :func:`blob_path` — the one place a name becomes a path — refuses
+anything else (``../x`` or ``ab/../../y`` would otherwise reach outside the blobs folder). Purges skip
+such names (their rows go, no file is touched) and the orphan sweep never follows a link.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
+import re
+import stat
 import threading
 import time
 import uuid
@@ -29,9 +37,28 @@ from pathlib import Path
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select
 
+from knowledge.errors import InvalidInput
 from knowledge.store.database import Database, after_commit
 from knowledge.store.permissions import make_private_dir, write_private_bytes
 from knowledge.store.schema import blobs, items
+
+log = logging.getLogger(__name__)
+
+BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+class InvalidBlobName(InvalidInput):
+    """A blob name that is not a SHA-256 in lowercase hex: a damaged or tampered store, export or backup."""
+
+    code = "invalid_blob_name"
+
+    def __init__(self, name: object) -> None:
+        shown = repr(name)[:40]
+        super().__init__(f"{shown} is not a valid owned-copy name (a damaged or tampered file); nothing was read")
+
+
+def is_blob_name(name: object) -> bool:
+    return isinstance(name, str) and BLOB_NAME.fullmatch(name) is not None
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -39,6 +66,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def blob_path(root: Path, sha: str) -> Path:
+    """Where blob ``sha`` lives under ``root``; raises :class:`InvalidBlobName` for anything not a hash."""
+    if not is_blob_name(sha):
+        raise InvalidBlobName(sha)
     return root / sha[:2] / sha[2:]
 
 
@@ -65,6 +95,37 @@ def read(root: Path, sha: str) -> bytes:
     return blob_path(root, sha).read_bytes()
 
 
+class UnsafeBlobFile(InvalidInput):
+    """A blob in a folder Quire does not own (a backup, a damaged data directory) that is a link, not a
+    regular file, or resolves outside that folder: never read."""
+
+    code = "unsafe_blob_file"
+
+
+def read_foreign(root: Path, sha: str) -> bytes | None:
+    """The bytes of blob ``sha`` under ``root`` when ``root`` came from elsewhere: ``None`` when absent;
+    :class:`InvalidBlobName` or :class:`UnsafeBlobFile` when it must not be read. Never follows a link:
+    the prefix folder must resolve to itself under ``root`` and the file is opened ``O_NOFOLLOW``."""
+    path = blob_path(root, sha)
+    if not path.parent.exists():
+        return None
+    if os.path.realpath(path.parent) != os.path.join(os.path.realpath(root), sha[:2]):
+        raise UnsafeBlobFile(f"the owned copy {sha[:12]}… lies behind a link out of its folder; not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP: the file itself is a link
+        raise UnsafeBlobFile(f"the owned copy {sha[:12]}… is a link or cannot be opened; not read") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeBlobFile(f"the owned copy {sha[:12]}… is not a regular file; not read")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def purge_unreferenced(conn: Connection, root: Path, candidates: Iterable[str]) -> int:
     """Inside a write transaction: drop the rows of blobs among ``candidates`` no item references any more.
 
@@ -75,7 +136,10 @@ def purge_unreferenced(conn: Connection, root: Path, candidates: Iterable[str]) 
         if _referenced(conn, sha):
             continue
         conn.execute(delete(blobs).where(blobs.c.sha256 == sha))
-        purged.append(sha)
+        if is_blob_name(sha):  # a tampered name loses its row; no file is ever unlinked for it
+            purged.append(sha)
+        else:
+            log.warning("dropped the row of an owned copy with an invalid name; no file touched")
     if purged:
         after_commit(conn, lambda db: unlink_unrecorded(db, root, purged))
     return len(purged)
@@ -120,7 +184,8 @@ def sweep_orphan_files(conn: Connection, root: Path, limit: int = 1000) -> int:
         return 0
     removed = 0
     for sub in sorted(root.iterdir()):
-        if not sub.is_dir():
+        # only our own two-hex-digit folders, never through a link (the sweep unlinks what it finds)
+        if sub.is_symlink() or not sub.is_dir() or re.fullmatch(r"[0-9a-f]{2}", sub.name) is None:
             continue
         # the rows of this prefix in one range read (hex digits sort before "g"), not one query per file
         known = {
@@ -133,7 +198,7 @@ def sweep_orphan_files(conn: Connection, root: Path, limit: int = 1000) -> int:
             if removed >= limit:
                 return removed
             if f.name.startswith("."):
-                if time.time() - f.stat().st_mtime > 3600:
+                if time.time() - f.lstat().st_mtime > 3600:
                     f.unlink(missing_ok=True)
                 continue
             if sub.name + f.name not in known:

@@ -81,6 +81,7 @@ class Item:
     owner: str | None
     created_at: float
     updated_at: float
+    source_unverified: bool = False  # imported: the original's path is someone else's word (relocate vouches)
 
     @classmethod
     def from_row(cls, row: Any) -> Item:
@@ -115,6 +116,7 @@ class Item:
             owner=m["owner"],
             created_at=m["created_at"],
             updated_at=m["updated_at"],
+            source_unverified=bool(m.get("source_unverified") or 0),
         )
 
     @property

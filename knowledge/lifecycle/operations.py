@@ -34,6 +34,7 @@ from knowledge.library.bases import (
     Base,
     assert_base_can_run_runtime_operation,
     assert_base_writable,
+    assert_endpoint_confirmed,
     resolve_base,
 )
 from knowledge.library.ids import BaseId, ItemId
@@ -195,6 +196,7 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
     assert_base_writable(base)
+    assert_endpoint_confirmed(base)
     changes = Changes(base.id)
     if not inputs:
         changes.noop = True
@@ -393,6 +395,7 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
         base = resolve_base(conn, base_ref)
         assert_base_can_run_runtime_operation(base)
         assert_base_writable(base)
+        assert_endpoint_confirmed(base)
         roots = tree.outermost_selected(conn, base.id, item_ids)
         changes = Changes(base.id)
         if not roots:

@@ -53,10 +53,11 @@ def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
 
 def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.Item]:
     """A folder run's container holds exactly the run's approved sources: reindex those, never re-walk
-    the folder (which would add files nobody approved). Other containers are re-expanded."""
+    the folder (which would add files nobody approved). So does an imported container whose location no
+    person has verified (a crafted path must never make Quire walk a folder). Others are re-expanded."""
     expanded: list[tree.Item] = []
     for root in roots:
-        if root.is_container and root.run_id is not None:
+        if root.is_container and (root.run_id is not None or root.source_unverified):
             expanded.extend(i for i in tree.subtree_items(conn, [root.id]) if not i.is_container)
         else:
             expanded.append(root)

@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from sqlalchemy import text
 
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, StoreError
 from knowledge.library import blobs
+from knowledge.portable import foreign
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME, raw_apsw
@@ -126,7 +127,7 @@ def _online_copy(quire: Quire, dest_path: Path) -> None:
 
 
 def _listed_blobs(db_path: Path) -> list[str]:
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn = foreign.open_database(db_path)
     try:
         return [str(r[0]) for r in conn.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
     finally:
@@ -137,14 +138,15 @@ def _copy_blobs(db_path: Path, source_root: Path, dest_root: Path, report: Progr
     shas = _listed_blobs(db_path)
     copied = missing = 0
     for n, sha in enumerate(shas, start=1):
+        if not blobs.is_blob_name(sha):  # a tampered row names no file of ours: nothing to copy
+            missing += 1
+            continue
         try:
             data = blobs.read(source_root, sha)
         except FileNotFoundError:
             missing += 1
             continue
-        target = blobs.blob_path(dest_root, sha)
-        make_private_dir(target.parent)
-        write_private_bytes(target, data)
+        blobs.write_file(dest_root, sha, data)
         copied += 1
         if n % 200 == 0 or n == len(shas):
             report("blobs", n, len(shas))
@@ -161,6 +163,7 @@ class BackupCheck:
     blobs: int
     blobs_missing: list[str]
     integrity: str
+    blobs_invalid: list[str] = field(default_factory=list)  # names that are not a hash: never used as paths
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,27 +175,35 @@ def check_backup(backup: Path) -> BackupCheck:
     if not backup.is_dir() or not manifest_path.is_file():
         raise BackupRefused("not_a_backup", f"{backup} is not a Quire backup folder (no {MANIFEST})")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads(foreign.read_small_file(manifest_path).decode("utf-8"))
+    except (OSError, ValueError, foreign.ForeignFileRefused):
         raise BackupRefused("damaged", f"the manifest of {backup.name} cannot be read") from None
-    if manifest.get("format") != BACKUP_FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT:
         raise BackupRefused("not_a_backup", f"{backup.name} is not a Quire backup")
     if int(manifest.get("format_version", 0)) > BACKUP_FORMAT_VERSION:
         raise BackupRefused("newer_format", f"{backup.name} was made by a newer Quire; update Quire to restore it")
     db_path = backup / DB_FILENAME
     try:
-        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        conn = foreign.open_database(db_path)
         try:
             problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         finally:
             conn.close()
         listed = _listed_blobs(db_path)
-    except apsw.Error as exc:
+    except foreign.ForeignFileRefused as exc:
+        raise BackupRefused("damaged", f"the database in {backup.name} cannot be used: {exc.reason}") from None
+    except (apsw.Error, OSError) as exc:
         raise BackupRefused("damaged", f"the database in {backup.name} is damaged: {exc}") from None
     if problems != ["ok"]:
         raise BackupRefused("damaged", f"the database in {backup.name} is damaged: {problems[0][:200]}")
-    absent = [sha for sha in listed if not blobs.blob_path(backup / "blobs", sha).is_file()]
-    return BackupCheck(str(backup), float(manifest.get("created_at", 0)), len(listed), absent[:20], "ok")
+    invalid = [_shown(sha) for sha in listed if not blobs.is_blob_name(sha)]
+    absent = [sha for sha in listed if blobs.is_blob_name(sha) and not blobs.blob_path(backup / "blobs", sha).is_file()]
+    return BackupCheck(str(backup), float(manifest.get("created_at", 0)), len(listed), absent[:20], "ok", invalid[:20])
+
+
+def _shown(name: str) -> str:
+    """A tampered name, short and printable, for a report."""
+    return repr(name)[:80]
 
 
 def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict[str, Any]:
@@ -216,7 +227,7 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
     make_private_dir(data_dir)
     target_db = data_dir / DB_FILENAME
     create_private_file(target_db)
-    src = apsw.Connection(str(source / DB_FILENAME), flags=apsw.SQLITE_OPEN_READONLY)
+    src = foreign.open_database(source / DB_FILENAME)
     dest = apsw.Connection(str(target_db))
     try:
         with dest.backup("main", src, "main") as step:
@@ -225,23 +236,38 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
     finally:
         dest.close()
         src.close()
-    restored = 0
-    blob_root = source / "blobs"
-    if blob_root.is_dir():
-        for sha in _listed_blobs(source / DB_FILENAME):
-            path = blobs.blob_path(blob_root, sha)
-            if path.is_file():
-                target = blobs.blob_path(data_dir / "blobs", sha)
-                make_private_dir(target.parent)
-                write_private_bytes(target, path.read_bytes())
-                restored += 1
+    restored, refused = _restore_blobs(source, data_dir)
     return {
         "restored_from": str(source),
         "data_dir": str(data_dir),
         "blobs": restored,
         "blobs_missing": len(checked.blobs_missing),
+        "blobs_invalid": checked.blobs_invalid,
+        "blobs_refused": refused,
         "moved_aside": moved_aside,
     }
+
+
+def _restore_blobs(source: Path, data_dir: Path) -> tuple[int, list[str]]:
+    """Copy the backup's blob files into the new data directory: only hash-named regular files inside the
+    backup's ``blobs/`` (never through a link); the rest is skipped and named in the report."""
+    restored = 0
+    refused: list[str] = []
+    blob_root = source / "blobs"
+    if not blob_root.is_dir() or blob_root.is_symlink():
+        return 0, refused
+    for sha in _listed_blobs(source / DB_FILENAME):
+        if not blobs.is_blob_name(sha):
+            continue  # reported by check_backup as blobs_invalid
+        try:
+            data = blobs.read_foreign(blob_root, sha)
+        except blobs.UnsafeBlobFile as exc:
+            refused.append(str(exc))
+            continue
+        if data is not None:
+            blobs.write_file(data_dir / "blobs", sha, data)
+            restored += 1
+    return restored, refused[:20]
 
 
 # -- keeping the last N, and automatic backups (off by default) ---------------------------------

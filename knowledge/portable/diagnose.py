@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+from sqlalchemy import text
 
 from knowledge.errors import KnowledgeError
-from knowledge.store.database import DB_FILENAME
+from knowledge.library import blobs
+from knowledge.store.database import DB_FILENAME, Database
 from knowledge.store.permissions import exposed, fix_command
 
 LAST_BACKUP_KEY = "backup.last_path"
@@ -183,6 +185,42 @@ def privacy_warnings(data_dir: Path, backups: list[Path] | None = None) -> list[
                 }
             )
     return warnings
+
+
+def invalid_blob_names(db: Database, blobs_dir: Path, *, limit: int = 20) -> list[dict[str, str]]:
+    """Owned-copy names that are not a content hash — rows of ``blobs``, names items carry, and entries of
+    the blobs folder (or links in it): a damaged or tampered store. Only reads; such names are never used
+    as paths (:func:`knowledge.library.blobs.blob_path` refuses them)."""
+    found: list[dict[str, str]] = []
+
+    def note(where: str, name: object) -> None:
+        if len(found) < limit:
+            found.append({"where": where, "name": repr(name)[:80]})
+
+    with db.read() as conn:
+        for (sha,) in conn.execute(text("SELECT sha256 FROM blobs")):
+            if not blobs.is_blob_name(sha):
+                note("blobs table", sha)
+        for item_id, raw, txt in conn.execute(
+            text(
+                "SELECT id, blob_sha256, text_sha256 FROM items "
+                "WHERE blob_sha256 IS NOT NULL OR text_sha256 IS NOT NULL"
+            )
+        ):
+            for sha in (raw, txt):
+                if sha is not None and not blobs.is_blob_name(sha):
+                    note(f"item {item_id}", sha)
+    if blobs_dir.is_dir():
+        for sub in sorted(blobs_dir.iterdir()):
+            if sub.is_symlink() or not sub.is_dir() or re.fullmatch(r"[0-9a-f]{2}", sub.name) is None:
+                note("blobs folder", sub.name)
+                continue
+            for f in sub.iterdir():
+                if f.name.startswith("."):
+                    continue  # a write in progress (tmp + rename)
+                if f.is_symlink() or not blobs.is_blob_name(sub.name + f.name):
+                    note("blobs folder", f"{sub.name}/{f.name}")
+    return found
 
 
 def known_backups(db_path: Path) -> list[Path]:

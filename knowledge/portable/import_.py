@@ -12,14 +12,21 @@ Transaction contract
   the same transaction as their chunk rows), blobs; each transaction also advances the import's cursor.
   The last transaction writes the audit entries, gives the base its name and deletes the ``base_imports``
   row: the base appears complete, at once, or not at all.
-* Item ids and chunk ids are the exported ids shifted by an offset fixed in the first transaction; the
-  range is reserved (a placeholder item above it, ``chunks.next_id`` moved past it) so other writers never
-  take an id the import will need, and a resumed import computes exactly the ids the crashed one did.
+* Nothing in the file is trusted (:mod:`knowledge.portable.import_rules`): it is opened as a foreign
+  database, its schema and content are checked before any row is applied, and the whole import reads one
+  snapshot of it. Item and chunk ids are renumbered densely from ranges fixed in the first transaction
+  (:class:`ImportState`); the ranges are reserved (a placeholder item above them, ``chunks.next_id``
+  moved past them) so other writers never take an id the import will need, and a resumed import
+  computes exactly the ids the crashed one did.
+* What the file says about the world outside is held back until a person vouches for it: source paths
+  are marked unverified (reindex reads the owned copies until ``quire base relocate``), and a remote
+  embedder's endpoint is kept but disabled until ``quire base confirm-endpoint``.
 * After a crash the ``base_imports`` row names a dead process. Importing the same file again resumes from
   the cursor; a worker or window start (a repair scan) removes stale imports instead."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
@@ -28,22 +35,32 @@ from typing import Any
 
 import apsw
 from sqlalchemy import Connection, delete, func, insert, select, text, update
+from sqlalchemy import exc as sa_exc
 
 from jobs.sessions import is_alive, process_start_time
 from knowledge.errors import Conflict, InvalidInput
 from knowledge.library import blobs, index
-from knowledge.library.bases import INGEST_AGENT_NAME, load_base, validate_name
+from knowledge.library.bases import ENDPOINT_UNCONFIRMED, INGEST_AGENT_NAME, load_base, validate_name
 from knowledge.portable import fileformat as ff
 from knowledge.portable.import_check import (
     EXPORTED_WHILE_ACTIVE,
     STAGES,
     ExportInfo,
+    ImportRefused,
     ImportResult,
     Progress,
+    check_export,
     open_export,
-    validate_export,
 )
-from knowledge.portable.import_stages import ImportState, apply_blobs, apply_chunks, apply_items, apply_runs, run_map
+from knowledge.portable.import_stages import (
+    ImportState,
+    apply_blobs,
+    apply_chunks,
+    apply_items,
+    apply_runs,
+    load_item_ids,
+    run_map,
+)
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.schema import bases, identities, items
@@ -58,14 +75,18 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
     started = time.monotonic()
     report = progress or (lambda _stage, _done, _total: None)
     report("validate", 0, 1)
-    info = validate_export(Path(path))
-    report("validate", 1, 1)
-    final_name = validate_name(name or str(info.base["name"]))
-    conn = open_export(info.path)
+    conn = open_export(Path(path))
     try:
+        conn.execute("BEGIN")  # one snapshot of the file: the rows applied are the rows checked
+        try:
+            info = check_export(conn, Path(path))
+        except apsw.Error:
+            raise ImportRefused("damaged", f"{Path(path).name} is damaged; export the base again") from None
+        report("validate", 1, 1)
+        final_name = validate_name(name or str(info.base["name"]))
         state, resumed = _begin_or_resume(quire, info, conn, final_name)
-        while state.stage != "done":
-            _apply_stage(quire, info, conn, state, final_name, report)
+        load_item_ids(conn, state)
+        _apply_all(quire, info, conn, state, final_name, report)
     finally:
         conn.close()
     with quire.db.read() as c:
@@ -90,6 +111,23 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
         resumed=resumed,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+def _apply_all(
+    quire: Quire, info: ExportInfo, export: apsw.Connection, state: ImportState, name: str, report: Progress
+) -> None:
+    """Every stage; a row the database refuses (a value no export holds) removes the hidden import."""
+    try:
+        while state.stage != "done":
+            _apply_stage(quire, info, export, state, name, report)
+    except (ImportRefused, sa_exc.IntegrityError, apsw.Error) as exc:
+        discard_import(quire, state.base_id)
+        if isinstance(exc, ImportRefused):
+            raise
+        log.warning("import refused by a database constraint: %s", exc)
+        raise ImportRefused(
+            "invalid_rows", f"{info.path.name} holds rows Quire never writes; nothing was imported"
+        ) from None
 
 
 def _owner_values() -> dict[str, Any]:
@@ -130,9 +168,15 @@ def _begin_or_resume(quire: Quire, info: ExportInfo, export: apsw.Connection, na
         return _create_hidden_base(conn, info, export, name), False
 
 
-def _span(export: apsw.Connection, table: str) -> tuple[int, int] | None:
-    row: Any = export.execute(f"SELECT min(id), max(id) FROM {table}").fetchall()[0]
-    return None if row[0] is None else (int(row[0]), int(row[1]))
+def _count(export: apsw.Connection, table: str) -> int:
+    row: Any = export.execute(f"SELECT count(*) FROM {table}").fetchall()[0]
+    return int(row[0])
+
+
+def _held_back_embedder(info: ExportInfo) -> str | None:
+    """A remote embedder's configuration, disabled until a person confirms its endpoint on this machine."""
+    embedder = info.base.get("embedder")
+    return None if embedder is None else json.dumps({**embedder, ENDPOINT_UNCONFIRMED: True}, sort_keys=True)
 
 
 def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connection, name: str) -> ImportState:
@@ -149,6 +193,7 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
             chunk_size=int(settings["chunk_size"]),
             chunk_overlap=int(settings["chunk_overlap"]),
             locked=int(bool(settings.get("locked"))),
+            embedder=_held_back_embedder(info),
             created_at=float(settings.get("created_at") or now),
             updated_at=now,
         )
@@ -167,15 +212,14 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
                 base_id=base_id, name=ident_name, kind=kind, disabled=disabled, created_at=created_at
             )
         )
-    item_offset = chunk_offset = 0
-    item_span = _span(export, "items")
-    if item_span is not None:
-        top = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one())
-        item_offset = top + 1 - item_span[0]
+    first_item = first_chunk = 0
+    item_count = _count(export, "items")
+    if item_count:
+        first_item = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one()) + 1
         # reserve the id range: rowids are max + 1, so nobody else lands inside it before the import ends
         conn.execute(
             insert(items).values(
-                id=item_span[1] + item_offset + 1,
+                id=first_item + item_count,
                 base_id=base_id,
                 type="note",
                 name=".import placeholder",
@@ -184,10 +228,9 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
                 updated_at=now,
             )
         )
-    chunk_span = _span(export, "chunks")
-    if chunk_span is not None:
-        first = index.allocate_chunk_ids(conn, chunk_span[1] - chunk_span[0] + 1)
-        chunk_offset = first - chunk_span[0]
+    chunk_count = _count(export, "chunks")
+    if chunk_count:
+        first_chunk = index.allocate_chunk_ids(conn, chunk_count)
     conn.execute(
         insert(base_imports).values(
             base_id=base_id,
@@ -195,13 +238,13 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
             checksum=info.checksum,
             stage=STAGES[0],
             cursor=0,
-            item_offset=item_offset,
-            chunk_offset=chunk_offset,
+            item_offset=first_item,  # the columns keep their names; they hold the first ids of the ranges
+            chunk_offset=first_chunk,
             started_at=now,
             **_owner_values(),
         )
     )
-    return ImportState(base_id, STAGES[0], 0, item_offset, chunk_offset)
+    return ImportState(base_id, STAGES[0], 0, first_item, first_chunk)
 
 
 def _apply_stage(
@@ -212,7 +255,7 @@ def _apply_stage(
     elif state.stage == "items":
         apply_items(quire, export, state, info.counts.get("items", 0), report)
     elif state.stage == "chunks":
-        apply_chunks(quire, export, state, info.counts.get("chunks", 0), report)
+        apply_chunks(quire, export, state, info.dimension, info.counts.get("chunks", 0), report)
     elif state.stage == "blobs":
         apply_blobs(quire, export, state, info.counts.get("blobs", 0), report)
     elif state.stage == "finish":
@@ -245,9 +288,9 @@ def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str
         ]
         if entries:
             conn.execute(insert(audit_log), entries)
-        item_span = _span(export, "items")
-        if item_span is not None:  # the id-range reservation made by the first transaction
-            placeholder = item_span[1] + state.item_offset + 1
+        item_count = _count(export, "items")
+        if item_count:  # the id-range reservation made by the first transaction
+            placeholder = state.first_item + item_count
             conn.execute(delete(items).where(items.c.id == placeholder, items.c.base_id == state.base_id))
         conn.execute(update(bases).where(bases.c.id == state.base_id).values(name=name, updated_at=time.time()))
         index.bump_version(conn, state.base_id)

@@ -1,4 +1,8 @@
-"""Validating an export file before anything is written: format, integrity, checksum and model stamp."""
+"""Validating an export file before anything is written: format, integrity, checksum, content and model stamp.
+
+The file is opened as a foreign database (:mod:`knowledge.portable.foreign`: read-only, defensive, capped)
+and its schema compared with what an export writes before any row is read; then the content rules of
+:mod:`knowledge.portable.import_rules` (the checksum alone proves nothing: an attacker recomputes it)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import apsw
 
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.portable import fileformat as ff
+from knowledge.portable import foreign
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +72,32 @@ class ImportResult:
 
 
 def open_export(path: Path) -> apsw.Connection:
+    """The export, opened as a foreign database, its schema checked before any row is read."""
+    from knowledge.portable.import_rules import check_schema
+
     if not path.is_file():
         raise NotFound(f"{path.name} does not exist or is not a file")
+    path = path.resolve()  # the person's choice of file may be a link; nothing inside it is followed
     try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        conn = foreign.open_database(path)
+    except foreign.ForeignFileRefused as exc:
+        raise ImportRefused("not_an_export", f"{path.name} is not a Quire base export ({exc.reason})") from None
+    except (apsw.Error, OSError):
+        raise _damaged(path) from None
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        check_schema(conn, path.name)
+    except ImportRefused:
+        conn.close()
+        raise
     except apsw.Error:
-        with open(path, "rb") as f:
-            header = f.read(16)
-        if header == b"SQLite format 3\x00":  # a database, cut short or overwritten
-            raise ImportRefused("damaged", f"{path.name} is damaged (truncated or overwritten); export again") from None
-        raise ImportRefused("not_an_export", f"{path.name} is not a Quire base export (not a database)") from None
+        conn.close()
+        raise _damaged(path) from None
     return conn
+
+
+def _damaged(path: Path) -> ImportRefused:
+    return ImportRefused("damaged", f"{path.name} is damaged (truncated or overwritten); export again")
 
 
 def _meta(conn: apsw.Connection, name: str) -> dict[str, str]:
@@ -95,45 +114,62 @@ def validate_export(path: Path, *, check_model: bool = True) -> ExportInfo:
     path = Path(path)
     conn = open_export(path)
     try:
-        meta = _meta(conn, path.name)
-        if meta.get("format") != ff.FORMAT_NAME:
-            raise ImportRefused("not_an_export", f"{path.name} is not a Quire base export")
-        try:
-            version = int(meta.get("format_version", ""))
-        except ValueError:
-            raise ImportRefused("damaged", f"{path.name} has no readable format version") from None
-        if version > ff.FORMAT_VERSION:
-            raise ImportRefused(
-                "newer_format",
-                f"{path.name} was written by a newer Quire (export format {version}; this one reads up to "
-                f"{ff.FORMAT_VERSION}); update Quire to import it",
-            )
-        try:
-            problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-            checksum = ff.content_checksum(conn)
-        except apsw.Error:
-            raise ImportRefused("damaged", f"{path.name} is damaged (truncated or overwritten); export again") from None
-        if problems != ["ok"]:
-            raise ImportRefused("damaged", f"{path.name} is damaged ({problems[0][:120]}); export the base again")
-        if checksum != meta.get(ff.CHECKSUM_KEY):
-            raise ImportRefused(
-                "checksum_mismatch",
-                f"{path.name} was changed after it was exported (its content checksum does not match); "
-                "export the base again",
-            )
+        return check_export(conn, path, check_model=check_model)
+    finally:
+        conn.close()
+
+
+def check_export(conn: apsw.Connection, path: Path, *, check_model: bool = True) -> ExportInfo:
+    """Everything :func:`validate_export` checks, on an export already opened with :func:`open_export`."""
+    from knowledge.portable import import_rules
+
+    info = _read_info(conn, path)
+    import_rules.check_settings(info)
+    if check_model:
+        _check_model(info)
+    import_rules.check_rows(conn, info)
+    return info
+
+
+def _read_info(conn: apsw.Connection, path: Path) -> ExportInfo:
+    meta = _meta(conn, path.name)
+    if meta.get("format") != ff.FORMAT_NAME:
+        raise ImportRefused("not_an_export", f"{path.name} is not a Quire base export")
+    try:
+        version = int(meta.get("format_version", ""))
+    except ValueError:
+        raise ImportRefused("damaged", f"{path.name} has no readable format version") from None
+    if version > ff.FORMAT_VERSION:
+        raise ImportRefused(
+            "newer_format",
+            f"{path.name} was written by a newer Quire (export format {version}; this one reads up to "
+            f"{ff.FORMAT_VERSION}); update Quire to import it",
+        )
+    try:
+        problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        checksum = ff.content_checksum(conn)
+    except apsw.Error:
+        raise ImportRefused("damaged", f"{path.name} is damaged (truncated or overwritten); export again") from None
+    if problems != ["ok"]:
+        raise ImportRefused("damaged", f"{path.name} is damaged ({problems[0][:120]}); export the base again")
+    if checksum != meta.get(ff.CHECKSUM_KEY):
+        raise ImportRefused(
+            "checksum_mismatch",
+            f"{path.name} was changed after it was exported (its content checksum does not match); "
+            "export the base again",
+        )
+    try:
         info = ExportInfo(
             path=path,
             checksum=checksum,
-            base=json.loads(meta["base"]),
-            counts={k: int(v) for k, v in json.loads(meta["counts"]).items()},
+            base=dict(json.loads(meta["base"])),
+            counts={str(k): int(v) for k, v in dict(json.loads(meta["counts"])).items()},
             model_id=meta["model_id"],
             dimension=int(meta["dimension"]),
             precision=meta["precision"],
         )
-    finally:
-        conn.close()
-    if check_model:
-        _check_model(info)
+    except (KeyError, TypeError, ValueError):
+        raise ImportRefused("damaged", f"{path.name} has unreadable settings; export the base again") from None
     return info
 
 
@@ -156,7 +192,7 @@ def _check_model(info: ExportInfo) -> None:
             "the base's vectors were made by the OpenVINO backend, which this installation does not have "
             "(pip install openvino); its vectors cannot be searched here",
         )
-    if spec.dimension != info.dimension:
+    if info.base.get("embedder") is None and spec.dimension != info.dimension:  # a remote model has its own
         raise ImportRefused(
             "model_mismatch",
             f"the base's vectors have {info.dimension} dimensions but this installation's {info.model_id!r} "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -13,7 +13,15 @@ from sqlalchemy import Connection, insert, select, text, update
 
 from knowledge.library import blobs, index
 from knowledge.portable import fileformat as ff
-from knowledge.portable.import_check import BLOB_PAGE_BYTES, EXPORTED_WHILE_ACTIVE, PAGE_ROWS, STAGES, Progress
+from knowledge.portable.import_check import (
+    BLOB_PAGE_BYTES,
+    EXPORTED_WHILE_ACTIVE,
+    PAGE_ROWS,
+    STAGES,
+    ImportRefused,
+    Progress,
+)
+from knowledge.portable.import_rules import blob_problem, vector_problem
 from knowledge.runtime import Quire
 from knowledge.store.schema import ACTIVE_STATUSES, items
 from knowledge.store.schema_portable import base_imports
@@ -24,11 +32,25 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ImportState:
+    """Where an import stands. Ids are renumbered densely, never taken from the file: item ``n`` (in the
+    order of the exported ids) becomes ``first_item + n``, chunk row ``seq`` becomes ``first_chunk + seq - 1``
+    (both ranges reserved by the first transaction), so no file can push ids anywhere."""
+
     base_id: int
     stage: str
     cursor: int
-    item_offset: int
-    chunk_offset: int
+    first_item: int
+    first_chunk: int
+    item_ids: dict[int, int] = field(default_factory=dict)  # exported item id -> imported id
+
+    def item(self, exported: Any) -> int | None:
+        return None if exported is None else self.item_ids[int(exported)]
+
+
+def load_item_ids(export: apsw.Connection, state: ImportState) -> None:
+    """The exported -> imported item ids (the same every time for the same file: a resume agrees)."""
+    ids = export.execute("SELECT id FROM items ORDER BY id")
+    state.item_ids = {int(old): state.first_item + n for n, (old,) in enumerate(ids)}
 
 
 def _advance(conn: Connection, state: ImportState, cursor: int, *, next_stage: bool = False) -> None:
@@ -48,10 +70,6 @@ def _imported_key(key: str, base_id: int) -> str:
     return f"{key}#imported-into-{base_id}"
 
 
-def _shift(value: Any, offset: int) -> Any:
-    return None if value is None else int(value) + offset
-
-
 def apply_runs(quire: Quire, export: apsw.Connection, state: ImportState) -> None:
     """One transaction per folder run: the run, its manifest, batches and outcomes, with fresh ids."""
     runs = list(export.execute(ff.FOLDER_RUNS.select_sql(after_seq=True), (state.cursor,)))
@@ -65,14 +83,14 @@ def apply_runs(quire: Quire, export: apsw.Connection, state: ImportState) -> Non
                 base_id=state.base_id,
                 idempotency_key=_imported_key(values["idempotency_key"], state.base_id),
                 job_id=None,
-                container_item_id=_shift(values["container_item_id"], state.item_offset),
+                container_item_id=state.item(values["container_item_id"]),
             )
             pk = conn.execute(insert(folder_runs).values(**values)).inserted_primary_key
             assert pk is not None
             new_run = int(pk[0])
-            sources = _copy_children(conn, export, ff.RUN_SOURCES, old_id, {"run_id": new_run})
+            sources = _copy_children(conn, export, ff.RUN_SOURCES, old_id, {"run_id": new_run}, state=state)
             batches = _copy_children(
-                conn, export, ff.INGEST_BATCHES, old_id, {"run_id": new_run}, sources=sources, offset=state.item_offset
+                conn, export, ff.INGEST_BATCHES, old_id, {"run_id": new_run}, sources=sources, state=state
             )
             _copy_children(
                 conn,
@@ -82,7 +100,7 @@ def apply_runs(quire: Quire, export: apsw.Connection, state: ImportState) -> Non
                 {"run_id": new_run},
                 sources=sources,
                 batches=batches,
-                offset=state.item_offset,
+                state=state,
             )
             _advance(conn, state, seq)
     with quire.db.write() as conn:
@@ -98,7 +116,7 @@ def _copy_children(
     *,
     sources: dict[int, int] | None = None,
     batches: dict[int, int] | None = None,
-    offset: int = 0,
+    state: ImportState,
 ) -> dict[int, int]:
     cols = ", ".join(f'"{c}"' for c in table.columns)
     mapping: dict[int, int] = {}
@@ -111,7 +129,7 @@ def _copy_children(
         if batches is not None and values.get("batch_id") is not None:
             values["batch_id"] = batches.get(int(values["batch_id"]))
         if "item_id" in values:
-            values["item_id"] = _shift(values["item_id"], offset)
+            values["item_id"] = state.item(values["item_id"])
         cols_new = ", ".join(f'"{c}"' for c in values)
         marks = ", ".join(f":{c}" for c in values)
         result = conn.execute(text(f"INSERT INTO {table.name} ({cols_new}) VALUES ({marks})"), values)
@@ -143,12 +161,14 @@ def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total
         for row in page:
             values = dict(zip(ff.ITEMS.columns, row[1:], strict=True))
             values.update(
-                id=int(values["id"]) + state.item_offset,
+                id=state.item(values["id"]),
                 base_id=state.base_id,
-                parent_id=_shift(values["parent_id"], state.item_offset),
-                root_id=_shift(values["root_id"], state.item_offset),
+                parent_id=state.item(values["parent_id"]),
+                root_id=state.item(values["root_id"]),
                 job_id=None,
                 run_id=None if values["run_id"] is None else runs.get(int(values["run_id"])),
+                # someone else's word for where the original is: reindex reads the owned copy (relocate vouches)
+                source_unverified=int(values["source_path"] is not None),
             )
             if values["status"] in active:
                 values.update(
@@ -166,7 +186,9 @@ def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total
         _advance(conn, state, 0, next_stage=True)
 
 
-def apply_chunks(quire: Quire, export: apsw.Connection, state: ImportState, total: int, report: Progress) -> None:
+def apply_chunks(
+    quire: Quire, export: apsw.Connection, state: ImportState, dimension: int, total: int, report: Progress
+) -> None:
     base_id = state.base_id
     vec, fts = index.vec_table(base_id), index.fts_table(base_id)
     done = 0
@@ -177,12 +199,14 @@ def apply_chunks(quire: Quire, export: apsw.Connection, state: ImportState, tota
         chunk_rows, vec_rows, fts_rows = [], [], []
         for row in page:
             v = dict(zip(ff.CHUNKS.columns, row[1:], strict=True))
-            cid = int(v["id"]) + state.chunk_offset
+            cid = state.first_chunk + int(row[0]) - 1
+            if (problem := vector_problem(v["embedding"], dimension)) is not None:
+                raise ImportRefused("invalid_vector", f"the file holds {problem}; not imported")
             floats = np.frombuffer(v.pop("embedding"), dtype=np.float32)
             v.update(
                 id=cid,
                 base_id=base_id,
-                item_id=int(v["item_id"]) + state.item_offset,
+                item_id=state.item(v["item_id"]),
                 vector_f16=floats.astype(np.float16).tobytes(),
             )
             chunk_rows.append(v)
@@ -219,7 +243,9 @@ def apply_blobs(quire: Quire, export: apsw.Connection, state: ImportState, total
                 break
         if not page:
             break
-        for _seq, sha, _kind, _size, data in page:  # files first, outside the transaction (blobs.py's rule)
+        for _seq, sha, kind, _size, data in page:  # files first, outside the transaction (blobs.py's rule)
+            if (problem := blob_problem(sha, kind, data)) is not None:
+                raise ImportRefused("blob_mismatch", f"the file holds {problem}; not imported")
             blobs.write_file(quire.blobs_dir, sha, bytes(data))
         with quire.db.write() as conn:
             for _seq, sha, kind, _size, data in page:

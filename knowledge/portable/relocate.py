@@ -2,7 +2,9 @@
 
 ``relocate_base`` rewrites the prefix of every item's ``source_path`` in one write transaction (one
 UPDATE statement), so reindex reads from the new folder location. Folder-run records keep the folder
-they ran on (their identity is immutable by design).
+they ran on (their identity is immutable by design). An imported path is someone else's word
+(``items.source_unverified``): reindex reads only the owned copy until a person relocates it here,
+which vouches for the items it re-points (and only those).
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from knowledge.runtime import Quire
 from knowledge.store.schema import items
 
 NOT_ON_THIS_MACHINE = "not on this machine"
+NOT_VERIFIED = "original not verified"
 
 
-def source_presence(source_path: str | None) -> str | None:
-    """``None`` for notes; "present", or "not on this machine" when the original is not where it was."""
+def source_presence(source_path: str | None, unverified: bool = False) -> str | None:
+    """``None`` for notes; "original not verified" for an imported path nobody vouched for (never looked
+    at); "present", or "not on this machine" when the original is not where it was."""
     if source_path is None:
         return None
+    if unverified:
+        return NOT_VERIFIED
     return "present" if os.path.exists(source_path) else NOT_ON_THIS_MACHINE
 
 
@@ -44,7 +50,11 @@ def relocate_base(quire: Quire, base_ref: str | int, old_prefix: str, new_prefix
         result = conn.execute(
             update(items)
             .where(items.c.base_id == base.id, under)
-            .values(source_path=new + func.substr(items.c.source_path, n + 1), updated_at=time.time())
+            .values(
+                source_path=new + func.substr(items.c.source_path, n + 1),
+                source_unverified=0,  # a person named where these originals are now
+                updated_at=time.time(),
+            )
         )
         return int(result.rowcount or 0)
 

@@ -26,7 +26,6 @@ from knowledge.library import blobs, index
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME, open_raw_connection
-from knowledge.store.permissions import make_private_dir, write_private_bytes
 
 PAGE = 500
 SALVAGED_INCOMPLETE = "salvaged_incomplete"
@@ -46,6 +45,8 @@ class SalvageResult:
     items_parked: int = 0
     blob_files: int = 0
     blob_files_missing: int = 0
+    blob_names_invalid: int = 0  # rows naming no hash: never used as a path
+    blob_files_refused: int = 0  # links, or not regular files: never read
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,7 +71,7 @@ def salvage(damaged_dir: Path, target: Path) -> SalvageResult:
             result.tables[table] = _copy_table(old, new, table)
         result.bases, result.chunks_reindexed_from_f16 = _rederive_indexes(old, new)
         result.items_parked = _park_incomplete(new)
-        result.blob_files, result.blob_files_missing = _copy_blob_files(new, Path(damaged_dir), target)
+        _copy_blob_files(new, Path(damaged_dir), target, result)
     finally:
         new.close()
         old.close()
@@ -228,19 +229,24 @@ def _park_incomplete(new: apsw.Connection) -> int:
     return int(new.changes())
 
 
-def _copy_blob_files(new: apsw.Connection, old_dir: Path, target: Path) -> tuple[int, int]:
-    copied = missing = 0
+def _copy_blob_files(new: apsw.Connection, old_dir: Path, target: Path, result: SalvageResult) -> None:
+    """Blob files the salvaged rows name: hash-named regular files inside the old ``blobs/`` only (never
+    through a link); other names and unsafe files are skipped and counted."""
     shas: list[Any] = new.execute("SELECT sha256 FROM blobs").fetchall()
     for (sha,) in shas:
-        source = blobs.blob_path(old_dir / "blobs", sha)
-        if not source.is_file():
-            missing += 1
+        if not blobs.is_blob_name(sha):
+            result.blob_names_invalid += 1
             continue
-        dest = blobs.blob_path(target / "blobs", sha)
-        make_private_dir(dest.parent)
-        write_private_bytes(dest, source.read_bytes())
-        copied += 1
-    return copied, missing
+        try:
+            data = blobs.read_foreign(old_dir / "blobs", sha)
+        except blobs.UnsafeBlobFile:
+            result.blob_files_refused += 1
+            continue
+        if data is None:
+            result.blob_files_missing += 1
+            continue
+        blobs.write_file(target / "blobs", sha, data)
+        result.blob_files += 1
 
 
 def remove_partial(target: Path) -> None:

@@ -222,6 +222,14 @@ def _bases_backend(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN backend VARCHAR DEFAULT 'torch' NOT NULL")
 
 
+def _items_source_unverified(conn: Connection) -> None:
+    """An imported item's ``source_path`` came from someone else's file: 1 until a person relocates it, and
+    reindex reads only the owned copy meanwhile (a crafted path must never make Quire read a file)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
+    if "source_unverified" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items ADD COLUMN source_unverified INTEGER DEFAULT 0 NOT NULL")
+
+
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
@@ -248,6 +256,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0017_run_outcomes_skipped", _run_outcomes_skipped),
     Migration("0018_sync_roots", _sync_roots),
     Migration("0019_bases_backend", _bases_backend),
+    Migration("0020_items_source_unverified", _items_source_unverified),
 ]
 
 

@@ -101,6 +101,9 @@ items = Table(
     # How many times an index job claimed this item (bumped with ``reading``); two worker deaths while
     # it was in flight quarantine it (migration items_attempts). Reindex resets it.
     Column("attempts", Integer, nullable=False, server_default="0"),
+    # 1: the source_path came in an import and no person has vouched for it (``quire base relocate``):
+    # reindex reads the owned copy only and never re-walks the folder (migration items_source_unverified).
+    Column("source_unverified", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"type IN {ITEM_TYPES}", name="items_type"),
     CheckConstraint(f"status IN {ITEM_STATUSES}", name="items_status"),
     Index("items_base_parent", "base_id", "parent_id"),

@@ -16,7 +16,7 @@ from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base
 from knowledge.portable.import_check import ImportRefused, validate_export
-from knowledge.portable.relocate import NOT_ON_THIS_MACHINE
+from knowledge.portable.relocate import NOT_VERIFIED
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.portable.helpers import base_content, synthetic_base, table_counts
@@ -150,7 +150,7 @@ def test_not_on_this_machine_and_relocate(quire: Quire, target: Quire, tmp_path:
     import_base(target, file)
     listed = quire_cli("--json", "items", "kb", data_dir=target.data_dir)
     rows = json.loads(listed.stdout)["items"]
-    assert {r["source"] for r in rows} == {NOT_ON_THIS_MACHINE}
+    assert {r["source"] for r in rows} == {NOT_VERIFIED}  # imported paths are someone else's word
     new_root = tmp_path / "moved"
     new_root.mkdir()
     for r in rows:
