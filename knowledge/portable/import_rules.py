@@ -11,7 +11,6 @@ their own bytes, and vectors of the base's dimension with finite components. Eac
 from __future__ import annotations
 
 import hashlib
-import urllib.parse
 from typing import Any
 
 import apsw
@@ -92,22 +91,17 @@ def check_endpoint_config(embedder: Any, info: ExportInfo) -> None:
     """A remote embedder travels as configuration only; one that carries a secret (user-info in the URL)
     or a query string, or that does not parse, is refused."""
     from knowledge.ingest.remote import RemoteConfig
+    from knowledge.ingest.remote_http import endpoint_problem
 
     name = info.path.name
     try:
         config = RemoteConfig.from_json(embedder)
         config.settings.validate()
-        parts = urllib.parse.urlsplit(config.endpoint)
     except (InvalidInput, TypeError, ValueError, KeyError, AttributeError):
         raise ImportRefused("invalid_settings", f"{name} holds a remote embedder Quire cannot read") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ImportRefused("endpoint_refused", f"{name} names a remote embedder that is not an http(s) URL")
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise ImportRefused(
-            "endpoint_refused", f"{name} names a remote embedder with a user name or password in its address"
-        )
-    if parts.query or parts.fragment:
-        raise ImportRefused("endpoint_refused", f"{name} names a remote embedder with a query string in its address")
+    problem = endpoint_problem(config.endpoint, sends_key=config.api_key_env is not None)
+    if problem:  # the same rule as base create and every request (remote_http), phrased once there
+        raise ImportRefused("endpoint_refused", f"{name} names a remote embedder Quire refuses: {problem}")
     if config.dimension != info.dimension:
         raise ImportRefused("invalid_settings", f"{name} holds a remote embedder of another dimension than its base")
     key = config.api_key_env

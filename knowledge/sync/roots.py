@@ -154,6 +154,11 @@ def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = 
             raise NotFound(f"item {item_id} not found in this knowledge base")
         if not item.is_container or not item.source_path:
             raise GuardRejected(f"only a folder added from disk can be kept in sync; {item.name!r} is not one")
+        if item.source_unverified:  # imported: its path is the export's word, never walked before a person vouches
+            raise GuardRejected(
+                f"{item.name!r} was imported and its original folder is not verified on this machine; "
+                "point the base at it with `quire base relocate` first"
+            )
         now = time.time()
         existing = root_for_item(conn, item.id)
         if existing is None:

@@ -8,9 +8,7 @@ nothing in it was created, changed or deleted, and that none of its bytes were c
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from knowledge.portable.import_check import ImportRefused
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.portable.helpers import synthetic_base, table_counts
+from tests.support.embedding_server import EmbeddingServer, HashVectors
 from tests.support.outside import SECRET, Outside, files_holding
 
 EXIT_REFUSED = 5
@@ -306,6 +305,10 @@ def test_crafted_source_path_is_never_read(quire: Quire, target: Quire, tmp_path
     assert SECRET not in raw and b"part" in raw  # the owned copy, not the file the path names
     # the whole base reindexed by a real worker: the folder is not walked, the secret never read
     folder = next(r.id for r in rows if r.type == "directory")
+    # folder sync would watch and walk the path: refused until a person vouches for it
+    synced = quire_cli("--json", "sync", "on", "kb", str(folder), data_dir=target.data_dir)
+    assert synced.returncode == 5, synced.stdout + synced.stderr
+    assert "quire base relocate" in json.loads(synced.stdout)["error"]["message"]
     done = quire_cli("--json", "reindex", "kb", str(folder), data_dir=target.data_dir)
     assert done.returncode == 0, done.stderr
     worker = quire_cli("worker", "--until-idle", data_dir=target.data_dir, timeout=600)
@@ -317,42 +320,10 @@ def test_crafted_source_path_is_never_read(quire: Quire, target: Quire, tmp_path
     outside.assert_untouched()
 
 
-class CountingEndpoint:
-    """An OpenAI-compatible embeddings endpoint on 127.0.0.1 that counts what reaches it."""
-
-    def __init__(self, dimension: int) -> None:
-        self.requests = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.requests += 1
-                vector = [1.0] + [0.0] * (dimension - 1)
-                data = [{"index": n, "embedding": vector} for n in range(len(body["input"]))]
-                payload = json.dumps({"data": data}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def endpoint() -> Iterator[CountingEndpoint]:
-    server = CountingEndpoint(384)
+def endpoint() -> Iterator[EmbeddingServer]:
+    """An OpenAI-compatible endpoint on 127.0.0.1 that counts what reaches it."""
+    server = EmbeddingServer(HashVectors(384))
     yield server
     server.close()
 
@@ -368,7 +339,7 @@ def remote_export(quire: Quire, tmp_path: Path, endpoint_url: str) -> Path:
 
 
 def test_imported_endpoint_is_held_back_until_a_person_confirms_it(
-    quire: Quire, tmp_path: Path, endpoint: CountingEndpoint
+    quire: Quire, tmp_path: Path, endpoint: EmbeddingServer
 ) -> None:
     file = remote_export(quire, tmp_path, endpoint.url)
     data_dir = tmp_path / "target-data"
@@ -382,7 +353,7 @@ def test_imported_endpoint_is_held_back_until_a_person_confirms_it(
         error = json.loads(done.stdout)["error"]
         assert error["code"] == "endpoint_needs_confirming"
         assert "quire base confirm-endpoint kb" in error["message"]
-    assert endpoint.requests == 0  # never called before a person confirmed it
+    assert endpoint.behaviour.requests == 0  # never called before a person confirmed it
     agent = quire_cli("--json", "--as-agent", "helper", "base", "confirm-endpoint", "kb", data_dir=data_dir)
     assert agent.returncode == EXIT_REFUSED  # an agent cannot vouch for it
     confirmed = quire_cli("--json", "base", "confirm-endpoint", "kb", data_dir=data_dir)
@@ -390,7 +361,7 @@ def test_imported_endpoint_is_held_back_until_a_person_confirms_it(
     assert "needs_confirming" not in json.loads(confirmed.stdout)["embedder"]
     searched = quire_cli("--json", "search", "kb", "protein cell", data_dir=data_dir)
     assert searched.returncode == 0, searched.stderr
-    assert endpoint.requests >= 1
+    assert endpoint.behaviour.requests >= 1
 
 
 @pytest.mark.parametrize(
