@@ -112,6 +112,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "bases.create_base": lambda: make_base(quire, "other"),
         "bases.rename_base": lambda: bases.rename_base(quire.db, b, "renamed"),
         "bases.set_locked": lambda: bases.set_locked(quire.db, b, True),
+        "bases.confirm_endpoint": lambda: bases.confirm_endpoint(quire.db, b),
         "bases.delete_base": lambda: bases.delete_base(quire.db, quire.queue, b, quire.blobs_dir),
         "start.start_run": lambda: folder_runs.start_run(quire, who, b, w["folder"]),
         "revert.revert_run": lambda: folder_runs.revert_run(quire, who, w["run"]),
