@@ -141,7 +141,10 @@ def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | 
 
 
 def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int | None, int | None]:
-    """Page and line range of the text span [start, end) from the parser's segments."""
+    """Page and line range of the text span [start, end) from the parser's segments.
+
+    The page is the first segment's; the line range counts only segments on that page, because some
+    sources number lines per page (a spreadsheet's rows restart on every sheet)."""
     segments = doc.segments
     if not segments:
         return None, None, None
@@ -156,6 +159,8 @@ def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int |
             continue
         if page is None:
             page = seg.page
+        elif seg.page != page:
+            break
         lines.extend(v for v in (seg.line_start, seg.line_end) if v is not None)
     return page, (min(lines) if lines else None), (max(lines) if lines else None)
 

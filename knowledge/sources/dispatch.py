@@ -56,6 +56,11 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "docx": (_on_first_use("knowledge.sources.word", "parse_docx"), "DOCX"),
     "epub": (_on_first_use("knowledge.sources.ebook", "parse_epub"), "EPUB"),
     "image": (_on_first_use("knowledge.sources.image", "parse_image"), "image"),
+    "csv": (_on_first_use("knowledge.sources.tables", "parse_csv"), "CSV table"),
+    "spreadsheet": (_on_first_use("knowledge.sources.spreadsheet", "parse_spreadsheet"), "spreadsheet"),
+    "slides": (_on_first_use("knowledge.sources.slides", "parse_pptx"), "slide deck"),
+    "odt": (_on_first_use("knowledge.sources.opendoc", "parse_odt"), "ODT"),
+    "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
 }
 
 

@@ -19,10 +19,15 @@ PARSER_VERSIONS: dict[str, str] = {
     "code": "code-1",
     "html": "html-1",
     "pdf": "pdf-2",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages
-    "docx": "docx-1",
+    "docx": "docx-2",  # 2: table rows as "header: value" lines
     "epub": "epub-1",
     "image": "image-1",
     "note": "note-1",
+    "csv": "csv-1",
+    "spreadsheet": "spreadsheet-1",
+    "slides": "slides-1",
+    "odt": "odt-1",
+    "rtf": "rtf-1",
 }
 
 
@@ -36,7 +41,7 @@ class Format:
 
 
 _TEXT_SUFFIXES = (
-    ".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
+    ".txt", ".text", ".log", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
     ".srt", ".vtt",
 )  # fmt: skip
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
@@ -45,6 +50,17 @@ _IMAGE_SUFFIXES = {
     ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
     ".tiff": "image/tiff", ".webp": "image/webp", ".bmp": "image/bmp", ".gif": "image/gif",
     ".heic": "image/heic", ".heif": "image/heif",
+}  # fmt: skip
+_OOXML = "application/vnd.openxmlformats-officedocument"
+_ODF = "application/vnd.oasis.opendocument"
+# tables keep their headers (knowledge/sources/tables.py), slides their notes
+_OFFICE_SUFFIXES = {
+    ".csv": ("csv", "text/csv"), ".tsv": ("csv", "text/tab-separated-values"),
+    ".xlsx": ("spreadsheet", f"{_OOXML}.spreadsheetml.sheet"),
+    ".xlsm": ("spreadsheet", "application/vnd.ms-excel.sheet.macroEnabled.12"),
+    ".ods": ("spreadsheet", f"{_ODF}.spreadsheet"),
+    ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
+    ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
 }  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 
@@ -71,6 +87,7 @@ def _build_formats() -> dict[str, Format]:
     formats[".pdf"] = Format("pdf", "application/pdf")
     formats[".docx"] = Format("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
     formats[".epub"] = Format("epub", "application/epub+zip")
+    formats.update({s: Format(parser, mime) for s, (parser, mime) in _OFFICE_SUFFIXES.items()})
     formats.update({s: Format("image", mime) for s, mime in _IMAGE_SUFFIXES.items()})
     return formats
 
