@@ -9,7 +9,7 @@ the build's Python only to make the sample documents and read the app's JSON; th
 
 Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
 ``add`` of one file per format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv,
-xlsx, ods, pptx, odt and rtf),
+xlsx, ods, pptx, odt, rtf and a gzip'd Markdown file),
 ``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
 word), ``chunks``, the window started offscreen (shown, its worker process running from the same
@@ -20,6 +20,7 @@ extension failing with one readable sentence. Exits 1 with ``package-check: FAIL
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 import signal
@@ -60,6 +61,7 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "pptx": ("garden.pptx", "growing tomatoes in a vegetable garden", "quillendorf"),
     "odt": ("violin.odt", "learning to play the violin and practising scales", "fennowisp"),
     "rtf": ("glacier.rtf", "glaciers melting and ice sheets retreating", "sturmhallow"),
+    "gz": ("bicycle.md.gz", "repairing a bicycle chain and its gears", "drumbelquist"),  # read as the .md inside
 }
 
 TEXTS = {
@@ -100,6 +102,10 @@ TEXTS = {
     "odt": [
         "Learning the violin starts with holding the bow and practising scales every day.",
         "The fennowisp etude trains the left hand to play the violin in tune.",
+    ],
+    "gz": [
+        "A bicycle chain wears out; repair it with a chain tool and oil the gears.",
+        "The drumbelquist derailleur shifts the bicycle chain between gears.",
     ],
     "rtf": [
         "Glaciers are melting as the climate warms, and ice sheets retreat every summer.",
@@ -157,6 +163,8 @@ def write_documents(folder: Path) -> None:
     (folder / names["pptx"]).write_bytes(make_pptx(_GARDEN, title="Tomatoes"))
     (folder / names["odt"]).write_bytes(make_odt(TEXTS["odt"]))
     (folder / names["rtf"]).write_bytes(make_rtf(TEXTS["rtf"]))
+    markdown = "# Bicycles\n\n" + "\n\n".join(TEXTS["gz"]) + "\n"
+    (folder / names["gz"]).write_bytes(gzip.compress(markdown.encode("utf-8")))
 
 
 def _epub(paragraphs: list[str]) -> bytes:

@@ -4,6 +4,7 @@ at the right place (a workbook's sheet and row range, a deck's slide)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     (docs / "sales.csv").write_text("Region,Amount\nNorth,120\nGlimbardy,75\n", encoding="utf-8")
     (docs / "trip.odt").write_bytes(make_odt(["The ferry to Skarnevik leaves at dawn."]))
     (docs / "letter.rtf").write_bytes(make_rtf(["Dear Sir, the trundlewort order shipped."]))
+    (docs / "release.md.gz").write_bytes(gzip.compress(b"# Release 2.0\n\nThe zandolphic cache is gone.\n"))
+    (docs / "bomb.txt.gz").write_bytes(gzip.compress(b"\x00" * (64 * 1024 * 1024), 9))
     _ok(data, "base", "create", "kb", "--precision", "fp32", "--chunk-size", "64")
     _ok(data, "add", "kb", str(docs))
     _ok(data, "worker", "--until-idle")
@@ -52,7 +55,7 @@ def _top_hit(data: Path, query: str) -> dict[str, Any]:
 
 def test_every_new_kind_is_indexed(indexed: tuple[Path, dict[str, Any]]) -> None:
     _data, items = indexed
-    for name in ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf"):
+    for name in ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz"):
         assert items[name]["status"] == "completed", items[name]
 
 
@@ -71,6 +74,15 @@ def test_slide_and_speaker_notes_found_on_their_slide(indexed: tuple[Path, dict[
     hit = _top_hit(data, "pelorixate")
     assert hit["source_path"].endswith("deck.pptx") and hit["location"]["page"] == 1
     assert "Notes: Remember the pelorixate budget" in hit["text"]
+
+
+def test_gzipped_markdown_found_at_its_line_and_bomb_refused(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, items = indexed
+    hit = _top_hit(data, "zandolphic")
+    assert hit["source_path"].endswith("release.md.gz") and hit["location"]["line_start"] == 1
+    bomb = items["bomb.txt.gz"]
+    assert (bomb["status"], bomb["error_code"]) == ("failed", "decompression_bomb")
+    assert "bomb" in bomb["error_message"] and "/" not in bomb["error_message"]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ the same bytes changes (text, segments or metadata), so stale chunks are rebuilt
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 PARSER_VERSIONS: dict[str, str] = {
@@ -33,11 +33,18 @@ PARSER_VERSIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Format:
-    """How to read one suffix: the parser, the MIME type to record, and (for code) the language."""
+    """How to read one suffix: the parser, the MIME type to record, (for code) the language, and (for
+    ``notes.md.gz``) the compression to undo before the parser reads the file inside."""
 
     parser: str
     mime: str
     language: str | None = None
+    compression: str | None = None
+
+
+# A single compressed file is read as the file inside (knowledge/sources/compressed.py); an archive is not.
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_ARCHIVE_SUFFIXES = frozenset({".tar", ".zip", ".7z", ".rar", *COMPRESSIONS})
 
 
 _TEXT_SUFFIXES = (
@@ -114,10 +121,27 @@ def suffix_of(name: str) -> str:
 
 
 def format_for(name: str) -> Format | None:
-    """The format for a file name, or ``None`` when Quire does not read that type."""
-    return FORMATS.get(suffix_of(name))
+    """The format for a file name, or ``None`` when Quire does not read that type.
+
+    ``x.md.gz`` is Markdown to decompress first; an inner name without a known suffix (``changelog.gz``,
+    ``changelog.Debian.gz``) is text; ``x.tar.gz`` and other archives are not supported."""
+    suffix = suffix_of(name)
+    compression = COMPRESSIONS.get(suffix)
+    if compression is None:
+        return FORMATS.get(suffix)
+    inner = inner_name(name)
+    inner_suffix = suffix_of(inner)
+    if inner_suffix in _ARCHIVE_SUFFIXES or not inner.strip("."):
+        return None
+    return replace(FORMATS.get(inner_suffix) or FORMATS[".txt"], compression=compression)
+
+
+def inner_name(name: str) -> str:
+    """The name of the file inside a compressed one: ``notes.md.gz`` → ``notes.md``."""
+    return PurePath(name).stem
 
 
 def is_supported(path: PurePath) -> bool:
-    """Whether ``path`` has a suffix Quire can parse. Nothing on disk is touched."""
-    return suffix_of(path.name) in SUPPORTED_SUFFIXES
+    """Whether Quire can parse a file with ``path``'s name (suffix, or inner suffix for a compressed
+    file). Nothing on disk is touched."""
+    return format_for(path.name) is not None
