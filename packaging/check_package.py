@@ -9,7 +9,7 @@ the build's Python only to make the sample documents and read the app's JSON; th
 
 Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
 ``add`` of one file per format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv,
-xlsx, ods, pptx, odt, rtf and a gzip'd Markdown file),
+xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file and an e-mail with an HTML body),
 ``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
 word), ``chunks``, the window started offscreen (shown, its worker process running from the same
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.sources.builders import image_bytes, make_pdf  # noqa: E402 - the repo's own file builders
-from tests.sources.office_builders import make_ods, make_odt, make_pptx, make_rtf, make_xlsx  # noqa: E402
+from tests.sources.office_builders import make_eml, make_ods, make_odt, make_pptx, make_rtf, make_xlsx  # noqa: E402
 
 CLI_TIMEOUT = 600  # seconds; a frozen process that hangs fails the check instead of CI
 GUI_TIMEOUT = 180
@@ -61,6 +61,7 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "pptx": ("garden.pptx", "growing tomatoes in a vegetable garden", "quillendorf"),
     "odt": ("violin.odt", "learning to play the violin and practising scales", "fennowisp"),
     "rtf": ("glacier.rtf", "glaciers melting and ice sheets retreating", "sturmhallow"),
+    "eml": ("ferry.eml", "a ferry timetable and boats leaving the harbour", "pomvarrick"),
     "gz": ("bicycle.md.gz", "repairing a bicycle chain and its gears", "drumbelquist"),  # read as the .md inside
 }
 
@@ -102,6 +103,10 @@ TEXTS = {
     "odt": [
         "Learning the violin starts with holding the bow and practising scales every day.",
         "The fennowisp etude trains the left hand to play the violin in tune.",
+    ],
+    "eml": [
+        "The ferry timetable changes in winter: boats leave the harbour twice a day.",
+        "The pomvarrick ferry crosses to the island at dawn and at dusk.",
     ],
     "gz": [
         "A bicycle chain wears out; repair it with a chain tool and oil the gears.",
@@ -163,6 +168,8 @@ def write_documents(folder: Path) -> None:
     (folder / names["pptx"]).write_bytes(make_pptx(_GARDEN, title="Tomatoes"))
     (folder / names["odt"]).write_bytes(make_odt(TEXTS["odt"]))
     (folder / names["rtf"]).write_bytes(make_rtf(TEXTS["rtf"]))
+    letter = "".join(f"<p>{t}</p>" for t in TEXTS["eml"])
+    (folder / names["eml"]).write_bytes(make_eml("Ferry timetable", html=f"<html><body>{letter}</body></html>"))
     markdown = "# Bicycles\n\n" + "\n\n".join(TEXTS["gz"]) + "\n"
     (folder / names["gz"]).write_bytes(gzip.compress(markdown.encode("utf-8")))
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import quire_cli
-from tests.sources.office_builders import make_odt, make_pptx, make_rtf, make_xlsx
+from tests.sources.office_builders import make_eml, make_odt, make_pptx, make_rtf, make_xlsx
 
 # the second sheet has rows enough that a chunk holding row 10 starts inside that sheet (chunk size 64)
 _LEDGER = [["Item", "Cost", "Supplier"]] + [[f"part {n}", n * 3, f"vendor {n}"] for n in range(1, 12)]
@@ -38,6 +38,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     (docs / "sales.csv").write_text("Region,Amount\nNorth,120\nGlimbardy,75\n", encoding="utf-8")
     (docs / "trip.odt").write_bytes(make_odt(["The ferry to Skarnevik leaves at dawn."]))
     (docs / "letter.rtf").write_bytes(make_rtf(["Dear Sir, the trundlewort order shipped."]))
+    html = "<html><body><p>The <b>kelmorant</b> shipment arrives Friday.</p></body></html>"
+    (docs / "shipment.eml").write_bytes(make_eml("Shipment update", html=html))
     (docs / "release.md.gz").write_bytes(gzip.compress(b"# Release 2.0\n\nThe zandolphic cache is gone.\n"))
     (docs / "bomb.txt.gz").write_bytes(gzip.compress(b"\x00" * (64 * 1024 * 1024), 9))
     _ok(data, "base", "create", "kb", "--precision", "fp32", "--chunk-size", "64")
@@ -55,7 +57,7 @@ def _top_hit(data: Path, query: str) -> dict[str, Any]:
 
 def test_every_new_kind_is_indexed(indexed: tuple[Path, dict[str, Any]]) -> None:
     _data, items = indexed
-    for name in ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz"):
+    for name in ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz", "shipment.eml"):
         assert items[name]["status"] == "completed", items[name]
 
 
@@ -83,6 +85,15 @@ def test_gzipped_markdown_found_at_its_line_and_bomb_refused(indexed: tuple[Path
     bomb = items["bomb.txt.gz"]
     assert (bomb["status"], bomb["error_code"]) == ("failed", "decompression_bomb")
     assert "bomb" in bomb["error_message"] and "/" not in bomb["error_message"]
+
+
+def test_html_only_mail_found_with_its_headers(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, items = indexed
+    hit = _top_hit(data, "kelmorant")
+    assert hit["source_path"].endswith("shipment.eml")
+    assert "Subject: Shipment update" in hit["text"] and "The kelmorant shipment arrives Friday." in hit["text"]
+    metadata = items["shipment.eml"]["metadata"]
+    assert metadata["from"] == "Ada Lovelace <ada@example.org>" and metadata["date"] == "2024-03-05T10:30:00+01:00"
 
 
 @pytest.mark.parametrize(

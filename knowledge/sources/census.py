@@ -316,8 +316,35 @@ _IMAGE = ParserCensus(
     ),
 )
 
+_MAIL = ParserCensus(
+    "mail",
+    (
+        stored("Subject header", "subject"),
+        stored("From header", "from"),
+        stored("To header", "to"),
+        stored("Cc header", "cc"),
+        stored("Date header (ISO 8601 when it parses)", "date"),
+    ),
+    (
+        excluded("Bcc header", "hidden recipients the sender chose not to show: kept hidden"),
+        excluded("Reply-To and Sender headers", "routing addresses, usually the From address again"),
+        excluded(
+            "Message-ID, In-Reply-To and References headers",
+            "threading identifiers; useful for threads, which are not built yet, and not about the content",
+        ),
+        excluded("Received, Return-Path and authentication headers", "the route through mail servers"),
+        excluded("X-* and List-* headers", "client- and list-specific extensions with no agreed meaning"),
+        excluded("MIME structure and charsets", "how the message is encoded, not what it says"),
+        excluded(
+            "attachments (names and content)",
+            "an attachment is a file of its own; reading it as a child of its message is not built yet",
+        ),
+        excluded("alternative body parts", "the HTML twin of a plain-text body says the same thing"),
+    ),
+)
+
 _DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
-_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF)
+_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL)
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 
 

@@ -62,6 +62,7 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "slides": (_on_first_use("knowledge.sources.slides", "parse_pptx"), "slide deck"),
     "odt": (_on_first_use("knowledge.sources.opendoc", "parse_odt"), "ODT"),
     "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
+    "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
 }
 
 

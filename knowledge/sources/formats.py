@@ -28,6 +28,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "slides": "slides-1",
     "odt": "odt-1",
     "rtf": "rtf-1",
+    "mail": "mail-1",
 }
 
 
@@ -68,6 +69,7 @@ _OFFICE_SUFFIXES = {
     ".ods": ("spreadsheet", f"{_ODF}.spreadsheet"),
     ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
     ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
+    ".eml": ("mail", "message/rfc822"),
 }  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 

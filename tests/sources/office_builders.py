@@ -1,4 +1,4 @@
-"""Office files made in-process for the tests (and the package check): workbooks, decks, ODT, RTF."""
+"""Office files and mail made in-process for the tests (and the package check): workbooks, decks, ODT, RTF, EML."""
 
 from __future__ import annotations
 
@@ -112,3 +112,27 @@ def _rtf_escape(text: str) -> str:
         else:
             out.append(f"\\'{char.encode('cp1252').hex()}")
     return "".join(out)
+
+
+def make_eml(subject: str, *, plain: str = "", html: str = "", attachment: bytes = b"") -> bytes:
+    """A message from Ada to Grace: a plain body, an HTML body, or both (multipart/alternative)."""
+    from email.message import EmailMessage
+    from email.policy import SMTP
+
+    message = EmailMessage()
+    message["Subject"] = subject
+    message["From"] = "Ada Lovelace <ada@example.org>"
+    message["To"] = "Grace Hopper <grace@example.org>"
+    message["Bcc"] = "secret@example.org"
+    message["Date"] = "Tue, 05 Mar 2024 10:30:00 +0100"
+    message["Message-ID"] = "<1@example.org>"
+    if plain:
+        message.set_content(plain)
+    if html:
+        if plain:
+            message.add_alternative(html, subtype="html")
+        else:
+            message.set_content(html, subtype="html")
+    if attachment:
+        message.add_attachment(attachment, maintype="application", subtype="octet-stream", filename="a.bin")
+    return message.as_bytes(policy=SMTP)
