@@ -40,6 +40,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     (docs / "letter.rtf").write_bytes(make_rtf(["Dear Sir, the trundlewort order shipped."]))
     html = "<html><body><p>The <b>kelmorant</b> shipment arrives Friday.</p></body></html>"
     (docs / "shipment.eml").write_bytes(make_eml("Shipment update", html=html))
+    vault_note = (
+        "---\ntags: [garden]\naliases: [Compost]\n---\n# Heap\n\nTurn the brovashik heap #weekly, see [[Soil]].\n"
+    )
+    (docs / "heap.md").write_text(vault_note, encoding="utf-8")
     (docs / "release.md.gz").write_bytes(gzip.compress(b"# Release 2.0\n\nThe zandolphic cache is gone.\n"))
     (docs / "bomb.txt.gz").write_bytes(gzip.compress(b"\x00" * (64 * 1024 * 1024), 9))
     _ok(data, "base", "create", "kb", "--precision", "fp32", "--chunk-size", "64")
@@ -85,6 +89,14 @@ def test_gzipped_markdown_found_at_its_line_and_bomb_refused(indexed: tuple[Path
     bomb = items["bomb.txt.gz"]
     assert (bomb["status"], bomb["error_code"]) == ("failed", "decompression_bomb")
     assert "bomb" in bomb["error_message"] and "/" not in bomb["error_message"]
+
+
+def test_vault_note_tags_aliases_and_links_are_metadata(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, items = indexed
+    hit = _top_hit(data, "brovashik")
+    assert hit["source_path"].endswith("heap.md") and hit["location"]["line_start"] == 5  # lines counted in the file
+    metadata = items["heap.md"]["metadata"]
+    assert (metadata["tags"], metadata["aliases"], metadata["links"]) == ("garden, weekly", "Compost", "Soil")
 
 
 def test_html_only_mail_found_with_its_headers(indexed: tuple[Path, dict[str, Any]]) -> None:

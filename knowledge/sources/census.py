@@ -105,15 +105,22 @@ _MARKDOWN = ParserCensus(
         stored("first ATX heading", "title"),
         stored("front matter: author", "author"),
         stored("front matter: date", "date"),
-        stored("front matter: tags", "tags"),
+        stored("front matter: created", "created"),
+        stored("front matter: updated, modified or lastmod", "modified"),
+        stored("front matter: tags or tag", "tags"),
+        stored("inline #tags", "tags"),
+        stored("front matter: aliases or alias", "aliases"),
+        stored("[[wiki links]] and ![[embeds]]: their targets", "links"),
         stored("ATX headings", "heading_count"),
     ),
     (
         excluded(
             "front matter: other keys",
-            "front matter keys other than title/author/date/tags are not read: they are user-defined, "
+            "front matter keys other than the ones above are not read: they are user-defined, "
             "with no agreed meaning, and the front matter block is not indexed as text either",
         ),
+        excluded("[[link|alias]] display text and #heading anchors", "the target note is what a link names"),
+        excluded("Markdown [text](url) links", "web addresses and file paths, not notes of the vault"),
     ),
 )
 

@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 PARSER_VERSIONS: dict[str, str] = {
     "text": "text-1",
-    "markdown": "markdown-1",
+    "markdown": "markdown-2",  # 2: created, modified, aliases, inline #tags, [[wiki links]]
     "code": "code-1",
     "html": "html-1",
     "pdf": "pdf-2",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages
