@@ -36,6 +36,7 @@ from knowledge.library.index import ChunkRow
 from knowledge.library.items import Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_bytes, parse_note
 from knowledge.sources.files import read_source
+from knowledge.sources.formats import COMPRESSIONS
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -116,7 +117,10 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
 
 
 def _suffix(name: str) -> str:
-    return Path(name).suffix.lower()
+    """The suffix that picks the parser: ``.md.gz`` for a compressed file (its inner suffix decides)."""
+    path = Path(name)
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() + suffix if suffix in COMPRESSIONS else suffix
 
 
 def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | None:
