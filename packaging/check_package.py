@@ -8,7 +8,8 @@ virtualenv, no PYTHONPATH, no Hugging Face cache, no display. The script itself 
 the build's Python only to make the sample documents and read the app's JSON; the app never sees it.
 
 Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
-``add`` of one file per format (txt, md, html, pdf, docx, epub, and a PNG picture of text read by OCR),
+``add`` of one file per format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv,
+xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file and an e-mail with an HTML body),
 ``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
 word), ``chunks``, the window started offscreen (shown, its worker process running from the same
@@ -19,6 +20,7 @@ extension failing with one readable sentence. Exits 1 with ``package-check: FAIL
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 import signal
@@ -38,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.sources.builders import image_bytes, make_pdf  # noqa: E402 - the repo's own file builders
+from tests.sources.office_builders import make_eml, make_ods, make_odt, make_pptx, make_rtf, make_xlsx  # noqa: E402
 
 CLI_TIMEOUT = 600  # seconds; a frozen process that hangs fails the check instead of CI
 GUI_TIMEOUT = 180
@@ -52,6 +55,14 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "docx": ("chess.docx", "chess openings and endgame strategy", "vornitude"),
     "epub": ("lighthouse.epub", "lighthouse keepers on a stormy coast", "glimmerhask"),
     "png": ("kites.png", "flying kites on a windy beach", "trelpanox"),  # read by the bundled OCR
+    "csv": ("rainfall.csv", "monthly rainfall in millimetres for rainy cities", "wembradine"),
+    "xlsx": ("planets.xlsx", "planets of the solar system and their moons", "ostrevalk"),
+    "ods": ("cheeses.ods", "cheeses, the milk they are made from and their country", "blorvenack"),
+    "pptx": ("garden.pptx", "growing tomatoes in a vegetable garden", "quillendorf"),
+    "odt": ("violin.odt", "learning to play the violin and practising scales", "fennowisp"),
+    "rtf": ("glacier.rtf", "glaciers melting and ice sheets retreating", "sturmhallow"),
+    "eml": ("ferry.eml", "a ferry timetable and boats leaving the harbour", "pomvarrick"),
+    "gz": ("bicycle.md.gz", "repairing a bicycle chain and its gears", "drumbelquist"),  # read as the .md inside
 }
 
 TEXTS = {
@@ -84,7 +95,49 @@ TEXTS = {
         "when the wind blows from the sea.",
         "The trelpanox kite has a long tail.",
     ],
+    "csv": [
+        "City,Month,Rainfall in millimetres",
+        "Bergen,October,rainy month with 280 millimetres of rain",
+        "Wembradine,November,the rainiest city with 310 millimetres of rainfall",
+    ],
+    "odt": [
+        "Learning the violin starts with holding the bow and practising scales every day.",
+        "The fennowisp etude trains the left hand to play the violin in tune.",
+    ],
+    "eml": [
+        "The ferry timetable changes in winter: boats leave the harbour twice a day.",
+        "The pomvarrick ferry crosses to the island at dawn and at dusk.",
+    ],
+    "gz": [
+        "A bicycle chain wears out; repair it with a chain tool and oil the gears.",
+        "The drumbelquist derailleur shifts the bicycle chain between gears.",
+    ],
+    "rtf": [
+        "Glaciers are melting as the climate warms, and ice sheets retreat every summer.",
+        "The sturmhallow glacier lost a kilometre of ice in ten years.",
+    ],
 }
+# Tables and decks are built from structured rows; their words are in DOCUMENTS above.
+_PLANETS = [
+    ["Planet", "Moons", "Note"],
+    ["Jupiter", 95, "largest planet of the solar system"],
+    ["Ostrevalk", 3, "an imagined planet with three moons"],
+    ["Mars", 2, "moons Phobos and Deimos"],
+]
+_CHEESES = [
+    ["Cheese", "Milk", "Country"],
+    ["Roquefort", "sheep milk", "France"],
+    ["Blorvenack", "goat milk cheese", "Norway"],
+    ["Gouda", "cow milk cheese", "Netherlands"],
+]
+_GARDEN = [
+    (
+        "Growing tomatoes",
+        "Plant tomatoes in a sunny vegetable garden bed",
+        "Water the quillendorf tomatoes every morning",
+    ),
+    ("Harvest", "Pick the ripe tomatoes", ""),
+]
 
 
 class CheckFailed(Exception):
@@ -109,6 +162,16 @@ def write_documents(folder: Path) -> None:
     (folder / names["docx"]).write_bytes(buffer.getvalue())
     (folder / names["epub"]).write_bytes(_epub(TEXTS["epub"]))
     (folder / names["png"]).write_bytes(image_bytes(TEXTS["png"]))  # a picture of text: OCR must read it
+    (folder / names["csv"]).write_text("\n".join(TEXTS["csv"]) + "\n", encoding="utf-8")
+    (folder / names["xlsx"]).write_bytes(make_xlsx([("Planets", _PLANETS)]))
+    (folder / names["ods"]).write_bytes(make_ods([("Cheeses", _CHEESES)]))
+    (folder / names["pptx"]).write_bytes(make_pptx(_GARDEN, title="Tomatoes"))
+    (folder / names["odt"]).write_bytes(make_odt(TEXTS["odt"]))
+    (folder / names["rtf"]).write_bytes(make_rtf(TEXTS["rtf"]))
+    letter = "".join(f"<p>{t}</p>" for t in TEXTS["eml"])
+    (folder / names["eml"]).write_bytes(make_eml("Ferry timetable", html=f"<html><body>{letter}</body></html>"))
+    markdown = "# Bicycles\n\n" + "\n\n".join(TEXTS["gz"]) + "\n"
+    (folder / names["gz"]).write_bytes(gzip.compress(markdown.encode("utf-8")))
 
 
 def _epub(paragraphs: list[str]) -> bytes:

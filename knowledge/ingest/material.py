@@ -36,6 +36,7 @@ from knowledge.library.index import ChunkRow
 from knowledge.library.items import Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_bytes, parse_note
 from knowledge.sources.files import read_source
+from knowledge.sources.formats import COMPRESSIONS
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -142,7 +143,10 @@ def item_folder(item: Item) -> Path | None:
 
 
 def _suffix(name: str) -> str:
-    return Path(name).suffix.lower()
+    """The suffix that picks the parser: ``.md.gz`` for a compressed file (its inner suffix decides)."""
+    path = Path(name)
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() + suffix if suffix in COMPRESSIONS else suffix
 
 
 def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | None:
@@ -167,7 +171,10 @@ def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | 
 
 
 def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int | None, int | None]:
-    """Page and line range of the text span [start, end) from the parser's segments."""
+    """Page and line range of the text span [start, end) from the parser's segments.
+
+    The page is the first segment's; the line range counts only segments on that page, because some
+    sources number lines per page (a spreadsheet's rows restart on every sheet)."""
     segments = doc.segments
     if not segments:
         return None, None, None
@@ -182,6 +189,8 @@ def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int |
             continue
         if page is None:
             page = seg.page
+        elif seg.page != page:
+            break
         lines.extend(v for v in (seg.line_start, seg.line_end) if v is not None)
     return page, (min(lines) if lines else None), (max(lines) if lines else None)
 

@@ -1,5 +1,8 @@
 """Where a chunk lies in its source, as one value: the page (PDF), the line range (text), else the
-character range of the extracted text. The window, the CLI and search hits all describe it through here."""
+character range of the extracted text. The window, the CLI and search hits all describe it through here.
+
+Some sources set both: a spreadsheet row has its sheet as ``page`` and its row number as the line, a
+deck's slide is its ``page``; both are then shown ("page 2, lines 14-20")."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ class Location:
 
     def describe(self) -> str:
         """``page 3``, ``lines 10-24`` or ``characters 0-812`` (empty when nothing is known)."""
+        if self.page is not None and self.line_start is not None:
+            return f"page {self.page}, lines {self.line_start}-{self.line_end}"
         if self.page is not None:
             return f"page {self.page}"
         if self.line_start is not None:
@@ -34,6 +39,8 @@ class Location:
 
     def short(self) -> str:
         """``p.3`` or ``l.10-24`` for one-line listings (empty otherwise)."""
+        if self.page is not None and self.line_start is not None:
+            return f"p.{self.page} l.{self.line_start}-{self.line_end}"
         if self.page is not None:
             return f"p.{self.page}"
         if self.line_start is not None:

@@ -105,15 +105,22 @@ _MARKDOWN = ParserCensus(
         stored("first ATX heading", "title"),
         stored("front matter: author", "author"),
         stored("front matter: date", "date"),
-        stored("front matter: tags", "tags"),
+        stored("front matter: created", "created"),
+        stored("front matter: updated, modified or lastmod", "modified"),
+        stored("front matter: tags or tag", "tags"),
+        stored("inline #tags", "tags"),
+        stored("front matter: aliases or alias", "aliases"),
+        stored("[[wiki links]] and ![[embeds]]: their targets", "links"),
         stored("ATX headings", "heading_count"),
     ),
     (
         excluded(
             "front matter: other keys",
-            "front matter keys other than title/author/date/tags are not read: they are user-defined, "
+            "front matter keys other than the ones above are not read: they are user-defined, "
             "with no agreed meaning, and the front matter block is not indexed as text either",
         ),
+        excluded("[[link|alias]] display text and #heading anchors", "the target note is what a link names"),
+        excluded("Markdown [text](url) links", "web addresses and file paths, not notes of the vault"),
     ),
 )
 
@@ -163,33 +170,102 @@ _PDF = ParserCensus(
     ),
 )
 
-_DOCX = ParserCensus(
-    "docx",
+# Office core properties (docProps/core.xml): the same fields, read the same way, in DOCX and PPTX.
+_OFFICE_CORE_STORED = (
+    stored("core_properties.title", "title"),
+    stored("core_properties.author", "author"),
+    stored("core_properties.subject", "subject"),
+    stored("core_properties.keywords", "keywords"),
+    stored("core_properties.category", "category"),
+    stored("core_properties.comments", "description"),
+    stored("core_properties.identifier", "identifier"),
+    stored("core_properties.language", "language"),
+    stored("core_properties.created", "created"),
+    stored("core_properties.modified", "modified"),
+)
+_OFFICE_CORE_EXCLUDED = (
+    excluded("core_properties.content_status", "workflow state such as 'Draft', not about the content"),
+    excluded(
+        "core_properties.last_modified_by",
+        "the account name of whoever saved last: personal data that search does not need",
+    ),
+    excluded("core_properties.last_printed", "printing history, not about the content"),
+    excluded("core_properties.revision", "a save counter kept by the word processor"),
+    excluded("core_properties.version", "a version label set by document-management tools"),
+    excluded(
+        "extended properties (docProps/app.xml)",
+        "application name, template, company and page/word counts: "
+        "about the software or the organisation, and the counts are stale estimates",
+    ),
+)
+
+_DOCX = ParserCensus("docx", _OFFICE_CORE_STORED, _OFFICE_CORE_EXCLUDED)
+
+_SLIDES = ParserCensus(
+    "slides",
+    (*_OFFICE_CORE_STORED, stored("presentation: number of slides", "slide_count")),
     (
-        stored("core_properties.title", "title"),
-        stored("core_properties.author", "author"),
-        stored("core_properties.subject", "subject"),
-        stored("core_properties.keywords", "keywords"),
-        stored("core_properties.category", "category"),
-        stored("core_properties.comments", "description"),
-        stored("core_properties.identifier", "identifier"),
-        stored("core_properties.language", "language"),
-        stored("core_properties.created", "created"),
-        stored("core_properties.modified", "modified"),
+        *_OFFICE_CORE_EXCLUDED,
+        excluded("slide layouts and masters", "placeholder prompts ('Click to add title'), not the deck's content"),
+        excluded("comments", "reviewers' remarks with their names, not the deck's content"),
+        excluded("pictures, charts and media", "no text to index; chart data is a copy of a workbook"),
+    ),
+)
+
+_CSV = ParserCensus(
+    "csv",
+    (stored("detected character encoding", "encoding"), stored("rows with a value", "row_count")),
+    (excluded("sniffed delimiter and quoting", "how the file is written, not what it says"),),
+)
+
+_SPREADSHEET = ParserCensus(
+    "spreadsheet",
+    (
+        stored("visible worksheets: number", "sheet_count"),
+        stored("visible worksheets: names", "sheets"),
+        stored("rows with a value", "row_count"),
     ),
     (
-        excluded("core_properties.content_status", "workflow state such as 'Draft', not about the content"),
+        excluded("hidden sheets and chart sheets", "hidden on purpose by the author, or pictures with no text"),
+        excluded("formulas", "the cached results are read; the formula text is spreadsheet plumbing"),
         excluded(
-            "core_properties.last_modified_by",
-            "the account name of whoever saved last: personal data that search does not need",
+            "document properties (docProps/core.xml, meta.xml)",
+            "python-calamine does not read them; workbooks rarely carry a useful title",
         ),
-        excluded("core_properties.last_printed", "printing history, not about the content"),
-        excluded("core_properties.revision", "a save counter kept by the word processor"),
-        excluded("core_properties.version", "a version label set by document-management tools"),
+        excluded("cell formats, comments and defined names", "presentation and reviewers' notes, not the values"),
+    ),
+)
+
+_ODT = ParserCensus(
+    "odt",
+    (
+        stored("dc:title", "title"),
+        stored("dc:creator", "author"),
+        stored("dc:subject", "subject"),
+        stored("dc:description", "description"),
+        stored("dc:language", "language"),
+        stored("meta:keyword", "keywords"),
+        stored("meta:creation-date", "created"),
+        stored("dc:date", "modified"),
+    ),
+    (
+        excluded("meta:generator", _NOT_CONTENT),
+        excluded("meta:initial-creator", "the first author's account name; dc:creator is the author kept"),
+        excluded("meta:editing-cycles and meta:editing-duration", "a save counter and time spent, not content"),
+        excluded("meta:document-statistic", "page/word counts computed by the editor"),
+        excluded("meta:print-date and meta:printed-by", "printing history and an account name"),
+        excluded("meta:template, meta:auto-reload, meta:hyperlink-behaviour", "editor settings"),
+        excluded("meta:user-defined", "user-defined keys with no agreed meaning"),
+    ),
+)
+
+_RTF = ParserCensus(
+    "rtf",
+    (),
+    (
         excluded(
-            "extended properties (docProps/app.xml)",
-            "application name, template, company and page/word counts: "
-            "about the software or the organisation, and the counts are stale estimates",
+            "\\info group (title, author, operator, dates, counts)",
+            "striprtf drops the group without reading it; RTF files rarely fill it in",
         ),
     ),
 )
@@ -247,9 +323,36 @@ _IMAGE = ParserCensus(
     ),
 )
 
-CENSUS: Mapping[str, ParserCensus] = MappingProxyType(
-    {c.parser: c for c in (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)}
+_MAIL = ParserCensus(
+    "mail",
+    (
+        stored("Subject header", "subject"),
+        stored("From header", "from"),
+        stored("To header", "to"),
+        stored("Cc header", "cc"),
+        stored("Date header (ISO 8601 when it parses)", "date"),
+    ),
+    (
+        excluded("Bcc header", "hidden recipients the sender chose not to show: kept hidden"),
+        excluded("Reply-To and Sender headers", "routing addresses, usually the From address again"),
+        excluded(
+            "Message-ID, In-Reply-To and References headers",
+            "threading identifiers; useful for threads, which are not built yet, and not about the content",
+        ),
+        excluded("Received, Return-Path and authentication headers", "the route through mail servers"),
+        excluded("X-* and List-* headers", "client- and list-specific extensions with no agreed meaning"),
+        excluded("MIME structure and charsets", "how the message is encoded, not what it says"),
+        excluded(
+            "attachments (names and content)",
+            "an attachment is a file of its own; reading it as a child of its message is not built yet",
+        ),
+        excluded("alternative body parts", "the HTML twin of a plain-text body says the same thing"),
+    ),
 )
+
+_DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
+_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL)
+CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 
 
 def blank_metadata(parser: str) -> dict[str, MetadataValue]:

@@ -4,7 +4,8 @@
 reindex calls it on the base's own copy), so the checks that must hold everywhere live here:
 
 * the type is supported (by the name's suffix), the size is within ``max_bytes``, the data is not
-  empty or whitespace-only;
+  empty or whitespace-only; a single compressed file (``notes.md.gz``) is unpacked first, within the same
+  size limit and refusing bombs (:mod:`knowledge.sources.compressed`), and its inner name picks the parser;
 * whatever a parser raises that is not already a :class:`SourceRejected` becomes ``parse_error`` with a
   fixed reason (the last-resort boundary; parsers map the failures they expect more precisely);
 * the metadata passes the census (:func:`assert_declared`). That check is deliberately *outside* the
@@ -18,7 +19,7 @@ import importlib
 from collections.abc import Callable
 
 from knowledge.sources.census import assert_declared, blank_metadata
-from knowledge.sources.formats import TEST_PARSERS, Format, format_for, suffix_of
+from knowledge.sources.formats import TEST_PARSERS, Format, format_for, inner_name, suffix_of
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.ocr import DEFAULT_LANGUAGE as DEFAULT_OCR_LANGUAGE  # no engine import at module level
@@ -56,6 +57,12 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "docx": (_on_first_use("knowledge.sources.word", "parse_docx"), "DOCX"),
     "epub": (_on_first_use("knowledge.sources.ebook", "parse_epub"), "EPUB"),
     "image": (_on_first_use("knowledge.sources.image", "parse_image"), "image"),
+    "csv": (_on_first_use("knowledge.sources.tables", "parse_csv"), "CSV table"),
+    "spreadsheet": (_on_first_use("knowledge.sources.spreadsheet", "parse_spreadsheet"), "spreadsheet"),
+    "slides": (_on_first_use("knowledge.sources.slides", "parse_pptx"), "slide deck"),
+    "odt": (_on_first_use("knowledge.sources.opendoc", "parse_odt"), "ODT"),
+    "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
+    "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
 }
 
 
@@ -68,6 +75,10 @@ def parse_bytes(
     inside this call, so any limit the caller puts on parsing holds for OCR too."""
     fmt = require_format(name)
     check_size(len(data), max_bytes)
+    if fmt.compression is not None:  # read as the file inside; bombs refused while unpacking
+        from knowledge.sources.compressed import decompress
+
+        data, name = decompress(data, fmt.compression, max_bytes), inner_name(name)
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
     parse, label = _PARSERS[fmt.parser] if fmt.parser in _PARSERS else _test_parser(name)

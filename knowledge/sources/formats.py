@@ -10,33 +10,46 @@ the same bytes changes (text, segments or metadata), so stale chunks are rebuilt
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 PARSER_VERSIONS: dict[str, str] = {
     "text": "text-1",
-    "markdown": "markdown-1",
+    "markdown": "markdown-2",  # 2: created, modified, aliases, inline #tags, [[wiki links]]
     "code": "code-1",
     "html": "html-1",
     "pdf": "pdf-2",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages
-    "docx": "docx-1",
+    "docx": "docx-2",  # 2: table rows as "header: value" lines
     "epub": "epub-1",
     "image": "image-1",
     "note": "note-1",
+    "csv": "csv-1",
+    "spreadsheet": "spreadsheet-1",
+    "slides": "slides-1",
+    "odt": "odt-1",
+    "rtf": "rtf-1",
+    "mail": "mail-1",
 }
 
 
 @dataclass(frozen=True)
 class Format:
-    """How to read one suffix: the parser, the MIME type to record, and (for code) the language."""
+    """How to read one suffix: the parser, the MIME type to record, (for code) the language, and (for
+    ``notes.md.gz``) the compression to undo before the parser reads the file inside."""
 
     parser: str
     mime: str
     language: str | None = None
+    compression: str | None = None
+
+
+# A single compressed file is read as the file inside (knowledge/sources/compressed.py); an archive is not.
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_ARCHIVE_SUFFIXES = frozenset({".tar", ".zip", ".7z", ".rar", *COMPRESSIONS})
 
 
 _TEXT_SUFFIXES = (
-    ".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
+    ".txt", ".text", ".log", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
     ".srt", ".vtt",
 )  # fmt: skip
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
@@ -45,6 +58,18 @@ _IMAGE_SUFFIXES = {
     ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
     ".tiff": "image/tiff", ".webp": "image/webp", ".bmp": "image/bmp", ".gif": "image/gif",
     ".heic": "image/heic", ".heif": "image/heif",
+}  # fmt: skip
+_OOXML = "application/vnd.openxmlformats-officedocument"
+_ODF = "application/vnd.oasis.opendocument"
+# tables keep their headers (knowledge/sources/tables.py), slides their notes
+_OFFICE_SUFFIXES = {
+    ".csv": ("csv", "text/csv"), ".tsv": ("csv", "text/tab-separated-values"),
+    ".xlsx": ("spreadsheet", f"{_OOXML}.spreadsheetml.sheet"),
+    ".xlsm": ("spreadsheet", "application/vnd.ms-excel.sheet.macroEnabled.12"),
+    ".ods": ("spreadsheet", f"{_ODF}.spreadsheet"),
+    ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
+    ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
+    ".eml": ("mail", "message/rfc822"),
 }  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 
@@ -71,6 +96,7 @@ def _build_formats() -> dict[str, Format]:
     formats[".pdf"] = Format("pdf", "application/pdf")
     formats[".docx"] = Format("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
     formats[".epub"] = Format("epub", "application/epub+zip")
+    formats.update({s: Format(parser, mime) for s, (parser, mime) in _OFFICE_SUFFIXES.items()})
     formats.update({s: Format("image", mime) for s, mime in _IMAGE_SUFFIXES.items()})
     return formats
 
@@ -97,10 +123,27 @@ def suffix_of(name: str) -> str:
 
 
 def format_for(name: str) -> Format | None:
-    """The format for a file name, or ``None`` when Quire does not read that type."""
-    return FORMATS.get(suffix_of(name))
+    """The format for a file name, or ``None`` when Quire does not read that type.
+
+    ``x.md.gz`` is Markdown to decompress first; an inner name without a known suffix (``changelog.gz``,
+    ``changelog.Debian.gz``) is text; ``x.tar.gz`` and other archives are not supported."""
+    suffix = suffix_of(name)
+    compression = COMPRESSIONS.get(suffix)
+    if compression is None:
+        return FORMATS.get(suffix)
+    inner = inner_name(name)
+    inner_suffix = suffix_of(inner)
+    if inner_suffix in _ARCHIVE_SUFFIXES or not inner.strip("."):
+        return None
+    return replace(FORMATS.get(inner_suffix) or FORMATS[".txt"], compression=compression)
+
+
+def inner_name(name: str) -> str:
+    """The name of the file inside a compressed one: ``notes.md.gz`` → ``notes.md``."""
+    return PurePath(name).stem
 
 
 def is_supported(path: PurePath) -> bool:
-    """Whether ``path`` has a suffix Quire can parse. Nothing on disk is touched."""
-    return suffix_of(path.name) in SUPPORTED_SUFFIXES
+    """Whether Quire can parse a file with ``path``'s name (suffix, or inner suffix for a compressed
+    file). Nothing on disk is touched."""
+    return format_for(path.name) is not None

@@ -1,12 +1,18 @@
 """Markdown: the source text itself (markup kept), one segment per line, and a little metadata.
 
 * YAML front matter (a ``---`` block on the first line) is split off: only ``title``, ``author``,
-  ``date`` and ``tags`` are read from it (census), and the block is not part of the indexed text, so
-  undeclared keys are neither stored nor searchable. Body segments keep their *source* line numbers.
+  ``date``, ``created``, ``updated`` (or ``modified``/``lastmod``), ``tags``/``tag`` and ``aliases``/``alias``
+  are read from it (census), and the block is not part of the indexed text, so undeclared keys are neither
+  stored nor searchable. Body segments keep their *source* line numbers.
   The reader handles the YAML people write in front matter (scalars, quoted strings, ``[a, b]`` and
   ``- item`` lists, ``|``/``>`` blocks) without a YAML library.
 * ATX headings (``# Title``) outside fenced code blocks are counted; the first one is the title when
   the front matter has none.
+* Note-vault structure (Obsidian, Logseq): inline ``#tags`` (a ``#`` at the start of a word, followed by
+  letters, digits, ``_``, ``-`` or ``/`` and not only digits) join the front-matter tags, compared without
+  case; ``[[wiki links]]`` and ``![[embeds]]`` are kept as ``links``: their targets without ``|alias`` or
+  ``#heading``, in order, once each, joined by `` | `` (a character a link target cannot contain).
+  Neither is looked for inside fenced code blocks or inline code spans.
 """
 
 from __future__ import annotations
@@ -20,13 +26,21 @@ from knowledge.sources.model import ParsedDocument, SourceRejected
 from knowledge.sources.plain import decode_nonblank
 from knowledge.sources.textutil import clean_value, document, line_segments
 
-_FRONT_MATTER_KEYS = frozenset({"title", "author", "date", "tags"})
+# front matter key -> the field it feeds (Obsidian accepts the singular forms too)
+_FRONT_MATTER_KEYS = {
+    "title": "title", "author": "author", "date": "date", "tags": "tags", "tag": "tags",
+    "aliases": "aliases", "alias": "aliases", "created": "created", "updated": "modified",
+    "modified": "modified", "lastmod": "modified",
+}  # fmt: skip
 _MAX_FRONT_MATTER_LINES = 200
 _KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _FIRST_KEY = re.compile(r"^\s*(#.*)?$|^[A-Za-z_][\w-]*[ \t]*:")
 _BLOCK_SCALAR = frozenset({"", "|", ">", "|-", ">-", "|+", ">+"})
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_INLINE_CODE = re.compile(r"(`+).+?\1")
+_TAG = re.compile(r"(?<![^\s(\[,;])#([\w/-]*[^\W\d][\w/-]*)")
+_WIKI_LINK = re.compile(r"!?\[\[([^\[\]|#^\n]+)(?:[#^][^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 
 
 def parse_markdown(data: bytes, fmt: Format) -> ParsedDocument:
@@ -36,13 +50,18 @@ def parse_markdown(data: bytes, fmt: Format) -> ParsedDocument:
         raise SourceRejected("empty", "file has no text besides its front matter")
     fields = read_front_matter(front)
     headings = list(atx_headings(body))
+    inline_tags, links = vault_marks(body)
     metadata = blank_metadata("markdown")
     metadata.update(
         encoding=decoded.encoding,
         title=clean_value(" ".join(fields.get("title", []))) or (clean_value(headings[0]) if headings else None),
         author=clean_value("; ".join(fields.get("author", []))),
         date=clean_value(" ".join(fields.get("date", []))),
-        tags=clean_value(", ".join(fields.get("tags", []))),
+        created=clean_value(" ".join(fields.get("created", []))),
+        modified=clean_value(" ".join(fields.get("modified", []))),
+        tags=clean_value(", ".join(_once([t.lstrip("#") for t in fields.get("tags", [])] + inline_tags))),
+        aliases=clean_value(", ".join(_once(fields.get("aliases", [])))),
+        links=clean_value(" | ".join(_once(links))),
         heading_count=len(headings),
     )
     return document("markdown", body, line_segments(body, first_line), metadata, fmt.mime)
@@ -69,7 +88,8 @@ def read_front_matter(lines: list[str]) -> dict[str, list[str]]:
         match = _KEY.match(line)
         if match:
             key, raw = match.group(1).lower(), (match.group(2) or "").strip()
-            current = values.setdefault(key, []) if key in _FRONT_MATTER_KEYS else None
+            field = _FRONT_MATTER_KEYS.get(key)
+            current = values.setdefault(field, []) if field else None
             if current is not None and raw not in _BLOCK_SCALAR:
                 current.extend(_inline_values(raw))
         elif current is not None and line[:1] in (" ", "\t", "-"):
@@ -102,6 +122,14 @@ def _unquote(value: str) -> str:
 
 def atx_headings(body: str) -> Iterator[str]:
     """Texts of ATX headings, skipping fenced code blocks (a ``# comment`` in a shell block is no heading)."""
+    for line in prose_lines(body):
+        heading = _ATX.match(line)
+        if heading:
+            yield (heading.group(2) or "").strip()
+
+
+def prose_lines(body: str) -> Iterator[str]:
+    """The body's lines outside fenced code blocks."""
     fence: str | None = None
     for line in body.split("\n"):
         opener = _FENCE.match(line)
@@ -112,6 +140,29 @@ def atx_headings(body: str) -> Iterator[str]:
             elif marker[0] == fence[0] and len(marker) >= len(fence):
                 fence = None
             continue
-        heading = None if fence else _ATX.match(line)
-        if heading:
-            yield (heading.group(2) or "").strip()
+        if fence is None:
+            yield line
+
+
+def vault_marks(body: str) -> tuple[list[str], list[str]]:
+    """Inline ``#tags`` and ``[[wiki link]]`` targets, in order of appearance (see module doc)."""
+    tags: list[str] = []
+    links: list[str] = []
+    for line in prose_lines(body):
+        if "#" not in line and "[[" not in line:
+            continue
+        line = _INLINE_CODE.sub(" ", line)
+        tags.extend(_TAG.findall(line))  # "# Heading" is no tag: a tag's "#" is followed by its name
+        links.extend(target.strip() for target in _WIKI_LINK.findall(line) if target.strip())
+    return tags, links
+
+
+def _once(values: list[str]) -> list[str]:
+    """``values`` without repeats (compared without case), first spelling and order kept."""
+    seen: set[str] = set()
+    kept = []
+    for value in values:
+        if value and value.casefold() not in seen:
+            seen.add(value.casefold())
+            kept.append(value)
+    return kept

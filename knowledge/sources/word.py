@@ -1,7 +1,9 @@
 """DOCX through python-docx: body paragraphs and tables in document order, and the core properties.
 
-Paragraphs are separated by a blank line; a table becomes one line per row with cells separated by a
-tab (a horizontally merged cell is written once; nested tables are flattened into their cell).
+Paragraphs are separated by a blank line; a table keeps its headers: its first row names the columns and
+every other row is one ``header: value; …`` line (:mod:`knowledge.sources.tables`), so a cell's value is
+found together with its column name (a horizontally merged cell is written once; nested tables are
+flattened into their cell).
 Headers, footers, footnotes and comments are not part of the body and are not read. A DOCX has no
 stable pages or lines, so the whole text is one segment.
 
@@ -12,30 +14,20 @@ a test fails if a python-docx upgrade adds one.
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Iterator
-from datetime import datetime
 
 from docx import Document
 from docx.document import Document as WordDocument
-from docx.opc.coreprops import CoreProperties
 from docx.table import Table, _Cell, _Row
 from docx.text.paragraph import Paragraph
 
 from knowledge.sources.archive import check_package
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
-from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
-from knowledge.sources.textutil import Block, clean_value, document, join_blocks
-
-log = logging.getLogger(__name__)
-
-# metadata key -> CoreProperties attribute, for the text fields the census stores.
-_TEXT_PROPERTIES = {
-    "title": "title", "author": "author", "subject": "subject", "keywords": "keywords",
-    "category": "category", "description": "comments", "identifier": "identifier", "language": "language",
-}  # fmt: skip
-_DATE_PROPERTIES = {"created": "created", "modified": "modified"}
+from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
+from knowledge.sources.office import core_fields
+from knowledge.sources.tables import HeaderedRows
+from knowledge.sources.textutil import Block, document, join_blocks
 
 
 def parse_docx(data: bytes, fmt: Format) -> ParsedDocument:
@@ -49,7 +41,7 @@ def parse_docx(data: bytes, fmt: Format) -> ParsedDocument:
     if not text:
         raise SourceRejected("no_text", "document has no text")
     metadata = blank_metadata("docx")
-    metadata.update(_core_fields(properties))
+    metadata.update(core_fields(properties))
     return document("docx", text, segments, metadata, fmt.mime)
 
 
@@ -59,10 +51,12 @@ def _blocks(container: WordDocument | _Cell) -> Iterator[str]:
 
 
 def _table_text(table: Table) -> str:
-    return "\n".join(_row_text(row) for row in table.rows)
+    rows = HeaderedRows()
+    lines = (rows.line(_row_cells(row)) for row in table.rows)
+    return "\n".join(line for line in lines if line)
 
 
-def _row_text(row: _Row) -> str:
+def _row_cells(row: _Row) -> list[str]:
     cells: list[str] = []
     previous: _Cell | None = None
     for cell in row.cells:
@@ -70,21 +64,4 @@ def _row_text(row: _Row) -> str:
             continue
         previous = cell
         cells.append(" ".join(" ".join(_blocks(cell)).split()))
-    return "\t".join(cells)
-
-
-def _core_fields(props: CoreProperties) -> dict[str, MetadataValue]:
-    fields: dict[str, MetadataValue] = {key: clean_value(_read(props, attr)) for key, attr in _TEXT_PROPERTIES.items()}
-    for key, attr in _DATE_PROPERTIES.items():
-        value = _read(props, attr)
-        fields[key] = value.isoformat() if isinstance(value, datetime) else None
-    return fields
-
-
-def _read(props: CoreProperties, attr: str) -> object:
-    """One property; a malformed value (python-docx parses dates lazily) is logged and left empty."""
-    try:
-        return getattr(props, attr)
-    except Exception:
-        log.info("DOCX core property %s unreadable; stored as empty", attr, exc_info=True)
-        return None
+    return cells

@@ -22,6 +22,7 @@ from knowledge.sources.census import (
 from knowledge.sources.formats import Format
 
 from .builders import image_bytes, make_docx, make_epub, make_pdf
+from .office_builders import make_eml, make_odt, make_pptx, make_rtf, make_xlsx
 
 FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "text": lambda: parse_bytes(b"plain words\n", name="a.txt"),
@@ -33,6 +34,12 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "epub": lambda: parse_bytes(make_epub(), name="a.epub"),
     "image": lambda: parse_bytes(image_bytes(["Census of a picture"]), name="a.png"),
     "note": lambda: parse_note("a note", title="T"),
+    "csv": lambda: parse_bytes(b"a,b\n1,2\n", name="a.csv"),
+    "spreadsheet": lambda: parse_bytes(make_xlsx(), name="a.xlsx"),
+    "slides": lambda: parse_bytes(make_pptx([("T", "body", "notes")]), name="a.pptx"),
+    "odt": lambda: parse_bytes(make_odt(["body"], title="T"), name="a.odt"),
+    "rtf": lambda: parse_bytes(make_rtf(["body"]), name="a.rtf"),
+    "mail": lambda: parse_bytes(make_eml("S", plain="body"), name="a.eml"),
 }
 
 PDF_INFO_KEYS = [
@@ -71,7 +78,7 @@ def test_assert_declared_directly() -> None:
     with pytest.raises(UndeclaredMetadata, match="producer"):
         assert_declared("pdf", {"title": "x", "producer": "Acrobat"})  # excluded is not stored
     with pytest.raises(UndeclaredMetadata):
-        assert_declared("spreadsheet", {})
+        assert_declared("no-such-parser", {})
 
 
 def test_excluded_reasons_are_never_blank() -> None:
@@ -97,6 +104,20 @@ def test_every_docx_core_property_is_declared() -> None:
     assert len(names) >= 15  # sanity: python-docx 1.x exposes 15
     missing = [name for name in names if f"core_properties.{name}" not in CENSUS["docx"].sources]
     assert not missing, f"python-docx CoreProperties fields neither stored nor excluded: {missing}"
+
+
+def test_every_pptx_core_property_is_declared() -> None:
+    from pptx.opc.package import XmlPart
+    from pptx.parts.coreprops import CorePropertiesPart
+
+    names = [  # the part's own plumbing (blob, partname) is not a property of the deck
+        name
+        for name, value in inspect.getmembers(CorePropertiesPart)
+        if isinstance(value, property) and not hasattr(XmlPart, name)
+    ]
+    assert len(names) >= 15
+    missing = [name for name in names if f"core_properties.{name}" not in CENSUS["slides"].sources]
+    assert not missing, f"python-pptx core properties neither stored nor excluded: {missing}"
 
 
 def test_every_standard_pdf_info_key_is_declared() -> None:

@@ -19,7 +19,7 @@ def test_docx_paragraphs_and_table_in_order(write: Writer) -> None:
     assert parsed.text == (
         "Quarterly Report\n\n"
         "Revenue grew in every region.\n\n"
-        "Region\tQ1\tQ2\nNorth\tsteady\n\n"
+        "columns: Region; Q1; Q2\nRegion: North; Q1: steady\n\n"
         "Closing remarks after the table."
     )
     assert parsed.parser == "docx" and parsed.mime.endswith("wordprocessingml.document")

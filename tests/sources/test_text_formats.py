@@ -113,12 +113,36 @@ def test_markdown_front_matter_title_and_source_line_numbers(write: Writer) -> N
     assert parsed.parser == "markdown" and parsed.mime == "text/markdown"
     assert parsed.metadata == {
         "encoding": "utf-8", "title": "Field Notes", "author": "Ann; Bob", "date": "2024-03-01",
-        "tags": "birds, spring", "heading_count": 2,
+        "tags": "birds, spring", "heading_count": 2, "created": None, "modified": None, "aliases": None,
+        "links": None,
     }  # fmt: skip
     assert "secret" not in parsed.text and "do-not-store" not in parsed.text
     assert parsed.text.startswith("# Morning walk\n")
     assert segment_at(parsed, "Saw a heron").line_start == 11
     assert_tiles(parsed)
+
+
+def test_markdown_vault_tags_aliases_dates_and_wiki_links() -> None:
+    source = (
+        "---\n"
+        "aliases: [Heron log, HL]\n"
+        "tag: '#birds'\n"
+        "created: 2024-03-01T08:00\n"
+        "lastmod: 2024-03-02\n"
+        "---\n"
+        "# Walk #not-in-heading-start\n"
+        "Saw a heron #Birds #wading/heron by [[River Path]] and [[Old Mill|the mill]].\n"
+        "See ![[map.png]], [[River Path#Bridge]] and issue #42 at http://x.org/#frag or C#.\n"
+        "`#code-tag [[Code Link]]` stays code.\n"
+        "```\n"
+        "#fenced [[Fenced Link]]\n"
+        "```\n"
+    )
+    metadata = parse_bytes(source.encode(), name="heron.md").metadata
+    assert metadata["tags"] == "birds, not-in-heading-start, wading/heron"  # once each, case-insensitive
+    assert metadata["aliases"] == "Heron log, HL"
+    assert metadata["links"] == "River Path | Old Mill | map.png"
+    assert (metadata["created"], metadata["modified"]) == ("2024-03-01T08:00", "2024-03-02")
 
 
 def test_markdown_title_falls_back_to_first_heading() -> None:

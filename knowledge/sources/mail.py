@@ -1,0 +1,84 @@
+"""A saved e-mail message (``.eml``, RFC 5322) through the standard library's :mod:`email` (``policy.default``).
+
+The text is a short header block (``Subject``, ``From``, ``To``, ``Cc``, ``Date`` as the message shows them,
+so a search for a sender or a subject word finds the message) followed by the body. The body is the
+plain-text part when there is one, else the HTML part converted to text by the HTML reader; a part in an
+unknown charset is decoded as UTF-8 with replacement characters rather than losing the message. Two
+segments (headers, body), no pages or lines.
+
+Subject, from, to, cc and date are metadata (census). Attachments are not read (an attachment is a file
+of its own; reading them as children of their message needs the container lifecycle, not built yet).
+"""
+
+from __future__ import annotations
+
+from email import policy
+from email.message import EmailMessage, MIMEPart
+from email.parser import BytesParser
+
+from knowledge.sources.census import blank_metadata
+from knowledge.sources.formats import Format
+from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
+from knowledge.sources.textutil import Block, clean_value, document, join_blocks
+
+_SNIFF_BYTES = 8 * 1024
+_SHOWN_HEADERS = (("Subject", "subject"), ("From", "from"), ("To", "to"), ("Cc", "cc"), ("Date", "date"))
+
+
+def parse_eml(data: bytes, fmt: Format) -> ParsedDocument:
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise SourceRejected("binary", "file looks like binary data, not an e-mail message")
+    with failing_as("e-mail message could not be read (malformed structure)"):
+        message = BytesParser(policy=policy.default).parsebytes(data)
+        assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage
+        fields = _header_fields(message)
+        body = _body_text(message)
+    header_block = "\n".join(f"{label}: {fields[key]}" for label, key in _SHOWN_HEADERS if fields[key])
+    text, segments = join_blocks([Block(header_block), Block(body)])
+    if not body.strip() and not fields["subject"]:
+        raise SourceRejected("no_text", "message has no subject and no text body")
+    metadata = blank_metadata("mail")
+    metadata.update(fields)
+    return document("mail", text, segments, metadata, fmt.mime)
+
+
+def _header_fields(message: EmailMessage) -> dict[str, MetadataValue]:
+    fields: dict[str, MetadataValue] = {}
+    for label, key in _SHOWN_HEADERS:
+        value = _header(message, label)
+        fields[key] = clean_value(value)
+    date = message.get("Date")
+    when = getattr(date, "datetime", None) if date is not None else None
+    if when is not None:
+        fields["date"] = when.isoformat()
+    return fields
+
+
+def _header(message: EmailMessage, name: str) -> str | None:
+    try:
+        value = message.get(name)
+    except (ValueError, IndexError, TypeError):  # a header the parser cannot make sense of: keep the raw text
+        raw = message.get_all(name, failobj=None)
+        value = raw[0] if raw else None
+    return None if value is None else str(value)
+
+
+def _body_text(message: EmailMessage) -> str:
+    part = message.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return ""
+    content = _content(part)
+    if part.get_content_subtype() == "html":
+        from knowledge.sources.html_page import make_soup, visible_text
+
+        return visible_text(make_soup(content))
+    return content
+
+
+def _content(part: MIMEPart) -> str:
+    try:
+        content = part.get_content()
+    except (LookupError, UnicodeError):  # an unknown or lying charset: keep the text, mark what is lost
+        payload = part.get_payload(decode=True)
+        return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
+    return content if isinstance(content, str) else ""
