@@ -135,9 +135,8 @@ def group_by_document(hits: Sequence[Hit], limit: int = LIMIT) -> list[Row]:
 
 def control_filters(file_type: str, max_age: int | None, now: float | None = None) -> Filters:
     """The type and date controls as the search's filters (what ``type:`` and ``after:`` would say)."""
-    types: frozenset[str] = frozenset()
-    for name in FILE_TYPES.get(file_type, ()):
-        types |= parse_type(name)
+    names = FILE_TYPES.get(file_type, ())
+    types = frozenset().union(*(parse_type(name) for name in names)) if names else None
     after = None if max_age is None else (time.time() if now is None else now) - max_age
     return Filters(types=types, after=after)
 

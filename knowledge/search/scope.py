@@ -130,7 +130,7 @@ def _filtered_items(conn: Connection, base: Base, filters: Filters) -> set[int]:
     for item_id, kind, name, dated in rows:
         if under is not None and item_id not in under:
             continue
-        if filters.types and not _of_type(kind, name, filters.types):
+        if filters.types is not None and not _of_type(kind, name, filters.types):
             continue
         if (after is not None and dated < after) or (before is not None and dated >= before):
             continue

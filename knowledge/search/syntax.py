@@ -64,20 +64,21 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 
 @dataclass(frozen=True)
 class Filters:
-    """Which documents a search may return. ``types``: format names (parsers, or ``note``) and suffixes."""
+    """Which documents a search may return. ``types``: format names (parsers, or ``note``) and suffixes
+    (None: any type; empty: none, as when the window's type and a typed ``type:`` disagree)."""
 
-    types: frozenset[str] = frozenset()
+    types: frozenset[str] | None = None
     folders: tuple[str, ...] = ()
     after: float | None = None  # seconds since the epoch: the start of the after: period (local time)
     before: float | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.types and not self.folders and self.after is None and self.before is None
+        return self.types is None and not self.folders and self.after is None and self.before is None
 
     def narrowed(self, other: Filters) -> Filters:
         """Both sets of filters at once (the window's controls and the typed operators)."""
-        types = self.types & other.types if self.types and other.types else self.types or other.types
+        types = other.types if self.types is None else self.types if other.types is None else self.types & other.types
         folders = self.folders + tuple(f for f in other.folders if f not in self.folders)
         return Filters(types, folders, _latest(self.after, other.after), _earliest(self.before, other.before))
 
@@ -218,7 +219,7 @@ def _add_filter(filters: Filters, key: str, value: str) -> Filters:
         example = {"type": "type:pdf", "in": 'in:"Lab notes"', "after": "after:2024-01", "before": "before:2024"}
         raise InvalidInput(f"{key}: needs a value, e.g. {example[key]}")
     if key == "type":
-        return replace(filters, types=filters.types | parse_type(value))
+        return replace(filters, types=(filters.types or frozenset()) | parse_type(value))
     if key == "in":
         return replace(filters, folders=(*filters.folders, value))
     day = datetime.combine(parse_date(key, value), datetime.min.time()).timestamp()

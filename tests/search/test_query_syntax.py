@@ -54,7 +54,7 @@ def test_the_operation(case: Case, opened: Quire) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_the_cli(case: Case, indexed: Path) -> None:
     result = quire_cli(
-        "--json", "search", "kb", "--mode", case.mode, "--limit", str(LIMIT), "--", case.query, data_dir=indexed
+        "--json", "search", "kb", *_query_args(case.query), "--mode", case.mode, "--limit", str(LIMIT), data_dir=indexed
     )
     answer = json.loads(result.stdout) if result.stdout.strip() else {}
     if case.error is not None:
@@ -66,6 +66,11 @@ def test_the_cli(case: Case, indexed: Path) -> None:
     assert result.returncode == 0, (result.stdout, result.stderr)
     names = [h["item_name"] for h in answer["hits"]]
     assert judge(case, names, None) is None, judge(case, names, None)
+
+
+def _query_args(query: str) -> tuple[str, ...]:
+    """As a person types it: the positional argument, or --query=… for one that begins with "-"."""
+    return (f"--query={query}",) if query.startswith("-") else (query,)
 
 
 def test_mcp_from_the_same_table(opened: Quire) -> None:
