@@ -9,9 +9,9 @@
 * **Exclusions** (``excluded``): every document with a chunk that keyword search matches for an
   excluded word or phrase (stemmed as keyword search stems: ``-drafts`` also leaves out "draft").
 * **Phrases** (``chunks``): the chunks that contain every quoted phrase; a hit must be one of them.
-* **Identifiers** (:func:`identifier_counts`): keyword and hybrid searches rank the chunks containing
-  more of the typed identifiers exactly above the others (in their order otherwise), so an exact DOI,
-  ticket or symbol is never outranked by a merely similar passage.
+* **Identifiers** (:func:`identifier_counts`): in a short query (``query.SHORT_QUERY_WORDS``) keyword and
+  hybrid searches rank the chunks containing more of the typed identifiers exactly above the others (in
+  their order otherwise), so an exact DOI, ticket or symbol is never outranked by a merely similar passage.
 
 Rankings test each candidate with :meth:`Scope.admits`; when the admitted chunks are few
 (``EXACT_UP_TO``), the vector side scores exactly those instead of searching the nearest and filtering.
