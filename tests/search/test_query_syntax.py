@@ -99,3 +99,12 @@ def test_phrases_and_identifiers_are_highlighted_whole(opened: Quire) -> None:
     hit = search(opened, "kb", '"tidal silt budget" ABC-1234', mode="keyword", limit=1)[0]
     marked = [hit.snippet[s:e] for s, e in hit.highlights]
     assert "tidal silt budget" in marked and "ABC-1234" in marked
+
+
+def test_filters_apply_before_the_top_k_cut(opened: Quire) -> None:
+    """A filtered document that is not among the unfiltered best still comes back with limit=1."""
+    for mode in ("keyword", "hybrid", "vector"):
+        unfiltered = search(opened, "kb", "harbour dredging", mode=mode, limit=1)
+        assert unfiltered and unfiltered[0].item_name != "gamma.html"
+        only = search(opened, "kb", 'harbour dredging in:"Lab notes" type:html', mode=mode, limit=1)
+        assert [h.item_name for h in only] == ["gamma.html"], mode
