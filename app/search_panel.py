@@ -1,7 +1,10 @@
 """The search panel: search as you type, with filters, results grouped by document, and open-at-location.
 
 Typing starts a search after a short pause (``DEBOUNCE_MS``); Enter searches at once. Filters: the
-base, a folder subtree (the folder selected in the Items tab), the file type and the date. Hits come
+base, a folder subtree (the folder selected in the Items tab), the file type and the date — the same
+filters the typed syntax has (``type:``, ``in:``, ``after:``; README "Search syntax"): the controls are
+turned into the search's ``Filters`` and narrowed with the typed ones inside the search, before its top-k
+cut. A query the syntax refuses is answered on the status line. Hits come
 back grouped by document (the best document first, at most ``PASSAGES_PER_DOCUMENT`` passages each);
 relevance is shown as the document's rank and a bar relative to the best hit — fusion scores mean
 nothing to a person. "Open at location" opens a PDF at the hit's page and a text file at its line where
@@ -51,7 +54,7 @@ from knowledge.errors import InvalidInput
 from knowledge.library import Base
 from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
-from knowledge.search import MODES, Hit, check_query, search
+from knowledge.search import MODES, Filters, Hit, check_query, parse, parse_type, search
 
 HitRole = Qt.ItemDataRole.UserRole + 1
 HTML_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -59,17 +62,25 @@ COLUMNS = ("Passage", "Document", "Location", "Relevance")
 SNIPPET, SOURCE, LOCATION, RELEVANCE = range(len(COLUMNS))
 SCORE = RELEVANCE
 LIMIT = 20
-FETCH = 60  # hits asked for, so that filtering and grouping still leave a full page
+FETCH = 60  # hits asked for, so that grouping by document still leaves a full page
 PASSAGES_PER_DOCUMENT = 3
 DEBOUNCE_MS = 250
-FILE_TYPES = {
+# each choice is what a person would type after type: (README "Search syntax")
+FILE_TYPES: dict[str, tuple[str, ...]] = {
     "Any type": (),
-    "PDF": (".pdf",),
-    "Text and Markdown": (".txt", ".md", ".markdown", ".rst"),
-    "Web pages": (".html", ".htm"),
-    "Word and e-books": (".docx", ".epub"),
+    "PDF": ("pdf",),
+    "Text and Markdown": ("text", "markdown"),
+    "Web pages": ("html",),
+    "Word and e-books": ("word", "epub"),
+    "Code": ("code",),
     "Notes": ("note",),
 }
+SYNTAX_TIP = (
+    'Type words to search. "exact phrase" must appear; -word leaves out documents with it; '
+    'type:pdf, in:"folder name", after:2024-01 and before:2025 filter; identifiers such as '
+    "10.1000/xyz123, ABC-1234, report_v2.pdf or parse_query are matched exactly. "
+    'See "Search syntax" in the README.'
+)
 DATES = {
     "Any date": None,
     "Past day": 86_400,
@@ -121,27 +132,25 @@ def group_by_document(hits: Sequence[Hit], limit: int = LIMIT) -> list[Row]:
     return rows
 
 
-def matches_type(hit: Hit, file_type: str) -> bool:
-    suffixes = FILE_TYPES.get(file_type, ())
-    if not suffixes:
-        return True
-    if hit.source_path is None:
-        return "note" in suffixes
-    return Path(hit.item_name).suffix.lower() in suffixes
+def control_filters(file_type: str, max_age: int | None, now: float | None = None) -> Filters:
+    """The type and date controls as the search's filters (what ``type:`` and ``after:`` would say)."""
+    names = FILE_TYPES.get(file_type, ())
+    types = frozenset().union(*(parse_type(name) for name in names)) if names else None
+    after = None if max_age is None else (time.time() if now is None else now) - max_age
+    return Filters(types=types, after=after)
 
 
 def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> list[Hit]:
-    """The search and its filters, off the main thread (in an ``Op``)."""
-    hits = search_fn(quire, request.base_id, request.text, mode=request.mode, limit=FETCH, subtree=request.subtree)
-    hits = [h for h in hits if matches_type(h, request.file_type)]
-    if request.max_age is not None:
-        cutoff = time.time() - request.max_age
-        dates: dict[int, float] = {}
-        for item_id in {h.item_id for h in hits}:
-            item = lifecycle.get_item(quire, request.base_id, item_id)
-            dates[item_id] = item.mtime if item.mtime is not None else item.created_at
-        hits = [h for h in hits if dates.get(h.item_id, 0.0) >= cutoff]
-    return hits
+    """The search with the controls' filters (applied inside it), off the main thread (in an ``Op``)."""
+    return search_fn(
+        quire,
+        request.base_id,
+        request.text,
+        mode=request.mode,
+        limit=FETCH,
+        subtree=request.subtree,
+        filters=control_filters(request.file_type, request.max_age),
+    )
 
 
 AnyIndex = QModelIndex | QPersistentModelIndex
@@ -294,7 +303,8 @@ class SearchPanel(QWidget):
         self._pending: SearchRequest | None = None
         self._results_base: int | None = None
         self.subtree: tuple[int, str] | None = None  # (item id, name): the folder the Items tab selected
-        self.query = QLineEdit(placeholderText="Search as you type…")
+        self.query = QLineEdit(placeholderText='Search as you type… ("phrase", -word, type:pdf, in:"folder")')
+        self.query.setToolTip(SYNTAX_TIP)
         self.query.setClearButtonEnabled(True)
         self.query.returnPressed.connect(self.run_search)
         self.query.textChanged.connect(self._typed)
@@ -429,6 +439,7 @@ class SearchPanel(QWidget):
             return
         try:
             check_query(text)  # over the bounds: say so, run nothing
+            parse(text)  # a query the syntax refuses: say why, run nothing
         except InvalidInput as exc:
             self.status.setText(str(exc))
             return

@@ -29,7 +29,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "sources": {"errors"},
     "library": {"errors", "store", "principal"},
     "ingest": {"errors", "store", "sources", "library", "preferences"},
-    "search": {"errors", "store", "library", "ingest"},
+    "search": {"errors", "store", "sources", "library", "ingest"},
     "lifecycle": {"errors", "store", "sources", "library", "ingest", "principal", "preferences"},
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "preferences"},
     "runtime": {"errors", "store", "library", "ingest", "search", "preferences"},

@@ -104,9 +104,14 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("item", type=int)
     p.set_defaults(func=cmd_chunks)
 
-    p = sub.add_parser("search", parents=[common], help="search a base")
+    p = sub.add_parser(
+        "search", parents=[common], help='search a base (README "Search syntax": "phrase", -word, type:, in:, after:)'
+    )
     p.add_argument("base")
     p.add_argument("query", nargs="?")
+    p.add_argument(
+        "--query", dest="query_option", metavar="QUERY", help='the query, for one that begins with "-": --query="-x y"'
+    )
     p.add_argument(
         "--queries-file", type=Path, help='JSON lines {"id", "text"}: one JSON line {"id", "hits", "elapsed_ms"} each'
     )
@@ -374,6 +379,9 @@ def _chunk_text(c: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
+    if args.query is not None and args.query_option is not None:
+        raise UsageError("give the query once: as QUERY or as --query")
+    args.query = args.query if args.query is not None else args.query_option
     if (args.query is None) == (args.queries_file is None):
         raise UsageError("give a QUERY or --queries-file, not both")
     with opened(args) as quire:

@@ -3,5 +3,18 @@ memory per base: the vector index and keyword term statistics. See :mod:`knowled
 
 from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit, check_query, search
 from knowledge.search.snippets import make_snippet
+from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "MODES", "Hit", "check_query", "make_snippet", "search"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_TERMS",
+    "MODES",
+    "Filters",
+    "Hit",
+    "ParsedQuery",
+    "check_query",
+    "make_snippet",
+    "parse",
+    "parse_type",
+    "search",
+]

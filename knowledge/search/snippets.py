@@ -1,4 +1,8 @@
-"""Snippets: a window of a chunk around the first word that matches the query, with every match's span."""
+"""Snippets: a window of a chunk around the first word that matches the query, with every match's span.
+
+Phrases and identifiers (``"exact phrase"``, ``10.1000/xyz123``, ``parse_query``) are marked as one span
+from their first word to their last wherever their words follow each other in the text, split as keyword
+search splits them (at anything not a letter or digit), each word matched as a query word is."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Sequence
 
 SNIPPET_CHARS = 240
 WORD = re.compile(r"\w+", re.UNICODE)
+TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # a word as FTS5's unicode61 tokenizer cuts it
 
 
 class _Matcher:
@@ -46,9 +51,38 @@ class _Matcher:
         return False
 
 
-def make_snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
-    """A window of ``body`` around the first matching word, with the spans of matching words."""
+def phrase_spans(body: str, phrases: Sequence[str]) -> list[tuple[int, int]]:
+    """Start and end of every place in ``body`` where one of ``phrases``' words follow each other."""
+    spans: list[tuple[int, int]] = []
+    tokens = [(m.start(), m.end(), m.group(0)) for m in TOKEN.finditer(body)] if phrases else []
+    for phrase in phrases:
+        words = [m.group(0).lower() for m in TOKEN.finditer(phrase)]
+        if not words:
+            continue
+        matchers = [_Matcher([w]) for w in words]
+        for at in range(len(tokens) - len(words) + 1):
+            if all(matchers[n](tokens[at + n][2]) for n in range(len(words))):
+                spans.append((tokens[at][0], tokens[at + len(words) - 1][1]))
+    return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def make_snippet(
+    body: str, terms: Sequence[str], width: int = SNIPPET_CHARS, *, phrases: Sequence[str] = ()
+) -> tuple[str, list[tuple[int, int]]]:
+    """A window of ``body`` around the first match, with the spans of matching words and phrases."""
     words = _Matcher(terms).spans(body)
+    if phrases:
+        words = _merged(words + phrase_spans(body, phrases))
     start = 0
     if words:
         start = max(0, words[0][0] - width // 4)

@@ -1,0 +1,168 @@
+"""What one search may return, worked out inside its read snapshot from the parsed query
+(:mod:`knowledge.search.syntax`) and the caller's subtree, before any ranking is cut to its top k.
+
+* **Documents** (``items``): the subtree, the ``in:`` folders (every directory of the base with that name,
+  or that path below its root, and everything under it), the ``type:`` formats (by the file name's
+  suffix, as the window's type filter; notes are ``type:note``) and the dates. A document's date is the
+  file's modification time recorded when it was last read (``items.mtime``); a note's is when it was
+  written (``created_at``). Dates are the computer's local time.
+* **Exclusions** (``excluded``): every document with a chunk that keyword search matches for an
+  excluded word or phrase (stemmed as keyword search stems: ``-drafts`` also leaves out "draft").
+* **Phrases** (``chunks``): the chunks that contain every quoted phrase; a hit must be one of them.
+* **Identifiers** (:func:`identifier_counts`): in a short query (``query.SHORT_QUERY_WORDS``) keyword and
+  hybrid searches rank the chunks containing more of the typed identifiers exactly above the others (in
+  their order otherwise), so an exact DOI, ticket or symbol is never outranked by a merely similar passage.
+
+Rankings test each candidate with :meth:`Scope.admits`; when the admitted chunks are few
+(``EXACT_UP_TO``), the vector side scores exactly those instead of searching the nearest and filtering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, bindparam, text
+
+from knowledge.errors import InvalidInput
+from knowledge.library import items as tree
+from knowledge.library.bases import Base
+from knowledge.library.index import fts_table
+from knowledge.search.syntax import NOTE, Filters, ParsedQuery
+from knowledge.search.term_stats import quoted
+from knowledge.sources.formats import format_for, suffix_of
+
+EXACT_UP_TO = 20_000  # admitted chunks the vector side scores one by one rather than searching all
+
+
+@dataclass(frozen=True)
+class Scope:
+    items: AbstractSet[int] | None = None  # the documents allowed (None: every one)
+    excluded: AbstractSet[int] = frozenset()  # documents left out
+    chunks: AbstractSet[int] | None = None  # chunks containing every phrase (None: no phrase)
+
+    @property
+    def everything(self) -> bool:
+        return self.items is None and not self.excluded and self.chunks is None
+
+    def admits(self, chunk_id: int, item_id: int) -> bool:
+        if self.chunks is not None and chunk_id not in self.chunks:
+            return False
+        if self.items is not None and item_id not in self.items:
+            return False
+        return item_id not in self.excluded
+
+
+def build_scope(conn: Connection, base: Base, parsed: ParsedQuery, subtree: int | None) -> Scope:
+    items: set[int] | None = None
+    if subtree is not None:
+        tree.load_in_base(conn, base.id, subtree)
+        items = set(tree.subtree_ids(conn, [subtree]))
+    if not parsed.filters.empty:
+        matching = _filtered_items(conn, base, parsed.filters)
+        items = matching if items is None else items & matching
+    excluded: set[int] = set()
+    if parsed.exclusions:
+        found = _fts_rowids(conn, base, " OR ".join(quoted(e) for e in parsed.exclusions))
+        excluded = _items_of(conn, found)
+    chunks = None
+    if parsed.phrases:
+        chunks = _fts_rowids(conn, base, " AND ".join(quoted(p) for p in parsed.phrases))
+    return Scope(items, frozenset(excluded), None if chunks is None else frozenset(chunks))
+
+
+def identifier_counts(conn: Connection, base: Base, identifiers: tuple[str, ...]) -> dict[int, int]:
+    """For each chunk that contains typed identifiers exactly (as a phrase), how many of them it contains."""
+    counts: dict[int, int] = {}
+    for identifier in dict.fromkeys(identifiers):
+        for chunk_id in _fts_rowids(conn, base, quoted(identifier)):
+            counts[chunk_id] = counts.get(chunk_id, 0) + 1
+    return counts
+
+
+def admitted_chunks(conn: Connection, scope: Scope) -> list[tuple[int, int]] | None:
+    """(chunk id, item id) of every admitted chunk when there are at most ``EXACT_UP_TO``; else None."""
+    if scope.chunks is not None and len(scope.chunks) <= EXACT_UP_TO:
+        pairs = _chunk_items(conn, "c.id", list(scope.chunks))
+    elif scope.items is not None and len(scope.items) <= EXACT_UP_TO:
+        pairs = _chunk_items(conn, "c.item_id", list(scope.items))
+        if len(pairs) > EXACT_UP_TO:
+            return None
+    else:
+        return None
+    return [(cid, iid) for cid, iid in pairs if scope.admits(cid, iid)]
+
+
+def _chunk_items(conn: Connection, column: str, ids: list[int]) -> list[tuple[int, int]]:
+    query = text(
+        f"SELECT c.id, c.item_id FROM chunks c JOIN items i ON i.id = c.item_id "
+        f"WHERE {column} IN :ids AND i.status != 'deleting'"
+    ).bindparams(bindparam("ids", expanding=True))
+    found: list[tuple[int, int]] = []
+    for start in range(0, len(ids), 500):
+        found.extend((r[0], r[1]) for r in conn.execute(query, {"ids": ids[start : start + 500]}).all())
+    return found
+
+
+def _fts_rowids(conn: Connection, base: Base, match: str) -> set[int]:
+    table = fts_table(base.id)
+    return {r[0] for r in conn.execute(text(f"SELECT rowid FROM {table} WHERE {table} MATCH :m"), {"m": match})}
+
+
+def _items_of(conn: Connection, chunk_ids: set[int]) -> set[int]:
+    return {item for _chunk, item in _chunk_items(conn, "c.id", list(chunk_ids))}
+
+
+def _filtered_items(conn: Connection, base: Base, filters: Filters) -> set[int]:
+    """The base's files and notes that pass the type, folder and date filters."""
+    under: set[int] | None = None
+    if filters.folders:
+        under = set(tree.subtree_ids(conn, _folders(conn, base, filters.folders)))
+    after, before = filters.after, filters.before
+    rows = conn.execute(
+        text(
+            "SELECT id, type, name, coalesce(mtime, created_at) FROM items "
+            "WHERE base_id = :b AND type != 'directory' AND status != 'deleting'"
+        ),
+        {"b": base.id},
+    ).all()
+    kept: set[int] = set()
+    for item_id, kind, name, dated in rows:
+        if under is not None and item_id not in under:
+            continue
+        if filters.types is not None and not _of_type(kind, name, filters.types):
+            continue
+        if (after is not None and dated < after) or (before is not None and dated >= before):
+            continue
+        kept.add(item_id)
+    return kept
+
+
+def _of_type(kind: str, name: str, types: AbstractSet[str]) -> bool:
+    if kind == NOTE:
+        return NOTE in types
+    fmt = format_for(name)
+    return suffix_of(name) in types or (fmt is not None and fmt.parser in types)
+
+
+def _folders(conn: Connection, base: Base, names: tuple[str, ...]) -> list[int]:
+    """Every directory of the base called one of ``names`` (or at that path below its root)."""
+    rows = conn.execute(
+        text(
+            "SELECT id, name, relative_path FROM items WHERE base_id = :b AND type = 'directory' "
+            "AND status != 'deleting'"
+        ),
+        {"b": base.id},
+    ).all()
+    found: list[int] = []
+    for name in names:
+        wanted = name.strip("/").casefold()
+        ids = [
+            r[0]
+            for r in rows
+            if r[1].casefold() == wanted or (r[2] or "").replace("\\", "/").strip("/").casefold() == wanted
+        ]
+        if not ids:
+            raise InvalidInput(f'no folder called "{name}" in this base (in:"{name}")')
+        found.extend(ids)
+    return found

@@ -1,0 +1,79 @@
+"""The window runs the query-syntax table (tests/support/query_cases.py) through its search box, and its
+type and date controls filter exactly as the typed ``type:`` does, inside the search."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.search_panel import SYNTAX_TIP, SearchPanel
+from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory
+from tests.support.query_cases import CASES, indexed_data_dir, judge, stem
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QUIRE_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+        return indexed_data_dir(tmp_path_factory.mktemp("syntax-window"))
+
+
+def _search(qtbot: QtBot, panel: SearchPanel, query: str, mode: str = "hybrid") -> tuple[list[str] | None, str]:
+    """Type the query and search: the hits' document names in rank order (None when refused), and the status."""
+    panel.mode.setCurrentText(mode)
+    panel.query.setText(query)
+    before = panel._seq
+    panel.run_search()
+    if panel._seq == before:  # refused before it ran: the status line says why
+        return None, panel.status.text()
+    qtbot.waitUntil(lambda: not panel.searching, timeout=WORKER_TIMEOUT_MS)
+    status = panel.status.text()
+    if " document" not in status:
+        return None, status
+    return [h.item_name for h in panel.results.hits], status
+
+
+def test_the_table_of_cases_in_the_search_box(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    assert "Search syntax" in panel.query.toolTip() and panel.query.toolTip() == SYNTAX_TIP
+    wrong: dict[str, str] = {}
+    for case in CASES:
+        names, status = _search(qtbot, panel, case.query, case.mode)
+        problem = judge(case, names, status if names is None else None)
+        if problem is not None:
+            wrong[case.id] = problem
+    assert wrong == {}
+
+
+def test_the_type_and_date_controls_filter_inside_the_search_as_typed_filters_do(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    panel.type_filter.setCurrentText("PDF")
+    by_control, _ = _search(qtbot, panel, "harbour")
+    panel.type_filter.setCurrentText("Any type")
+    typed, _ = _search(qtbot, panel, "harbour type:pdf")
+    assert by_control == typed and {stem(n) for n in typed or []} == {"epsilon"}
+
+    panel.type_filter.setCurrentText("Text and Markdown")
+    text_and_md, _ = _search(qtbot, panel, "harbour")
+    assert {stem(n) for n in text_and_md or []} == {"alpha", "beta", "delta"}
+    both, _ = _search(qtbot, panel, "harbour type:pdf")  # the control and the typed filter: both hold
+    assert both == []
+
+    panel.type_filter.setCurrentText("Any type")
+    panel.date_filter.setCurrentText("Past year")  # every file of the corpus is older
+    recent, status = _search(qtbot, panel, "harbour")
+    assert recent == [] and status.startswith("0 documents")
+    panel.date_filter.setCurrentText("Any date")
+    every, _ = _search(qtbot, panel, "harbour")
+    assert {stem(n) for n in every or []} == {"alpha", "beta", "gamma", "delta", "epsilon"}

@@ -1,0 +1,110 @@
+"""The query syntax on the operation, the CLI and MCP, from one table of cases (tests/support/query_cases.py).
+
+The corpus is indexed once per module by the real worker process; the window runs the same table in
+tests/app/test_query_syntax_window.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from knowledge.agents.server import QuireMCP
+from knowledge.errors import InvalidInput
+from knowledge.job_types import open_quire
+from knowledge.runtime import Quire
+from knowledge.search import search
+from tests.agents.helpers import run
+from tests.conftest import quire_cli
+from tests.support.query_cases import CASES, Case, indexed_data_dir, judge
+
+pytestmark = pytest.mark.model
+LIMIT = 10
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QUIRE_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+        return indexed_data_dir(tmp_path_factory.mktemp("syntax"))
+
+
+@pytest.fixture(scope="module")
+def opened(indexed: Path) -> Iterator[Quire]:
+    quire = open_quire(indexed)
+    yield quire
+    quire.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_the_operation(case: Case, opened: Quire) -> None:
+    try:
+        hits = search(opened, "kb", case.query, mode=case.mode, limit=LIMIT)
+    except InvalidInput as exc:
+        assert judge(case, None, str(exc)) is None, judge(case, None, str(exc))
+        return
+    names = [h.item_name for h in hits]
+    assert judge(case, names, None) is None, judge(case, names, None)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_the_cli(case: Case, indexed: Path) -> None:
+    result = quire_cli(
+        "--json", "search", "kb", *_query_args(case.query), "--mode", case.mode, "--limit", str(LIMIT), data_dir=indexed
+    )
+    answer = json.loads(result.stdout) if result.stdout.strip() else {}
+    if case.error is not None:
+        assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+        message = answer["error"]["message"]
+        assert judge(case, None, message) is None, judge(case, None, message)
+        return
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    names = [h["item_name"] for h in answer["hits"]]
+    assert judge(case, names, None) is None, judge(case, names, None)
+
+
+def _query_args(query: str) -> tuple[str, ...]:
+    """As a person types it: the positional argument, or --query=… for one that begins with "-"."""
+    return (f"--query={query}",) if query.startswith("-") else (query,)
+
+
+def test_mcp_from_the_same_table(opened: Quire) -> None:
+    server = QuireMCP(opened, agent="claude").server
+    wrong: dict[str, str] = {}
+
+    async def session() -> None:
+        async with Client(server) as client:
+            for case in CASES:
+                result = await client.call_tool(
+                    "search", {"base": "kb", "query": case.query, "mode": case.mode, "limit": LIMIT}
+                )
+                if result.is_error:
+                    problem = judge(case, None, str(result.content[0].text))  # type: ignore[union-attr]
+                else:
+                    answer = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
+                    problem = judge(case, [h["item"]["name"] for h in answer["hits"]], None)
+                if problem is not None:
+                    wrong[case.id] = problem
+
+    run(session)
+    assert wrong == {}
+
+
+def test_phrases_and_identifiers_are_highlighted_whole(opened: Quire) -> None:
+    hit = search(opened, "kb", '"tidal silt budget" ABC-1234', mode="keyword", limit=1)[0]
+    marked = [hit.snippet[s:e] for s, e in hit.highlights]
+    assert "tidal silt budget" in marked and "ABC-1234" in marked
+
+
+def test_filters_apply_before_the_top_k_cut(opened: Quire) -> None:
+    """A filtered document that is not among the unfiltered best still comes back with limit=1."""
+    for mode in ("keyword", "hybrid", "vector"):
+        unfiltered = search(opened, "kb", "harbour dredging", mode=mode, limit=1)
+        assert unfiltered and unfiltered[0].item_name != "gamma.html"
+        only = search(opened, "kb", 'harbour dredging in:"Lab notes" type:html', mode=mode, limit=1)
+        assert [h.item_name for h in only] == ["gamma.html"], mode

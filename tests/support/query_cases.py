@@ -1,0 +1,155 @@
+"""One table of typed queries and what they must find, run on every surface (tests/search/test_query_syntax.py).
+
+The corpus: a handful of small files of different types, folders and modification dates, each a
+sentinel named by its stem. A case expects either the exact set of documents (``docs``), the document
+ranked first (``top``), or an error whose message contains ``error``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tests.sources.builders import make_pdf
+
+# name -> (relative path, content, modification date)
+CORPUS: dict[str, tuple[str, str | bytes, datetime]] = {
+    "alpha": (
+        "reports/alpha.md",
+        "# Alpha\n\nQuarterly summary of the harbour dredging project. Ticket ABC-1234 tracks the silt survey.\n"
+        "Our tidal silt budget is balanced.\n",
+        datetime(2024, 3, 15, 12),
+    ),
+    "beta": (
+        "reports/beta.txt",
+        "Notes on the harbour dredging draft. See DOI 10.1000/xyz123 for the sediment model.\n",
+        datetime(2023, 6, 15, 12),
+    ),
+    "gamma": (
+        "Lab notes/gamma.html",
+        "<html><body><p>The function parse_query splits the search input and Foo::bar calls it. "
+        "The file report_v2.pdf holds the harbour figures.</p></body></html>",
+        datetime(2025, 2, 10, 12),
+    ),
+    "delta": (
+        "Lab notes/delta.md",
+        "# Delta\n\nSourdough baking at the harbour bakery: silt-free water and a tidal rhythm of proofing.\n"
+        "Batch 1234 used ABC flour; the budget for flour is tight.\n",
+        datetime(2024, 8, 1, 12),
+    ),
+    "epsilon": (
+        "papers/epsilon.pdf",
+        make_pdf([["Harbour sediment transport paper.", "The dredging silt budget model."]]),
+        datetime(2024, 11, 20, 12),
+    ),
+}
+ALL = frozenset(CORPUS)
+
+
+@dataclass(frozen=True)
+class Case:
+    query: str
+    mode: str = "hybrid"
+    docs: frozenset[str] | None = None  # exactly these documents
+    top: str | None = None  # this document first
+    error: str | None = None  # refused, with this in the message
+
+    @property
+    def id(self) -> str:
+        return f"{self.mode}:{self.query[:40]}"
+
+
+CASES: list[Case] = [
+    # phrases: every hit contains the phrase (word for word), in either mode
+    Case('"tidal silt budget"', docs=frozenset({"alpha"})),
+    Case('"silt budget" harbour', mode="keyword", docs=frozenset({"alpha", "epsilon"})),
+    # exclusions leave out whole documents
+    Case("harbour -draft", mode="keyword", docs=ALL - {"beta"}),
+    Case('harbour -"silt budget"', docs=frozenset({"beta", "gamma", "delta"})),
+    # filters apply inside the search (hybrid returns everything in scope, no more)
+    Case("harbour type:pdf", docs=frozenset({"epsilon"})),
+    Case("harbour type:markdown", docs=frozenset({"alpha", "delta"})),
+    Case("harbour type:txt type:html", docs=frozenset({"beta", "gamma"})),
+    Case('harbour in:"Lab notes"', docs=frozenset({"gamma", "delta"})),
+    Case("harbour in:reports -draft", docs=frozenset({"alpha"})),
+    Case("harbour after:2024-01 before:2024-12", docs=frozenset({"alpha", "delta", "epsilon"})),
+    Case("harbour before:2024", docs=frozenset({"beta"})),
+    Case("harbour after:2025-02-01", docs=frozenset({"gamma"})),
+    # identifiers reach the keyword side whole: the exact one ranks first, its scattered parts do not
+    Case("ABC-1234", mode="keyword", top="alpha"),
+    Case("ABC-1234", top="alpha"),
+    Case("10.1000/xyz123", mode="keyword", docs=frozenset({"beta"})),
+    Case("10.1000/xyz123", top="beta"),
+    Case("report_v2.pdf", top="gamma"),
+    Case("parse_query", mode="keyword", docs=frozenset({"gamma"})),
+    Case("Foo::bar", top="gamma"),
+    # bad queries: a message, never an exception
+    Case('harbour "silt budget', error="unmatched quote"),
+    Case("harbour after:notadate", error="after:notadate is not a date"),
+    Case("harbour type:spreadsheet", error="unknown type:spreadsheet"),
+    Case("harbour type:", error="type: needs a value"),
+    Case("-harbour -draft", error="only exclusions"),
+    Case("type:pdf", error="only filters"),
+    Case('harbour in:"No such folder"', error='no folder called "No such folder"'),
+    Case("harbour after:2025 before:2024", error="is not later than"),
+    Case("x" * 1001, error="at most 1,000"),
+]
+
+
+def write_corpus(root: Path) -> Path:
+    """The corpus as files under ``root``, each with its modification date (local time)."""
+    for rel, content, when in CORPUS.values():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        os.utime(path, (when.timestamp(), when.timestamp()))
+    return root
+
+
+def stem(name: str) -> str:
+    return Path(name).stem
+
+
+def indexed_data_dir(root: Path) -> Path:
+    """A data directory with base ``kb`` holding the corpus, indexed by the real worker process
+    (``quire worker --until-idle``); every file completed."""
+    import json
+
+    from tests.conftest import quire_cli
+
+    data = root / "data"
+    corpus = write_corpus(root / "corpus")
+    for args in (
+        ("base", "create", "kb", "--precision", "fp32"),
+        ("add", "kb", str(corpus)),
+        ("worker", "--until-idle"),
+    ):
+        result = quire_cli("--json", *args, data_dir=data)
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+    listed = quire_cli("--json", "items", "kb", data_dir=data)
+    files = [i for i in json.loads(listed.stdout)["items"] if i["type"] == "file"]
+    assert sorted(stem(i["name"]) for i in files if i["status"] == "completed") == sorted(CORPUS), listed.stdout
+    return data
+
+
+def judge(case: Case, names: list[str] | None, error: str | None) -> str | None:
+    """What is wrong with an answer (the hits' document names in rank order, or an error message), or None."""
+    if case.error is not None:
+        return (
+            None
+            if error is not None and case.error in error
+            else f"expected error {case.error!r}, got {error or names}"
+        )
+    if error is not None or names is None:
+        return f"unexpected error {error!r}"
+    found = [stem(n) for n in names]
+    if case.docs is not None and set(found) != case.docs:
+        return f"expected {sorted(case.docs)}, got {sorted(set(found))}"
+    if case.top is not None and (not found or found[0] != case.top):
+        return f"expected {case.top} first, got {found}"
+    return None
