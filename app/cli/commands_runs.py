@@ -40,7 +40,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = rsub.add_parser("start", parents=[common], help="start (or replay) a run over FOLDER")
     p.add_argument("base", help="base name or id")
     p.add_argument("folder", type=Path)
-    p.add_argument("--key", help="idempotency key: reusing it replays the same run instead of starting another")
+    p.add_argument(
+        "--key",
+        help="idempotency key: reusing it replays the same run instead of starting another (default: derived "
+        "from base, folder, you and the files, so repeating the command replays its run)",
+    )
     p.set_defaults(func=cmd_start)
 
     p = rsub.add_parser("list", parents=[common], help="runs over a folder or into a base")
@@ -58,7 +62,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_revert)
 
-    p = rsub.add_parser("retry", parents=[common], help="continue a failed run (same run, same key)")
+    p = rsub.add_parser("retry", parents=[common], help="retry a failed run as a new run over the folder as it is now")
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_retry)
 
@@ -92,7 +96,10 @@ def cmd_start(args: argparse.Namespace, out: Output) -> int:
         result = folder_runs.start_run(quire, principal_of(args), args.base, args.folder, key=args.key)
     out.emit(
         result.as_dict(),
-        lambda d: f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it",
+        lambda d: (
+            f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it"
+            + ("" if d["outcome"] == "created" else "; pass another --key to start a new run over the same files")
+        ),
     )
     return 0
 
@@ -101,7 +108,8 @@ def _run_line(r: dict[str, Any]) -> str:
     c = r["counts"]
     return (
         f"{r['id']:>5} {r['status']:<10} {r['progress']['settled']}/{r['size']} settled, {c['committed']} committed, "
-        f"{c['skipped']} skipped, {c['rejected']} rejected  {r['folder']} → {r['base']['name']}"
+        f"{c['skipped']} skipped ({c['already_committed']} already committed), {c['rejected']} rejected  "
+        f"{r['folder']} → {r['base']['name']}"
     )
 
 
@@ -115,6 +123,10 @@ def cmd_list(args: argparse.Namespace, out: Output) -> int:
 
 def _show_text(d: dict[str, Any]) -> str:
     lines = [_run_line(d)]
+    if d["retry_of"] is not None:
+        lines.append(f"  retry of run {d['retry_of']}")
+    if d["retried_by"] is not None:
+        lines.append(f"  retried as run {d['retried_by']}")
     for key in ("created_at", "started_at", "finished_at", "reverted_at"):
         if d[key] is not None:
             lines.append(f"  {key}: {d[key]}")
@@ -143,7 +155,12 @@ def cmd_revert(args: argparse.Namespace, out: Output) -> int:
 def cmd_retry(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         result = folder_runs.retry_run(quire, principal_of(args), args.run)
-    out.emit(result.as_dict(), lambda d: f"run {d['run_id']} retried (retry {d['retry']}); a worker continues it")
+    out.emit(
+        result.as_dict(),
+        lambda d: (
+            f"{d['outcome']}: run {d['run_id']} retries run {d['retry_of']} (job {d['job_id']}); `quire worker` runs it"
+        ),
+    )
     return 0
 
 
