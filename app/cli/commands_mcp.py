@@ -16,6 +16,7 @@ from typing import Any
 from app.cli.commands_core import opened
 from app.cli.commands_runs import principal_of
 from app.cli.main import Output, UsageError
+from app.self_command import quire_command
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
 
@@ -55,8 +56,10 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
             access.revoke_token(quire, principal_of(args))
             out.emit({"revoked": True}, "token replaced; clients using the old one are refused")
         if args.print_config:
+            data_dir = Path(args.data_dir)
+            command = quire_command("--data-dir", str(data_dir), "mcp")
             config = access.client_config(
-                Path(args.data_dir), port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
+                data_dir, command, port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
             )
             out.emit({**config, "enabled": access.is_enabled(quire)}, lambda d: json.dumps(d, indent=2))
         if args.enable or args.disable or args.revoke_token or args.print_config:
