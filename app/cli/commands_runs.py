@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.commands_core import opened
-from app.cli.main import Output, UsageError
+from app.cli.main import Output
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit
 from knowledge.principal import Principal
@@ -51,7 +52,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--folder", type=Path)
     which.add_argument("--base")
-    p.add_argument("--limit", type=int, default=200)
+    add_paging(p, most=1000)
     p.set_defaults(func=cmd_list)
 
     p = rsub.add_parser("show", parents=[common], help="a run's status, progress and per-source dispositions")
@@ -68,8 +69,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("audit", parents=[common], help="audit entries (optionally of one run)")
     p.add_argument("--run", type=int)
-    p.add_argument("--after", type=int, default=0, help="only entries after this id")
-    p.add_argument("--limit", type=int, default=500)
+    add_paging(p)
     p.set_defaults(func=cmd_audit)
 
 
@@ -114,10 +114,14 @@ def _run_line(r: dict[str, Any]) -> str:
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
-        runs = folder_runs.list_runs(quire, folder=args.folder, base=args.base, limit=args.limit)
+        runs = folder_runs.list_runs(quire, folder=args.folder, base=args.base, limit=limit, after_id=args.after)
     rows = [r.as_dict() for r in runs]
-    out.emit({"runs": rows}, lambda d: "\n".join(_run_line(r) for r in d["runs"]) or "no runs")
+    more = next_cursor(runs, limit, lambda r: int(r.run.id))
+    out.emit(
+        paged("runs", rows, more), lambda d: with_more("\n".join(_run_line(r) for r in d["runs"]) or "no runs", more)
+    )
     return 0
 
 
@@ -165,20 +169,21 @@ def cmd_retry(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, out: Output) -> int:
-    if not 1 <= args.limit <= 10_000:
-        raise UsageError("--limit must be between 1 and 10000")
+    limit = limit_of(args)
     with opened(args) as quire:
-        entries = audit.list_entries(quire.db, run_id=args.run, after_id=args.after, limit=args.limit)
+        entries = audit.list_entries(quire.db, run_id=args.run, after_id=args.after, limit=limit)
     rows = [e.as_dict() for e in entries]
+    more = next_cursor(entries, limit, lambda e: int(e.id))
     out.emit(
-        {"entries": rows},
-        lambda d: (
+        paged("entries", rows, more),
+        lambda d: with_more(
             "\n".join(
                 f"{e['id']:>6} {e['action']:<36} {e['actor']:<20} run {e['run_id']} attempt {e['attempt']} "
                 f"{e['payload'].get('counts', '')}"
                 for e in d["entries"]
             )
-            or "no audit entries"
+            or "no audit entries",
+            more,
         ),
     )
     return 0
