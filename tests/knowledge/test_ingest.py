@@ -281,3 +281,25 @@ def test_reindexing_a_folder_redoes_only_what_changed(quire: Quire, tmp_path: Pa
     assert not search(quire, "kb", "mineral 2", mode="keyword") or all(
         h.item_name != "f2.txt" for h in search(quire, "kb", "mineral 2", mode="keyword")
     )
+
+
+def test_an_identical_copy_that_went_away_is_parsed_in_the_parse_process(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy path never parses in this process (outside the parse child's time and memory limits): a
+    source whose identical twin vanished between the lookup and the copy is parsed like any other."""
+    from knowledge.ingest import material
+    from knowledge.sources import dispatch
+
+    def parsed_here(*_a: object, **_k: object) -> None:
+        raise AssertionError("parsed in the worker's own process")
+
+    make_base(quire)
+    monkeypatch.setattr(material, "find_identical", lambda *_a: 999_999)  # a twin that is gone by the copy
+    monkeypatch.setattr(material, "parse_bytes", parsed_here, raising=False)
+    monkeypatch.setattr(dispatch, "parse_bytes", parsed_here)
+    folder = write_tree(tmp_path / "f", {"a.txt": "Text about ferns and mosses.", "b.md": "# Moss\n\nAbout moss."})
+    operations.add_items(quire, "kb", [PathInput(folder)])
+    drain(quire)
+    items = {i.name: i for i in operations.list_items(quire, "kb", flat=True)}
+    assert (items["a.txt"].status, items["b.md"].status) == ("completed", "completed"), items
