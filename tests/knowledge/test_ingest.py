@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlalchemy import exc as sa_exc
 
 from knowledge.errors import NotFound
-from knowledge.ingest.embedding import Encoder
-from knowledge.ingest.models import model_spec
 from knowledge.library import blobs
 from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle import operations
@@ -21,30 +17,13 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base, material_counts
 from tests.sources.builders import make_pdf
+from tests.support.encoders import CountingEncoder, install
 from tests.support.files import write_tree
-
-
-class CountingEncoder(Encoder):
-    """The real encoder, counting what actually reaches the model."""
-
-    texts_seen: list[str]
-
-    def __init__(self, precision: str) -> None:
-        super().__init__(model_spec("all-MiniLM-L6-v2"), precision=precision)
-        self.texts_seen = []
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts_seen.extend(texts)
-        return super().encode_documents(texts)
 
 
 @pytest.fixture
 def counting(quire: Quire) -> CountingEncoder:
-    encoder = CountingEncoder("fp32")
-    quire.encoder_factory = lambda _choice, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
-    )
-    return encoder
+    return install(quire, CountingEncoder())
 
 
 def by_name(quire: Quire) -> dict[str, operations.tree.Item]:
