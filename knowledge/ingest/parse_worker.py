@@ -227,11 +227,6 @@ class ParseWorkers:
                 self._all.append(worker)
         return worker
 
-    def pids(self) -> list[int]:
-        """The live parse processes of this process's threads."""
-        with self._lock:
-            return [pid for pid in (w.pid for w in self._all) if pid is not None]
-
     def close(self) -> None:
         with self._lock:
             workers, self._all = self._all, []
