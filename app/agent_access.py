@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.ops import Op
 from app.run_reads import gui_principal, when
+from app.self_command import quire_command
 from knowledge.agents import access
 from knowledge.runtime import Quire
 
@@ -43,7 +44,8 @@ class AccessState:
 def read_state(quire: Quire) -> AccessState:
     """Runs in an ``Op``."""
     enabled = access.is_enabled(quire)
-    config = access.client_config(quire.data_dir) if enabled else None
+    command = quire_command("--data-dir", str(quire.data_dir), "mcp")
+    config = access.client_config(quire.data_dir, command) if enabled else None
     return AccessState(enabled, config, access.recent_calls(quire, limit=50), access.allowed_roots(quire))
 
 

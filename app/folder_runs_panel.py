@@ -10,7 +10,9 @@
   disposition counts), polled once a second while the panel is shown — progress is a column the GUI
   polls. Selecting a run shows each source's disposition and reason, and the run's audit entries.
 * **Revert** (completed runs only, after a confirmation) is ``folder_runs.revert_run``.
-* **Retry** (failed runs only) is ``folder_runs.retry_run``: the same run continues under its key.
+* **Retry** (failed runs only) is ``folder_runs.retry_run``: a new run over the folder as it is now, linked
+  to the failed one (which stays failed); what the failed run committed settles ``already_committed``. A
+  second press replays the same new run. The new run is selected.
 
 The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
 
@@ -336,11 +338,16 @@ class FolderRunsPanel(QWidget):
     def _run_row(summary: RunSummary) -> list[str]:
         run, c = summary.run, summary.counts
         dispositions = f"{c['committed']} committed · {c['skipped']} skipped · {c['rejected']} rejected"
+        if c["already_committed"]:
+            dispositions += f" · {c['already_committed']} already committed"
         return [
             str(run.id),
             run.folder,
             summary.base_name,
-            run.status + (f" ({run.error})" if run.error else ""),
+            run.status
+            + (f" ({run.error})" if run.error else "")
+            + (f" · retry of {run.retry_of}" if run.retry_of is not None else "")
+            + (f" · retried as {summary.retried_by}" if summary.retried_by is not None else ""),
             when(run.created_at),
             when(run.started_at),
             when(run.reverted_at or run.finished_at),
@@ -417,8 +424,8 @@ class FolderRunsPanel(QWidget):
         ).on_failure(self._start_failed).run()
 
     def _retried(self, result: folder_runs.RetryResult) -> None:
-        self.ctx.info(f"Folder run {result.run_id} continues (retry {result.retry}).")
-        self.refresh()
+        self.ctx.info(f"Folder run {result.retry_of} is retried as run {result.run_id}.")
+        self.select_run(result.run_id)
 
     # -- buttons ------------------------------------------------------------------------------
 
@@ -431,4 +438,6 @@ class FolderRunsPanel(QWidget):
         self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
         summary = self.selected_summary()
         self.revert_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "completed")
-        self.retry_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "failed")
+        self.retry_button.setEnabled(
+            self.ctx.ready and summary is not None and summary.run.status == "failed" and summary.retried_by is None
+        )

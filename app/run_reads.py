@@ -77,7 +77,7 @@ def audit_details(entry: audit.Entry) -> str:
     parts = []
     if isinstance(counts, dict):
         parts.append(", ".join(f"{k} {v}" for k, v in counts.items() if v and k not in ("pending",)))
-    for key in ("disposition", "error", "deleting", "walked"):
+    for key in ("disposition", "error", "deleting", "walked", "retry_of", "approved_by"):
         if key in payload:
             parts.append(f"{key}: {payload[key]}")
     return " · ".join(p for p in parts if p)

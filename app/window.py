@@ -344,9 +344,6 @@ class MainWindow(QMainWindow):
         self._enable(self.act_retry_failed, item_rules.why_no_retry(base, chosen) if ready else refusal)
         self.sync_actions.update(base, chosen, refusal if not ready else None)
 
-    def show_sync_states(self) -> None:
-        self.sync_actions.show_states()
-
     @staticmethod
     def _enable(act: QAction, refusal: str | None) -> None:
         act.setEnabled(refusal is None)

@@ -7,7 +7,8 @@ on its own — checks the parent is still there, and then ``exec``s exactly
 directory's rotated, owner-only ``worker.log``). Elsewhere it only execs.
 SIGTERM makes the worker stop taking jobs; whatever is running is judged by recovery on the next start.
 
-This module imports nothing from Qt or from the core: it is a few system calls and an ``exec``.
+This module imports nothing from Qt or from the core (``app.self_command`` spells the argv): it is a few
+system calls and an ``exec``.
 """
 
 from __future__ import annotations
@@ -17,21 +18,19 @@ import os
 import signal
 import sys
 
+from app.self_command import quire_command, worker_launcher_command
+
 PR_SET_PDEATHSIG = 1
 
 
 def worker_argv(data_dir: str) -> list[str]:
     """``quire worker`` for this data directory: the CLI module, or the frozen app's ``cli`` entry."""
-    if getattr(sys, "frozen", False):  # a PyInstaller build: packaging/quire_entry.py dispatches
-        return [sys.executable, "cli", "--data-dir", data_dir, "worker", "--log"]
-    return [sys.executable, "-m", "app.cli", "--data-dir", data_dir, "worker", "--log"]
+    return quire_command("--data-dir", data_dir, "worker", "--log")
 
 
 def launcher_argv(parent_pid: int, data_dir: str) -> list[str]:
     """How the app starts this launcher (program first)."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable, "worker-launch", str(parent_pid), data_dir]
-    return [sys.executable, "-m", "app.worker_launch", str(parent_pid), data_dir]
+    return worker_launcher_command(parent_pid, data_dir)
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -1,5 +1,8 @@
 """Bounded retries of transient faults, with exponential backoff and full jitter (seed 003 rule 12).
 
+:func:`full_jitter` is the one backoff formula: the worker's delay before a failed ``retry`` job's next
+attempt (``jobs/runtime.py``) and :func:`retry_transient`'s waits both draw from it.
+
 A transient fault is one that a moment later may not happen again: the database busy or locked past its
 busy timeout (apsw ``BusyError``/``LockedError``, SQLAlchemy ``OperationalError`` saying so), a timeout.
 Everything else is raised at once: retrying a real error only delays the reason a person needs.
@@ -18,6 +21,7 @@ from sqlalchemy import exc as sa_exc
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_RNG = random.Random()
 
 _TRANSIENT_NAMES = frozenset({"BusyError", "LockedError", "TimeoutError"})
 _TRANSIENT_WORDS = ("database is locked", "database is busy", "database table is locked")
@@ -30,6 +34,12 @@ def is_transient(exc: BaseException) -> bool:
         original = exc.orig if exc.orig is not None else exc
         return type(original).__name__ in _TRANSIENT_NAMES or any(w in str(original).lower() for w in _TRANSIENT_WORDS)
     return False
+
+
+def full_jitter(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """A full-jitter backoff: ``uniform(0, min(cap, base * 2**attempt))`` — spread so that things that failed
+    together do not all come back at the same moment."""
+    return (rng or _RNG).uniform(0, min(cap, base * 2 ** min(attempt, 64)))
 
 
 def retry_transient(
@@ -50,7 +60,7 @@ def retry_transient(
         except Exception as exc:
             if n == attempts - 1 or not is_transient(exc):
                 raise
-            delay = chooser.uniform(0, min(max_delay, base_delay * 2**n))
+            delay = full_jitter(n, base=base_delay, cap=max_delay, rng=chooser)
             log.info("transient fault (%s); retry %d of %d in %.3f s", type(exc).__name__, n + 1, attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable")

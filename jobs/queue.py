@@ -217,34 +217,6 @@ class JobQueue:
             )
         return ids
 
-    def reopen(self, conn: Connection, job_id: int) -> bool:
-        """In the caller's transaction: a finished job goes back to ``pending`` with a wake-up.
-
-        Its attempt counter carries on (the next claim bumps it), so every fence keyed on the attempt
-        still tells the new work from anything the earlier attempts left behind. False if it is live.
-        """
-        now = time.time()
-        done = conn.execute(
-            update(jobs)
-            .where(and_(jobs.c.id == job_id, jobs.c.status.in_(("completed", "failed", "cancelled"))))
-            .values(
-                status="pending",
-                cancel_requested=0,
-                lease_owner=None,
-                lease_expires_at=None,
-                available_at=now,
-                last_error=None,
-                result=None,
-                finished_at=None,
-                updated_at=now,
-            )
-        )
-        if done.rowcount != 1:
-            return False
-        self.transport.wake(conn.connection.driver_connection, job_id)
-        self._announce(conn)
-        return True
-
     def cancel_base(self, conn: Connection, base_id: int, *, except_types: Sequence[str] = ()) -> builtins.list[int]:
         query = select(jobs.c.id).where(and_(jobs.c.base_id == base_id, jobs.c.status.in_(LIVE_STATUSES)))
         if except_types:

@@ -37,7 +37,7 @@ class RecoveryReport:
     cancelled: list[int] = field(default_factory=list)  # abandon jobs cancelled
     redelivered: list[int] = field(default_factory=list)  # retry jobs handed back
     exhausted: list[int] = field(default_factory=list)  # retry jobs that used their last attempt: failed
-    repaired: int = 0  # jobs enqueued by repair scans
+    repaired: int = 0  # what repair scans fixed: cleanups enqueued, runs settled, orphan files removed…
     hook_errors: int = 0
 
     def as_dict(self) -> dict[str, object]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select, update
 
+from jobs.backoff import full_jitter
 from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_REPAIR_INTERVAL = 20.0
 MAX_ERROR_CHARS = 500
+# A failed `retry` job waits full_jitter(attempt): uniform(0, min(60 s, 0.5 s · 2^attempt)).
+RETRY_BASE_SECONDS = 0.5
+RETRY_CAP_SECONDS = 60.0
 
 
 class JobContext:
@@ -343,7 +347,8 @@ class Worker:
         error = sanitize_error(exc)
         spec = self.queue.registry.types.get(ctx.job.type)
         if spec is not None and spec.recovery == "retry" and ctx.attempt < spec.max_attempts:
-            self._retry_later(ctx, error, delay=min(60.0, 0.5 * 2**ctx.attempt))
+            delay = full_jitter(ctx.attempt, base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS)
+            self._retry_later(ctx, error, delay=delay)
             return
         self._finish(ctx, "failed", None, error)
 

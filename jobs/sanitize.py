@@ -14,9 +14,18 @@ import re
 
 MAX_REASON_CHARS = 500
 
-# A quoted absolute path ('/a/b c/d.txt', "C:\\x\\y") may hold spaces; an unquoted one ends at whitespace.
-_QUOTED_PATH = re.compile(r"""(['"])((?:[A-Za-z]:)?[/\\][^'"\n]*)\1""")
-_BARE_PATH = re.compile(r"""(?<![\w.~:/\\])(?:[A-Za-z]:)?(?:[/\\][^\s'"/\\,;:()\[\]]+)+[/\\]?""")
+# A quoted absolute path ('/a/b c/d.txt', "C:\\x\\y") may hold spaces. An unquoted one is a run of
+# components; a component may hold spaces when another component follows it (``/home/ann smith/notes.txt``
+# is one path), and the last one ends at whitespace (what follows a space in a file name is left as text,
+# so only the name's first word is kept from it). It may start after a colon (``open failed:/x/y``), not
+# after a word, a dot or another slash (``docs/a.md``, ``https://host/p`` are not absolute paths).
+_NAME = r"""[^\s'"/\\,;:()\[\]]+"""
+_QUOTED_PATH = re.compile(r"""(['"])((?:~|[A-Za-z]:)?[/\\][^'"\n]*)\1""")
+_BARE_PATH = re.compile(
+    rf"""(?<![\w.~/\\])(?:~|[A-Za-z]:)?(?:[/\\]{_NAME}(?: +{_NAME})*(?=[/\\]))*[/\\]{_NAME}[/\\]?"""
+)
+# Matching is bounded: only this much of the first line is read (a reason keeps far less).
+_SCAN_CHARS = 4 * MAX_REASON_CHARS
 _FILE_URL = re.compile(r"file://\S+")
 
 
@@ -25,29 +34,28 @@ def _last_part(path: str) -> str:
     return name or "(folder)"
 
 
-def _home_and_user() -> list[str]:
-    found = []
+def _home_and_user() -> tuple[str, str]:
+    """The home directory (to become ``~``) and ``/user/`` (a path segment naming the user); "" if none."""
     home = os.path.expanduser("~")
-    if home not in ("", "/", "~"):
-        found.append(home)
     try:
         user = getpass.getuser()
     except Exception:  # no user name in this environment: nothing to strip
         user = ""
-    if len(user) >= 2:
-        found.append(f"/{user}/")
-    return found
+    return (home if home not in ("", "/", "~") else "", f"/{user}/" if len(user) >= 2 else "")
 
 
 def sanitize_reason(text: str) -> str:
     """``text`` as a stored reason: first line, no absolute path, no home directory, bounded length."""
     lines = [line for line in text.splitlines() if line.strip()]
-    line = lines[0].strip() if lines else ""
+    line = lines[0].strip()[:_SCAN_CHARS] if lines else ""
     line = _FILE_URL.sub(lambda m: _last_part(m.group(0)), line)
+    home, user = _home_and_user()
+    if home:  # first, so a path that ends at the home directory keeps none of its names
+        line = line.replace(home, "~")
     line = _QUOTED_PATH.sub(lambda m: f"{m.group(1)}{_last_part(m.group(2))}{m.group(1)}", line)
     line = _BARE_PATH.sub(lambda m: _last_part(m.group(0)), line)
-    for secret in _home_and_user():
-        line = line.replace(secret, "~/" if secret.endswith("/") else "~")
+    if user:
+        line = line.replace(user, "~/")
     return line[:MAX_REASON_CHARS]
 
 

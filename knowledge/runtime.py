@@ -116,7 +116,16 @@ class Quire:
         """Seconds between a running worker's repair passes (setting ``repair.interval_seconds``)."""
         with self.db.read() as conn:
             row = conn.execute(select(settings.c.value).where(settings.c.key == REPAIR_INTERVAL_SETTING)).first()
-        return float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
+        try:
+            seconds = float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
+        except ValueError:
+            seconds = -1.0
+        if not seconds > 0:  # a stored value that is not a positive number never stops a worker starting
+            log.warning(
+                "%s is not a positive number of seconds; using %g", REPAIR_INTERVAL_SETTING, DEFAULT_REPAIR_INTERVAL
+            )
+            return DEFAULT_REPAIR_INTERVAL
+        return seconds
 
     def document_encoder(self, base: Base) -> Encoder:
         """The ingest encoder for a base's model, precision and backend (loaded lazily, shared per process); a

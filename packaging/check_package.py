@@ -12,7 +12,8 @@ Checks, in order: ``doctor`` (every component loads, the model is the bundled on
 xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file and an e-mail with an HTML body),
 ``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
-word), ``chunks``, the window started offscreen (shown, its worker process running from the same
+word), ``chunks``, the agent configuration ``mcp --print-config`` prints started by a real MCP client over
+stdio (it lists the tools), the window started offscreen (shown, its worker process running from the same
 binary) and closed by SIGTERM with exit 0 and no worker left, and finally a bundle without sqlite-vec's
 extension failing with one readable sentence. Exits 1 with ``package-check: FAILED …`` on any failure.
 """
@@ -32,9 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docx
 import psutil
 from ebooklib import epub
+from mcp import Client, StdioServerParameters
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -312,6 +315,36 @@ def step_chunks(app: Artefact, ids: dict[str, int]) -> None:
         check(word in text, f"chunks of the {fmt} document do not contain {word!r}: {text[:300]!r}")
 
 
+def step_agent_config(app: Artefact) -> None:
+    """The configuration a person pastes into an agent starts the packaged MCP server: the printed command
+    and arguments, run by the MCP SDK's stdio client (as Claude Desktop would), answer ``list_tools``."""
+    app.cli("mcp", "--enable")
+    config = app.cli_json("mcp", "--print-config", "--agent", "package-check")
+    server = config["mcpServers"]["quire"]
+    command, args = str(server["command"]), [str(a) for a in server["args"]]
+    check(
+        Path(command).resolve() == app.executable.resolve(),
+        f"the printed config runs {command}, not the packaged executable",
+    )
+    check(args[:1] == ["cli"] and "-m" not in args, f"the printed config's arguments are not the app's: {args}")
+    # The SDK passes the child only a short list of variables (HOME, PATH, …): no virtualenv, no PYTHONPATH.
+    params = StdioServerParameters(
+        command=command, args=args, cwd=str(app.home), env={"HOME": str(app.home), "PATH": "/usr/bin:/bin"}
+    )
+
+    async def tools() -> list[str]:
+        async with Client(params, read_timeout_seconds=CLI_TIMEOUT) as client:
+            return sorted(t.name for t in (await client.list_tools()).tools)
+
+    try:
+        names = anyio.run(tools)
+    except Exception as exc:
+        shown = " ".join([command, *args])
+        raise CheckFailed(f"an MCP client could not start the printed config ({shown}): {exc}") from exc
+    check({"list_bases", "search", "read"} <= set(names), f"the packaged MCP server lists the tools {names}")
+    print(f"  {Path(command).name} {' '.join(args[:1] + args[3:])}: {', '.join(names)}")
+
+
 def step_window(app: Artefact) -> None:
     shown = app.home / "shown.txt"
     argv = [
@@ -423,6 +456,7 @@ def run(artefact: Path) -> None:
             ids = _timed(name, action) or ids
         _timed("search (vector, keyword, hybrid)", lambda: step_search(app, work))
         _timed("chunks", lambda: step_chunks(app, ids))
+        _timed("agent config: an MCP client starts the printed command (stdio)", lambda: step_agent_config(app))
         _timed("window offscreen, worker, SIGTERM", lambda: step_window(app))
         if not artefact.is_dir():  # never rename files inside a folder someone else owns
             _timed("missing sqlite-vec extension", lambda: step_missing_extension(app, bundle))

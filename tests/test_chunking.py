@@ -18,6 +18,7 @@ from knowledge.ingest.chunking import (
     chunk_text,
     load_tokenizer,
 )
+from knowledge.runtime import Quire
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,8 +64,21 @@ def check_chunks(tok: HFTokenizer, text: str, chunks: list[Chunk], max_tokens: i
         assert a.start < b.start and a.end < b.end
 
 
-def test_version_is_a_stamp() -> None:
-    assert isinstance(CHUNKER_VERSION, str) and CHUNKER_VERSION
+def test_the_chunker_version_stamps_material_and_a_new_one_makes_it_stale(
+    quire: Quire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.ingest import chunking
+    from knowledge.lifecycle import operations, stale_items
+    from tests.knowledge.helpers import drain, make_base
+
+    make_base(quire)
+    operations.add_items(quire, "kb", [operations.NoteInput("A note about tides and the moon.")])
+    drain(quire)
+    (note,) = operations.list_items(quire, "kb", flat=True)
+    assert note.status == "completed" and note.chunker_version == CHUNKER_VERSION
+    assert stale_items(quire, "kb") == []
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", CHUNKER_VERSION + "-next")  # the chunker changed
+    assert [i.id for i in stale_items(quire, "kb")] == [note.id]
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t \r\n", "\u200b\x00"])

@@ -48,7 +48,7 @@ def test_bad_option_value_exits_2(tmp_path: Path) -> None:
 def test_jobs_json_lists_nothing_on_a_fresh_directory(tmp_path: Path) -> None:
     result = quire_cli("jobs", "--json", data_dir=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"jobs": []}
+    assert json.loads(result.stdout) == {"jobs": [], "next": None}
 
 
 def test_worker_until_idle_returns(tmp_path: Path) -> None:

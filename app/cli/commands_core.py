@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.main import Output, UsageError
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 
@@ -43,7 +44,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("jobs", parents=[common], help="list jobs; `jobs pause|resume` pauses or resumes indexing")
     p.add_argument("jobs_action", nargs="?", choices=("list", "pause", "resume"), default="list", metavar="ACTION")
     p.add_argument("--status", choices=JOB_STATUSES)
-    p.add_argument("--limit", type=int, default=200)
+    add_paging(p)
     p.set_defaults(func=cmd_jobs)
 
     p = sub.add_parser("worker", parents=[common], help="run the job consumer in the foreground")
@@ -82,18 +83,21 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
         from app.cli.commands_config import cmd_jobs_pause
 
         return cmd_jobs_pause(args, out)
+    limit = limit_of(args)
     with opened(args) as quire:
-        records = quire.queue.list(status=args.status, limit=args.limit)
+        records = quire.queue.list(status=args.status, limit=limit, after_id=args.after)
     rows = [r.as_dict() for r in records]
+    more = next_cursor(records, limit, lambda r: int(r.id))
     out.emit(
-        {"jobs": rows},
-        lambda d: (
+        paged("jobs", rows, more),
+        lambda d: with_more(
             "\n".join(
                 f"{r['id']:>6} {r['type']:<18} {r['status']:<10} attempt {r['attempt']} "
                 f"{r['progress_done']}/{r['progress_total']} {r['last_error'] or ''}"
                 for r in d["jobs"]
             )
-            or "no jobs"
+            or "no jobs",
+            more,
         ),
     )
     return 0

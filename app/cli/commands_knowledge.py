@@ -10,6 +10,7 @@ from typing import Any
 
 from app.cli.commands_core import opened
 from app.cli.main import Output, UsageError
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.ingest import DEFAULT_MODEL_ID, CallSettings, remote_embedder_config
@@ -84,6 +85,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--status", choices=ITEM_STATUSES)
     p.add_argument("--parent", type=int, help="only the children of this item (default: every item)")
     p.add_argument("--stale", action="store_true", help="only items made by another parser, chunker or model")
+    add_paging(p)
     p.set_defaults(func=cmd_items)
 
     p = sub.add_parser("delete", parents=[common], help="delete items (and everything inside them)")
@@ -102,6 +104,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("chunks", parents=[common], help="list a completed item's chunks")
     p.add_argument("base")
     p.add_argument("item", type=int)
+    add_paging(p)
     p.set_defaults(func=cmd_chunks)
 
     p = sub.add_parser(
@@ -313,14 +316,21 @@ def _item_line(i: dict[str, Any]) -> str:
 
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
         if args.stale:
             if args.parent is not None or args.status is not None:
                 raise UsageError("--stale lists every stale item; it takes no --parent or --status")
-            found = lifecycle.stale_items(quire, args.base)
+            found = lifecycle.stale_items(quire, args.base, after_id=args.after, limit=limit)
         else:
             found = lifecycle.list_items(
-                quire, args.base, parent_id=args.parent, status=args.status, flat=args.parent is None
+                quire,
+                args.base,
+                parent_id=args.parent,
+                status=args.status,
+                flat=args.parent is None,
+                after_id=args.after,
+                limit=limit,
             )
     from knowledge.portable.relocate import source_presence
 
@@ -332,7 +342,11 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
         }
         for i in found
     ]
-    out.emit({"items": rows}, lambda d: "\n".join(_item_line(i) for i in d["items"]) or "no items")
+    more = next_cursor(found, limit, lambda i: i.id)
+    out.emit(
+        paged("items", rows, more),
+        lambda d: with_more("\n".join(_item_line(i) for i in d["items"]) or "no items", more),
+    )
     return 0
 
 
@@ -367,9 +381,11 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_chunks(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
-        rows = lifecycle.list_item_chunks(quire, args.base, args.item)
-    out.emit({"chunks": rows}, lambda d: "\n\n".join(_chunk_text(c) for c in d["chunks"]))
+        rows = lifecycle.list_item_chunks(quire, args.base, args.item, after_id=args.after, limit=limit)
+    more = next_cursor(rows, limit, lambda c: int(c["chunk_id"]))
+    out.emit(paged("chunks", rows, more), lambda d: with_more("\n\n".join(_chunk_text(c) for c in d["chunks"]), more))
     return 0
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from app.cli.commands_core import opened
 from app.cli.commands_runs import principal_of
 from app.cli.main import Output, UsageError
+from app.self_command import quire_command
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
 
@@ -76,8 +77,10 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
             roots = [str(r) for r in access.allowed_roots(quire)]
             out.emit({"enabled": access.is_enabled(quire), "allowed_roots": roots}, _status_text)
         if args.print_config:
+            data_dir = Path(args.data_dir)
+            command = quire_command("--data-dir", str(data_dir), "mcp")
             config = access.client_config(
-                Path(args.data_dir), port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
+                data_dir, command, port=args.http or access.DEFAULT_HTTP_PORT, agent=args.agent
             )
             out.emit({**config, "enabled": access.is_enabled(quire)}, lambda d: json.dumps(d, indent=2))
         if args.enable or args.disable or args.revoke_token or args.print_config or changes_roots or args.status:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.commands_core import opened
-from app.cli.main import Output, UsageError
+from app.cli.main import Output
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit
 from knowledge.principal import Principal
@@ -40,14 +41,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = rsub.add_parser("start", parents=[common], help="start (or replay) a run over FOLDER")
     p.add_argument("base", help="base name or id")
     p.add_argument("folder", type=Path)
-    p.add_argument("--key", help="idempotency key: reusing it replays the same run instead of starting another")
+    p.add_argument(
+        "--key",
+        help="idempotency key: reusing it replays the same run instead of starting another (default: derived "
+        "from base, folder, you and the files, so repeating the command replays its run)",
+    )
     p.set_defaults(func=cmd_start)
 
     p = rsub.add_parser("list", parents=[common], help="runs over a folder or into a base")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--folder", type=Path)
     which.add_argument("--base")
-    p.add_argument("--limit", type=int, default=200)
+    add_paging(p, most=1000)
     p.set_defaults(func=cmd_list)
 
     p = rsub.add_parser("show", parents=[common], help="a run's status, progress and per-source dispositions")
@@ -58,14 +63,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_revert)
 
-    p = rsub.add_parser("retry", parents=[common], help="continue a failed run (same run, same key)")
+    p = rsub.add_parser("retry", parents=[common], help="retry a failed run as a new run over the folder as it is now")
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_retry)
 
     p = sub.add_parser("audit", parents=[common], help="audit entries (optionally of one run)")
     p.add_argument("--run", type=int)
-    p.add_argument("--after", type=int, default=0, help="only entries after this id")
-    p.add_argument("--limit", type=int, default=500)
+    add_paging(p)
     p.set_defaults(func=cmd_audit)
 
 
@@ -92,7 +96,10 @@ def cmd_start(args: argparse.Namespace, out: Output) -> int:
         result = folder_runs.start_run(quire, principal_of(args), args.base, args.folder, key=args.key)
     out.emit(
         result.as_dict(),
-        lambda d: f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it",
+        lambda d: (
+            f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it"
+            + ("" if d["outcome"] == "created" else "; pass another --key to start a new run over the same files")
+        ),
     )
     return 0
 
@@ -101,20 +108,29 @@ def _run_line(r: dict[str, Any]) -> str:
     c = r["counts"]
     return (
         f"{r['id']:>5} {r['status']:<10} {r['progress']['settled']}/{r['size']} settled, {c['committed']} committed, "
-        f"{c['skipped']} skipped, {c['rejected']} rejected  {r['folder']} → {r['base']['name']}"
+        f"{c['skipped']} skipped ({c['already_committed']} already committed), {c['rejected']} rejected  "
+        f"{r['folder']} → {r['base']['name']}"
     )
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
-        runs = folder_runs.list_runs(quire, folder=args.folder, base=args.base, limit=args.limit)
+        runs = folder_runs.list_runs(quire, folder=args.folder, base=args.base, limit=limit, after_id=args.after)
     rows = [r.as_dict() for r in runs]
-    out.emit({"runs": rows}, lambda d: "\n".join(_run_line(r) for r in d["runs"]) or "no runs")
+    more = next_cursor(runs, limit, lambda r: int(r.run.id))
+    out.emit(
+        paged("runs", rows, more), lambda d: with_more("\n".join(_run_line(r) for r in d["runs"]) or "no runs", more)
+    )
     return 0
 
 
 def _show_text(d: dict[str, Any]) -> str:
     lines = [_run_line(d)]
+    if d["retry_of"] is not None:
+        lines.append(f"  retry of run {d['retry_of']}")
+    if d["retried_by"] is not None:
+        lines.append(f"  retried as run {d['retried_by']}")
     for key in ("created_at", "started_at", "finished_at", "reverted_at"):
         if d[key] is not None:
             lines.append(f"  {key}: {d[key]}")
@@ -143,25 +159,31 @@ def cmd_revert(args: argparse.Namespace, out: Output) -> int:
 def cmd_retry(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         result = folder_runs.retry_run(quire, principal_of(args), args.run)
-    out.emit(result.as_dict(), lambda d: f"run {d['run_id']} retried (retry {d['retry']}); a worker continues it")
+    out.emit(
+        result.as_dict(),
+        lambda d: (
+            f"{d['outcome']}: run {d['run_id']} retries run {d['retry_of']} (job {d['job_id']}); `quire worker` runs it"
+        ),
+    )
     return 0
 
 
 def cmd_audit(args: argparse.Namespace, out: Output) -> int:
-    if not 1 <= args.limit <= 10_000:
-        raise UsageError("--limit must be between 1 and 10000")
+    limit = limit_of(args)
     with opened(args) as quire:
-        entries = audit.list_entries(quire.db, run_id=args.run, after_id=args.after, limit=args.limit)
+        entries = audit.list_entries(quire.db, run_id=args.run, after_id=args.after, limit=limit)
     rows = [e.as_dict() for e in entries]
+    more = next_cursor(entries, limit, lambda e: int(e.id))
     out.emit(
-        {"entries": rows},
-        lambda d: (
+        paged("entries", rows, more),
+        lambda d: with_more(
             "\n".join(
                 f"{e['id']:>6} {e['action']:<36} {e['actor']:<20} run {e['run_id']} attempt {e['attempt']} "
                 f"{e['payload'].get('counts', '')}"
                 for e in d["entries"]
             )
-            or "no audit entries"
+            or "no audit entries",
+            more,
         ),
     )
     return 0

@@ -82,10 +82,11 @@ def cmd_off(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_status(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        roots = _roots(quire, args.base)
+        base_id = bases.get_base(quire.db, args.base).id if args.base is not None else None
+        roots = sync.root_statuses(quire.db, base_id)
     out.emit(
         {"roots": [r.as_dict() for r in roots]},
-        lambda _d: "\n".join(f"{r.item_id:>6} {r.mode:<6} {sync.describe(r)}" for r in roots) or "no synced folders",
+        lambda _d: "\n".join(r.line() for r in roots) or "no synced folders",
     )
     return 0
 

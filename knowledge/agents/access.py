@@ -3,7 +3,8 @@
 * The setting ``agents.mcp_enabled`` is a person's decision (:func:`set_enabled` refuses an agent) and is
   audited (``agent.access.changed``). ``quire mcp`` refuses to serve while it is off.
 * :func:`client_config` is what a person pastes into an MCP client: the stdio command (what Claude
-  Desktop and editors launch) and, for HTTP, the URL and the bearer token.
+  Desktop and editors launch; the app hands it in, spelled for a source checkout or the frozen app) and,
+  for HTTP, the URL and the bearer token.
 * :func:`record_call` files one ``agent.call`` audit entry per tool call (tool name and outcome only:
   never arguments, which may carry a person's query text, never a token); :func:`recent_calls` reads the
   newest entries back for the Agent access page.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,13 +146,14 @@ def check_agent_folder(quire: Quire, folder: str | os.PathLike[str]) -> None:
         raise Forbidden(OUTSIDE_ALLOWED_ROOTS)
 
 
-def stdio_command(data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), "mcp"]
+def client_config(
+    data_dir: Path, command: list[str], *, port: int = DEFAULT_HTTP_PORT, agent: str | None = None
+) -> dict[str, Any]:
+    """Ready-to-paste configuration: Claude Desktop's ``mcpServers`` entry (stdio) and the HTTP endpoint.
 
-
-def client_config(data_dir: Path, *, port: int = DEFAULT_HTTP_PORT, agent: str | None = None) -> dict[str, Any]:
-    """Ready-to-paste configuration: Claude Desktop's ``mcpServers`` entry (stdio) and the HTTP endpoint."""
-    command = stdio_command(data_dir) + (["--agent", agent] if agent else [])
+    ``command`` is ``quire --data-dir DIR mcp`` as this installation spells it (the app builds it:
+    ``app.self_command``; a frozen app has no ``python -m``)."""
+    command = [*command, *(["--agent", agent] if agent else [])]
     token = tokens.ensure_token(data_dir)
     return {
         "mcpServers": {"quire": {"command": command[0], "args": command[1:]}},

@@ -13,7 +13,8 @@ Preview and start (the caller's thread)
   content fingerprint), the queued job and the ``ingest.folder_run.created`` entry commit in **one**
   transaction. An idempotency key names at most one run: the same folder, payload and actor replay
   the original run and job ids (judged against the folder as it is now: a manifest source that was
-  removed, moved out or excluded refuses the replay); anything else is a conflict.
+  removed, moved out or excluded refuses the replay); anything else is a conflict. Without a key, the
+  key is derived from base, folder, actor and manifest, so repeating the same command replays its run.
 
 Execution (``knowledge.folder-run``, recovery ``retry``: a dead worker's claim is handed back by
 startup recovery or the stale-claim lease and the next attempt resumes the run)
@@ -38,14 +39,17 @@ startup recovery or the stale-claim lease and the next attempt resumes the run)
 * Exactly one terminal entry: the terminal transition is guarded on the stamp, its counts are read from
   the ledger in that same transaction, and a run that is already terminal is left alone — a replayed job
   of a terminal run writes nothing at all.
-* Attribution: transitions name the ``system``; the base's ingest-agent identity owns and authors the
-  items (a missing or disabled identity hands the job back to the queue without consuming the attempt);
-  the person appears only as ``approved_by`` (manifest rows, job payload, the ``created`` entry).
+* Attribution: transitions (started, completed, failed, reverted) name the ``system``; the base's
+  ingest-agent identity owns and authors the items (a missing or disabled identity hands the job back to
+  the queue without consuming the attempt); the person appears only as ``approved_by`` (manifest rows,
+  job payload, the revert entry's payload) and as the actor of the ``created`` entry, the request they made.
 
 Revert: :func:`revert_run` marks everything a completed run committed ``deleting``, enqueues its
 ``delete-subtree`` cleanup, moves the run to ``reverted`` and files ``ingest.folder_run.reverted`` — one
-transaction. A failed run is not revertible; a person retries it (:func:`retry_run`: the same run and key, its job
-reopened, ``ingest.folder_run.retried``), and what earlier attempts committed stays committed.
+transaction. A failed run is not revertible and never resumed: :func:`retry_run` starts a *new* run linked
+to it (``retry_of``, at most one per failed run), judged against the folder as it is now; the sources the
+failed run committed settle ``already_committed`` in it (stored, naming the item), the rest are ingested.
+The failed run stays failed with its one terminal entry; statuses only move forward.
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ from knowledge.folder_runs.rules import (
     FolderTooLarge,
     RunFault,
 )
-from knowledge.folder_runs.start import StartResult, request_fingerprint, start_run
+from knowledge.folder_runs.start import StartResult, derived_key, request_fingerprint, start_run
 from knowledge.principal import Principal
 
 if TYPE_CHECKING:
@@ -91,6 +95,7 @@ __all__ = [
     "RunSummary",
     "SourceOutcome",
     "StartResult",
+    "derived_key",
     "descendant_cap",
     "list_runs",
     "preview",

@@ -59,12 +59,12 @@ def settle_source_in_tx(
         )
     skip = {OUTSIDE_ROOT: "outside_run_root", UNAVAILABLE: "source_unavailable", EXCLUDED: "excluded"}
     if judged.verdict in skip:
-        return _record(conn, ctx, run, source, skip[judged.verdict], judged.reason)
+        return record_outcome(conn, ctx, run, source, skip[judged.verdict], judged.reason)
     stale = work is None or work.ident is None
     if work is not None and work.unavailable is not None:
-        return _record(conn, ctx, run, source, "source_unavailable", work.unavailable)
+        return record_outcome(conn, ctx, run, source, "source_unavailable", work.unavailable)
     if work is not None and work.changed:
-        return _record(conn, ctx, run, source, "source_unavailable", "its content changed since the preview")
+        return record_outcome(conn, ctx, run, source, "source_unavailable", "its content changed since the preview")
     if not stale and work is not None:
         try:
             stale = file_identity(root / source.relative_path) != work.ident
@@ -72,23 +72,25 @@ def settle_source_in_tx(
             stale = True
     if stale:
         if last_round:
-            return _record(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+            return record_outcome(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     assert work is not None and work.sha is not None
     if is_covered(conn, tools.base, work.sha):
-        return _record(conn, ctx, run, source, "already_covered", "the knowledge base already has the same content")
+        return record_outcome(
+            conn, ctx, run, source, "already_covered", "the knowledge base already has the same content"
+        )
     if work.rejected is not None:
         by_design = tree.terminal_status_for(work.rejected_code or "") == "skipped"  # empty, no text, too large…
-        return _record(conn, ctx, run, source, "skipped" if by_design else "rejected", work.rejected)
+        return record_outcome(conn, ctx, run, source, "skipped" if by_design else "rejected", work.rejected)
     if work.prepared is None:  # it was covered when read and no longer is: read it again
         if last_round:
-            return _record(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+            return record_outcome(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     ingest_agent(tools.quire, run.base_id, conn)  # still there and enabled, judged under the lock
     return _commit_source(conn, ctx, run, tools, source, agent, work.prepared)
 
 
-def _record(
+def record_outcome(
     conn: Connection,
     ctx: JobContext,
     run: RunRecord,
@@ -152,7 +154,7 @@ def _commit_source(
         )
     ).inserted_primary_key
     assert pk is not None
-    _record(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=int(pk[0]))
+    record_outcome(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=int(pk[0]))
     audit.append(
         conn,
         audit.BATCH_COMMITTED,

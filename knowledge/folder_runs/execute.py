@@ -20,12 +20,14 @@ from sqlalchemy import func
 from jobs.errors import ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
-from knowledge.folder_runs.commit import settle_source_in_tx
+from knowledge.folder_runs.commit import record_outcome, settle_source_in_tx
 from knowledge.folder_runs.group import prepare_group
 from knowledge.folder_runs.ledger import (
+    EarlierCommit,
     ManifestSource,
     RunRecord,
     fence_run,
+    lineage_commits,
     load_manifest,
     load_run,
     run_counts,
@@ -131,6 +133,7 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
         base = load_base(conn, run.base_id)
         sources = load_manifest(conn, run.id)
         settled = settled_sources(conn, run.id)
+        earlier = lineage_commits(conn, run.retry_of)
     if len(sources) != run.declared_size:
         raise RunFault("invariant violation: the manifest does not have the run's declared size")
     tools = SourceTools(quire, base)
@@ -141,6 +144,13 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
         if source.id in settled:
             tally[ALREADY_COMMITTED if settled[source.id] == COMMITTED else "settled_before"] += 1
     todo = deque(s for s in sources if s.id not in settled)
+    for source in [s for s in todo if _committed_earlier(earlier, s) is not None]:
+        ctx.check_cancelled()
+        if _settle_already_committed(ctx, run, source):
+            todo.remove(source)
+            tally[ALREADY_COMMITTED] += 1
+            done += 1
+            ctx.progress(done, run.declared_size, "ingesting")
     root = Path(run.folder)
     while todo:
         ctx.check_cancelled()
@@ -150,6 +160,25 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             done += 1
             ctx.progress(done, run.declared_size, "ingesting")
     return tally
+
+
+def _committed_earlier(earlier: dict[str, EarlierCommit], source: ManifestSource) -> EarlierCommit | None:
+    found = earlier.get(source.relative_path)
+    return found if found is not None and found.sha256 == source.content_sha256 else None
+
+
+def _settle_already_committed(ctx: JobContext, run: RunRecord, source: ManifestSource) -> bool:
+    """A retry's source the failed run committed: stored ``already_committed`` with the item that holds it,
+    if that item is still live when judged under the lock (else the source is ingested as any other)."""
+    with ctx.write() as conn:
+        commit = _committed_earlier(lineage_commits(conn, run.retry_of), source)
+        if commit is None:
+            return False
+        record_outcome(
+            conn, ctx, run, source, ALREADY_COMMITTED, f"run {commit.run_id} committed it", item_id=commit.item_id
+        )
+        fence_run(conn, run.id, ctx.attempt)
+    return True
 
 
 def _settle_source(ctx: JobContext, run: RunRecord, tools: SourceTools, source: ManifestSource, agent: str) -> str:

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, and_, func, select, update
 from jobs.errors import Superseded
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional
-from knowledge.folder_runs.rules import COMMITTED
+from knowledge.folder_runs.rules import ALREADY_COMMITTED, COMMITTED
 from knowledge.library import audit
 from knowledge.library import items as tree
 from knowledge.library.ids import BaseId, ItemId, RunId
@@ -49,7 +49,8 @@ class RunRecord:
     started_at: float | None
     finished_at: float | None
     reverted_at: float | None
-    retries: int = 0
+    retries: int = 0  # in-place retries before migration 0020 (frozen since)
+    retry_of: RunId | None = None  # the failed run this run retries
 
     @classmethod
     def from_row(cls, row: Any) -> RunRecord:
@@ -113,6 +114,40 @@ def settled_sources(conn: Connection, run_id: int) -> dict[int, str]:
         )
     ).all()
     return {int(r[0]): str(r[1]) for r in rows}
+
+
+@dataclass(frozen=True)
+class EarlierCommit:
+    """A source a run's lineage committed: its content and the item that holds it."""
+
+    run_id: int
+    sha256: str
+    item_id: int
+
+
+def lineage_commits(conn: Connection, run_id: int | None) -> dict[str, EarlierCommit]:
+    """What ``run_id`` and the runs it retried committed, by relative path (the newest run first), whose
+    item is still live — the sources a retry of it settles ``already_committed``."""
+    found: dict[str, EarlierCommit] = {}
+    while run_id is not None:
+        rows = conn.execute(
+            select(folder_run_sources.c.relative_path, items.c.content_sha256, items.c.id, items.c.run_id)
+            .join(folder_run_outcomes, folder_run_outcomes.c.source_id == folder_run_sources.c.id)
+            .join(items, items.c.id == folder_run_outcomes.c.item_id)
+            .where(
+                and_(
+                    folder_run_outcomes.c.run_id == run_id,
+                    folder_run_outcomes.c.disposition.in_((COMMITTED, ALREADY_COMMITTED)),
+                    items.c.status != "deleting",
+                    items.c.content_sha256.is_not(None),
+                )
+            )
+        ).all()
+        for rel, sha, item_id, owner in rows:
+            found.setdefault(str(rel), EarlierCommit(int(owner), str(sha), int(item_id)))
+        run = load_run(conn, run_id)
+        run_id = None if run is None else run.retry_of  # ids only go down the chain: it ends
+    return found
 
 
 def fence_run(conn: Connection, run_id: int, attempt: int) -> RunRecord:

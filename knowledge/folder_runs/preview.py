@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,7 +93,13 @@ def preview(quire: Quire, principal: Principal, base_ref: str | int, folder: str
     return build_preview(quire, base, root, cap)
 
 
-def build_preview(quire: Quire, base: Base, root: Path, cap: int) -> Preview:
+def build_preview(
+    quire: Quire, base: Base, root: Path, cap: int, *, committed: Mapping[str, str] | None = None
+) -> Preview:
+    """``committed`` (relative path → content hash) names what the failed run a retry retries committed:
+    those sources stay in the retry's manifest, where they settle ``already_committed``, instead of
+    reading as covered by the base."""
+    committed = committed or {}
     with quire.db.read() as conn:
         ignore, limit = preferences.ignore_patterns(conn), preferences.max_file_bytes(conn)
     try:
@@ -118,7 +124,7 @@ def build_preview(quire: Quire, base: Base, root: Path, cap: int) -> Preview:
     covered = _covered_shas(quire, base, {e.sha256 for e in eligible if e.sha256})
     still: list[PreviewEntry] = []
     for candidate in eligible:
-        if candidate.sha256 in covered:
+        if candidate.sha256 in covered and committed.get(candidate.relative) != candidate.sha256:
             ineligible.append(_with_reason(candidate, "already in the knowledge base (same content)"))
         else:
             still.append(candidate)

@@ -35,6 +35,7 @@ class RunSummary:
     counts: dict[str, int]
     job_status: str | None
     job_attempt: int | None
+    retried_by: int | None = None  # the run that retries this failed one
 
     def as_dict(self) -> dict[str, Any]:
         r = self.run
@@ -52,6 +53,8 @@ class RunSummary:
             "progress": {"settled": self.counts["settled"], "total": r.declared_size},
             "counts": self.counts,
             "error": r.error,
+            "retry_of": r.retry_of,
+            "retried_by": self.retried_by,
             "created_at": r.created_at,
             "started_at": r.started_at,
             "finished_at": r.finished_at,
@@ -90,12 +93,14 @@ def _summary(conn: Connection, run: RunRecord) -> RunSummary:
     job = None
     if run.job_id is not None:
         job = conn.execute(select(jobs.c.status, jobs.c.attempt).where(jobs.c.id == run.job_id)).first()
+    retried_by = conn.execute(select(folder_runs.c.id).where(folder_runs.c.retry_of == run.id)).scalar_one_or_none()
     return RunSummary(
         run,
         str(name or ""),
         run_counts(conn, run.id, run.declared_size),
         None if job is None else str(job.status),
         None if job is None else int(job.attempt),
+        None if retried_by is None else int(retried_by),
     )
 
 

@@ -1,61 +1,48 @@
-"""Retry: a person continues a failed run under the same key, its bound job reopened, in one audited transaction.
+"""Retry: a failed run is retried as a *new* run linked to it (``retry_of``), never resumed (seed 000).
 
-A run a transient fault settled ``failed`` (a busy database, a full disk freed since) is not lost: the
-retry moves it ``failed → pending`` (the one backwards move the ledger allows, and only together with
-``retries + 1``), reopens the run's own bound job and files ``ingest.folder_run.retried`` — one
-transaction. The job's attempt counter carries on, so the run's owner stamp still only goes up and the
-next attempt enters the run as any attempt does (``started``, then one source per transaction). What
-earlier attempts committed stays committed: the walk reports it ``already_committed`` and writes nothing
-for it. Each retry may end in its own one terminal entry (the entries carry ``retry``).
+The failed run stays exactly as it settled — ``failed``, its one terminal entry, what it committed. The
+retry is a request of its own, judged like a start and against the folder as it is now: the person (an
+agent is forbidden), the destination, the folder, then a fresh preview. Its manifest keeps the sources the
+failed run (or a run it in turn retried) committed whose content is unchanged; execution settles those
+``already_committed`` — stored, naming the item that holds them — and ingests the rest. Its key is
+``retry-of-<run>`` and a failed run has at most one retry (a unique index): a second press replays the
+same new run, and another person's retry is a conflict, never aliased onto it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from knowledge.errors import Conflict, NotFound
-from knowledge.folder_runs.ledger import load_run, size_and_counts, transition
+from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
+from knowledge.folder_runs.ledger import lineage_commits, load_run
+from knowledge.folder_runs.preview import build_preview
 from knowledge.folder_runs.principal import require_person_for_run
-from knowledge.library import audit
-from knowledge.library.bases import assert_base_writable, load_base
+from knowledge.folder_runs.start import StartResult, create_or_replay
 from knowledge.principal import Principal
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
+RetryResult = StartResult  # created or replayed, with ``retry_of`` set
 
-@dataclass(frozen=True)
-class RetryResult:
-    run_id: int
-    job_id: int
-    retry: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": "pending", "job_id": self.job_id, "retry": self.retry}
+def retry_key(run_id: int) -> str:
+    return f"retry-of-{run_id}"
 
 
 def retry_run(quire: Quire, principal: Principal, run_id: int) -> RetryResult:
-    """Continue a failed run: failed → pending, its job reopened, ``retried`` filed (one transaction)."""
+    """Start (or replay) the new run that retries the failed run ``run_id``."""
     require_person_for_run(principal, "retry")
-    with quire.db.write() as conn:
+    with quire.db.read() as conn:
         run = load_run(conn, run_id)
         if run is None:
             raise NotFound(f"folder run {run_id} not found")
-        base = load_base(conn, run.base_id)
-        assert_base_writable(base, "retry a run")
         if run.status != "failed":
             raise Conflict(f"folder run {run_id} is {run.status}; only a failed run can be retried")
-        if run.job_id is None or not quire.queue.reopen(conn, run.job_id):
-            raise Conflict(f"folder run {run_id}: its job is still live; wait for it to end")
-        retry = run.retries + 1
-        transition(
-            conn,
-            run.id,
-            base.id,
-            audit.RUN_RETRIED,
-            principal.label,
-            {**size_and_counts(conn, run.id, run.declared_size), "retry": retry, "previous_error": run.error},
-            values={"status": "pending", "retries": retry, "error": None, "finished_at": None},
-        )
-    return RetryResult(run.id, run.job_id, retry)
+        base = judge_destination(conn, run.base_id)
+        cap = descendant_cap(conn)
+        earlier = lineage_commits(conn, run.id)
+    root = visible_folder(quire, run.folder)
+    plan = build_preview(quire, base, root, cap, committed={rel: c.sha256 for rel, c in earlier.items()})
+    return create_or_replay(quire, principal, base, plan, retry_key(run.id), retry_of=run.id)

@@ -65,8 +65,12 @@ def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
             run.id,
             base.id,
             audit.RUN_REVERTED,
-            principal.label,
-            {**size_and_counts(conn, run.id, run.declared_size), "deleting": len(marked)},
+            audit.SYSTEM_ACTOR,  # a transition names the system; the person is its approver
+            {
+                **size_and_counts(conn, run.id, run.declared_size),
+                "deleting": len(marked),
+                "approved_by": principal.label,
+            },
             values={"status": "reverted", "reverted_at": time.time(), "reverted_by": principal.label},
         )
     return RevertResult(run_id, len(marked), job_id)

@@ -17,7 +17,9 @@ MAX_ROUNDS = 3  # a source that changes under us this many times in a row is set
 JOB_MAX_ATTEMPTS = 1000  # crashes cost time, never the run: recovery keeps handing it back
 
 COMMITTED = "committed"
-ALREADY_COMMITTED = "already_committed"  # reported by a re-walk, never stored (the source settled once)
+# A source an earlier attempt of this run committed (reported by the re-walk; it settled once), or — stored
+# as its outcome — a retry's source that the failed run it retries committed.
+ALREADY_COMMITTED = "already_committed"
 
 LINK_REASONS = {
     "link_to_dir": "a link to a folder is not followed",

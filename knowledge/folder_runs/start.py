@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,15 +41,25 @@ class StartResult:
     run_id: int
     job_id: int
     key: str
+    retry_of: int | None = None  # the failed run this run retries
 
     def as_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "run_id": self.run_id, "job_id": self.job_id, "key": self.key}
+        answer = {"outcome": self.outcome, "run_id": self.run_id, "job_id": self.job_id, "key": self.key}
+        return answer if self.retry_of is None else {**answer, "retry_of": self.retry_of}
 
 
 def request_fingerprint(base_id: int, folder: str, actor: str) -> str:
     """What makes two requests "the same": folder, payload (the destination) and actor."""
     body = {"v": 1, "folder": folder, "payload": {"base_id": base_id}, "actor": actor}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def derived_key(base_id: int, folder: str, actor: str, plan: Preview) -> str:
+    """The key of a start without ``--key``: base, folder, actor and manifest (path, size, content), so
+    repeating the same command over the same folder replays its run instead of starting a second one."""
+    manifest = [[e.relative, e.size, e.sha256] for e in plan.eligible]
+    body = {"v": 1, "base_id": base_id, "folder": folder, "actor": actor, "manifest": manifest}
+    return "auto-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:40]
 
 
 def start_run(
@@ -64,27 +73,43 @@ def start_run(
 ) -> StartResult:
     """Create (or replay) a run over ``folder`` into ``base_ref``; see the module docstring for the order.
 
-    ``proposed_by`` names the agent whose proposal the person approved (kept in the created entry)."""
+    ``proposed_by`` names the agent whose proposal the person approved (kept in the created entry).
+    Without ``key``, the key is :func:`derived_key`: the same request replays its run."""
     require_person_for_run(principal, "start")
     if key is not None and not (1 <= len(key.strip()) <= 200):
         raise InvalidInput("an idempotency key is 1 to 200 characters")
-    key = key.strip() if key is not None else f"run-{uuid.uuid4().hex}"
     with quire.db.read() as conn:
         base = judge_destination(conn, base_ref)
         cap = descendant_cap(conn)
     root = visible_folder(quire, folder)
     plan = build_preview(quire, base, root, cap)
-    fingerprint = request_fingerprint(base.id, str(root), principal.label)
+    key = key.strip() if key is not None else derived_key(base.id, str(root), principal.label, plan)
+    return create_or_replay(quire, principal, base, plan, key, proposed_by=proposed_by)
+
+
+def create_or_replay(
+    quire: Quire,
+    principal: Principal,
+    base: Base,
+    plan: Preview,
+    key: str,
+    *,
+    proposed_by: str | None = None,
+    retry_of: int | None = None,
+) -> StartResult:
+    """Under the write lock: replay the run ``key`` names (same request) or create it with ``plan``."""
+    require_person_for_run(principal, "start")
+    fingerprint = request_fingerprint(base.id, plan.folder, principal.label)
     with quire.db.write() as conn:
         base = judge_destination(conn, base.id)  # re-judged under the write lock
         existing = conn.execute(select(folder_runs).where(folder_runs.c.idempotency_key == key)).first()
         if existing is not None:
-            return _replay(conn, existing, fingerprint, plan, key)
-        return _create(quire, conn, base, plan, principal, key, fingerprint, proposed_by)
+            return _replay(conn, existing, fingerprint, plan, key, retry_of)
+        return _create(quire, conn, base, plan, principal, key, fingerprint, proposed_by, retry_of)
 
 
-def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: str) -> StartResult:
-    if row.request_fingerprint != fingerprint:
+def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: str, retry_of: int | None) -> StartResult:
+    if row.request_fingerprint != fingerprint or row.retry_of != retry_of:
         raise Conflict(f"the idempotency key {key!r} already names a different request; choose another key")
     query = select(folder_run_sources.c.relative_path).where(folder_run_sources.c.run_id == row.id)
     manifest = [r[0] for r in conn.execute(query).all()]
@@ -94,7 +119,7 @@ def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: st
             f"{len(gone)} of the sources this request covered were removed, moved out or excluded since it was "
             "made, so it is not replayed; the run is on the folder's run listing"
         )
-    return StartResult("replayed", int(row.id), int(row.job_id), key)
+    return StartResult("replayed", int(row.id), int(row.job_id), key, row.retry_of)
 
 
 def _create(
@@ -106,6 +131,7 @@ def _create(
     key: str,
     fingerprint: str,
     proposed_by: str | None,
+    retry_of: int | None,
 ) -> StartResult:
     now = time.time()
     pk = conn.execute(
@@ -118,6 +144,7 @@ def _create(
             status="pending",
             declared_size=len(plan.eligible),
             walked=plan.walked,
+            retry_of=retry_of,
             created_at=now,
             updated_at=now,
         )
@@ -154,7 +181,8 @@ def _create(
             "walked": plan.walked,
             "unreadable_folders": len(plan.unreadable_folders),
             **({"proposed_by": proposed_by} if proposed_by else {}),
+            **({"retry_of": retry_of} if retry_of is not None else {}),
         },
         values={"job_id": job.job_id},
     )
-    return StartResult("created", run_id, job.job_id, key)
+    return StartResult("created", run_id, job.job_id, key, retry_of)

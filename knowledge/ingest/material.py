@@ -34,7 +34,7 @@ from knowledge.library import blobs, index
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
 from knowledge.library.items import Item
-from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_bytes, parse_note
+from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_note
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS
 from knowledge.store.schema import items
@@ -216,22 +216,6 @@ def chunk_document(base: Base, doc: ParsedDocument, model_path: str) -> list[Chu
     return rows
 
 
-def prepare_one(quire: Quire, base: Base, item: Item, model_path: str) -> Prepared | Rejected:
-    """Read and parse one item, or copy identical material; no embedding yet."""
-    try:
-        if item.type == "note":
-            doc = parse_note(item.note_text or "", title=item.name)
-            return chunk_parsed(base, item, doc, None, None, None, model_path)
-        raw, mtime = read_item_bytes(quire, item)
-    except SourceRejected as rejected:
-        return Rejected(item, rejected.code, rejected.reason)
-    raw_sha = blobs.sha256_bytes(raw)
-    same = find_identical(quire, base, item, raw_sha)
-    if same is not None:
-        return _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
-    return prepare_bytes(base, item, raw, raw_sha, mtime, model_path)
-
-
 def prepare_many(
     quire: Quire,
     base: Base,
@@ -240,9 +224,10 @@ def prepare_many(
     parser: ParseWorker,
     stats: BatchStats | None = None,
 ) -> list[Prepared | Rejected]:
-    """:func:`prepare_one` for a batch, with every parse in ``parser``'s child process (one request for
-    the batch): a parse that hangs or crashes fails its own item (``parse_timeout`` / ``parser_crashed``).
-    ``stats`` (if given) gets the seconds spent reading, parsing and chunking."""
+    """Read, parse and chunk a batch (or copy identical material; no embedding yet), with every parse in
+    ``parser``'s child process (one request for the batch): a parse that hangs or crashes fails its own
+    item (``parse_timeout`` / ``parser_crashed``). ``stats`` (if given) gets the seconds spent reading,
+    parsing and chunking."""
     stats = stats or BatchStats()
     with stats.timed("read"):
         outcomes, to_parse = _read_many(quire, base, todo, model_path)
@@ -278,9 +263,10 @@ def _read_many(
             continue
         raw_sha = blobs.sha256_bytes(raw)
         same = find_identical(quire, base, item, raw_sha)
-        if same is not None:
-            outcomes[item.id] = _copy_material(quire, base, item, same, raw, raw_sha, mtime, model_path)
-        else:
+        copied = None if same is None else _copy_material(quire, base, item, same, raw, raw_sha, mtime)
+        if copied is not None:
+            outcomes[item.id] = copied
+        else:  # no twin, or it went away meanwhile: parsed like any other, in the parse process
             to_parse.append((item, raw, raw_sha, mtime))
     return outcomes, to_parse
 
@@ -288,22 +274,11 @@ def _read_many(
 def prepare_bytes_isolated(
     base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str, parser: ParseWorker
 ) -> Prepared | Rejected:
-    """:func:`prepare_bytes` with the parse in ``parser``'s child process (folder runs, one source at a time)."""
+    """Parse (in ``parser``'s child process) and chunk a source's bytes, already read (folder runs)."""
     result = parser.parse_many([(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language)])[0]
     if isinstance(result, ParseFailed):
         return Rejected(item, result.code, result.message)
     return chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
-
-
-def prepare_bytes(
-    base: Base, item: Item, raw: bytes, raw_sha: str, mtime: float | None, model_path: str
-) -> Prepared | Rejected:
-    """Parse and chunk a source's bytes, already read: the stage every ingest path shares."""
-    try:
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
-    except SourceRejected as rejected:
-        return Rejected(item, rejected.code, rejected.reason)
-    return chunk_parsed(base, item, doc, raw, raw_sha, mtime, model_path)
 
 
 def chunk_parsed(
@@ -342,33 +317,14 @@ def write_blob_files(blobs_dir: Path, prepared: Sequence[Prepared]) -> None:
 
 
 def _copy_material(
-    quire: Quire,
-    base: Base,
-    item: Item,
-    source_id: int,
-    raw: bytes,
-    raw_sha: str,
-    mtime: float | None,
-    model_path: str,
-) -> Prepared:
+    quire: Quire, base: Base, item: Item, source_id: int, raw: bytes, raw_sha: str, mtime: float | None
+) -> Prepared | None:
+    """The twin's text, chunks and vectors for ``item``; None if the twin went away meanwhile."""
     with quire.db.read() as conn:
         source = conn.execute(select(items).where(items.c.id == source_id)).first()
         rows, vectors = index.item_vectors(conn, base.id, source_id)
-    if source is None or not rows:  # it went away meanwhile: parse after all
-        doc = parse_bytes(raw, name=item.name, max_bytes=MAX_SOURCE_BYTES, ocr_language=base.ocr_language)
-        rows = chunk_document(base, doc, model_path)
-        return Prepared(
-            item,
-            raw,
-            raw_sha,
-            doc.text,
-            sha256_text(doc.text),
-            doc.parser,
-            doc.parser_version,
-            dict(doc.metadata),
-            rows,
-            mtime=mtime,
-        )
+    if source is None or not rows:
+        return None
     text_sha = source.text_sha256
     text = blobs.read(quire.blobs_dir, text_sha).decode("utf-8") if text_sha else ""
     return Prepared(

@@ -32,6 +32,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from knowledge.sources import ParsedDocument, SourceRejected
+from knowledge.sources.census import UndeclaredMetadata
+from knowledge.sources.dispatch import extra_parsers
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +74,9 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
-    """The parse process: answer each request's items one by one, in order."""
+def _child_main(conn: Connection, memory_bytes: int, parent_pid: int, extra: dict[str, Any]) -> None:
+    """The parse process: answer each request's items one by one, in order. ``extra`` are the parsers the
+    parent registered (``sources.dispatch.register_parser``), handed over explicitly."""
     _die_with_parent()
     if os.getppid() != parent_pid:
         return
@@ -83,6 +86,10 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     from jobs.sanitize import sanitize_error
     from knowledge.sources import parse_bytes
+    from knowledge.sources.dispatch import register_parser
+
+    for suffix, parse in extra.items():
+        register_parser(suffix, parse)
 
     while True:
         try:
@@ -97,6 +104,8 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int) -> None:
                 answer = ("rejected", rejected.code, rejected.reason)
             except MemoryError:
                 answer = ("rejected", "out_of_memory", "parsing it needed more memory than allowed")
+            except UndeclaredMetadata as exc:  # a bug in Quire, not in the file: said out loud, in the parent
+                answer = ("census", str(exc))
             except Exception as exc:  # a parser bug: this item's failure, not the process's
                 answer = ("failed", "parse_error", sanitize_error(exc))
             del data
@@ -145,7 +154,8 @@ class ParseWorker:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return self._conn
         self.close()
-        proc, parent = start_child(_child_main, self.limits.memory_bytes, os.getpid(), name="quire-parse")
+        extra = extra_parsers()
+        proc, parent = start_child(_child_main, self.limits.memory_bytes, os.getpid(), extra, name="quire-parse")
         self._proc, self._conn = proc, parent
         self.started += 1
         return parent
@@ -156,7 +166,9 @@ class ParseWorker:
         end_child(proc, conn)
 
     def parse_many(self, requests: list[ParseRequest]) -> list[ParseResult]:
-        """Parse every request; a result per request, in order. Never raises for what a file does."""
+        """Parse every request; a result per request, in order. Never raises for what a file does; a parser
+        that yields metadata its census does not declare is a bug in Quire and raises
+        :class:`~knowledge.sources.census.UndeclaredMetadata` (naming the parser and the fields)."""
         results: list[ParseResult] = []
         pending = list(requests)
         while pending:
@@ -191,6 +203,9 @@ class ParseWorker:
             return ParseFailed(PARSER_CRASHED, "the parser stopped (crashed or ran out of memory) on this file")
         if answer[0] == "ok":
             return answer[1]  # type: ignore[no-any-return]
+        if answer[0] == "census":  # the rest of the batch's answers are dropped with the process
+            self.close()
+            raise UndeclaredMetadata(answer[1])
         return ParseFailed(answer[1], answer[2])
 
 
@@ -211,11 +226,6 @@ class ParseWorkers:
             with self._lock:
                 self._all.append(worker)
         return worker
-
-    def pids(self) -> list[int]:
-        """The live parse processes of this process's threads."""
-        with self._lock:
-            return [pid for pid in (w.pid for w in self._all) if pid is not None]
 
     def close(self) -> None:
         with self._lock:

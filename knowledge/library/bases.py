@@ -18,6 +18,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 
 from jobs.queue import JobQueue
+from jobs.sanitize import sanitize_reason
 from jobs.schema import jobs
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
 from knowledge.library import blobs, index
@@ -307,7 +308,7 @@ def mark_base_failed(db: Database, base_id: int, reason: str) -> None:
         conn.execute(
             update(bases)
             .where(bases.c.id == base_id)
-            .values(status="failed", status_reason=reason, updated_at=time.time())
+            .values(status="failed", status_reason=sanitize_reason(reason), updated_at=time.time())
         )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, select, tuple_, update
 
 from jobs.queue import JobId
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
@@ -418,19 +418,30 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
 
 
 def list_items(
-    quire: Quire, base_ref: str | int, *, parent_id: int | None = None, status: str | None = None, flat: bool = False
+    quire: Quire,
+    base_ref: str | int,
+    *,
+    parent_id: int | None = None,
+    status: str | None = None,
+    flat: bool = False,
+    after_id: int = 0,
+    limit: int | None = None,
 ) -> list[tree.Item]:
-    """Visible items (never ``deleting``): the children of ``parent_id``, or with ``flat`` every item."""
+    """Visible items (never ``deleting``): the children of ``parent_id``, or with ``flat`` every item.
+
+    With ``limit``, one page in id order after ``after_id`` (a listing's keyset cursor)."""
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
         if flat:
             query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
             if status is not None:
                 query = query.where(items.c.status == status)
-            rows = conn.execute(query.order_by(items.c.id)).all()
+            query = query.order_by(items.c.id)
         else:
-            rows = conn.execute(tree.visible_items_query(base.id, parent_id, status)).all()
-        return [tree.Item.from_row(r) for r in rows]
+            query = tree.visible_items_query(base.id, parent_id, status)
+        if limit is not None:
+            query = query.where(items.c.id > after_id).order_by(None).order_by(items.c.id).limit(limit)
+        return [tree.Item.from_row(r) for r in conn.execute(query).all()]
 
 
 def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
@@ -439,7 +450,11 @@ def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
         return tree.load_in_base(conn, base.id, item_id)
 
 
-def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[dict[str, Any]]:
+def list_item_chunks(
+    quire: Quire, base_ref: str | int, item_id: int, *, after_id: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The chunks of a completed item (of every file in a completed container), in (file, ordinal) order;
+    with ``limit``, one page after the chunk ``after_id`` in that order."""
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_can_run_runtime_operation(base)
@@ -451,17 +466,23 @@ def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[di
             subtree = tree.subtree_items(conn, [item.id])
             if any(i.status == "deleting" for i in subtree):
                 raise GuardRejected(f"{item.name!r} has items being deleted; try again when the cleanup is done")
-            leaf_ids = [i.id for i in subtree if not i.is_container]
+            leaf_ids = sorted(i.id for i in subtree if not i.is_container)
         rows: list[Any] = []
+        after = conn.execute(select(chunks.c.item_id, chunks.c.ordinal).where(chunks.c.id == after_id)).first()
         for start in range(0, len(leaf_ids), 500):
-            rows.extend(
-                conn.execute(
-                    select(chunks, items.c.name, items.c.source_path, items.c.metadata)
-                    .join(items, items.c.id == chunks.c.item_id)
-                    .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
-                    .order_by(chunks.c.item_id, chunks.c.ordinal)
-                ).all()
+            query = (
+                select(chunks, items.c.name, items.c.source_path, items.c.metadata)
+                .join(items, items.c.id == chunks.c.item_id)
+                .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
+                .order_by(chunks.c.item_id, chunks.c.ordinal)
             )
+            if after is not None:
+                query = query.where(tuple_(chunks.c.item_id, chunks.c.ordinal) > tuple_(after.item_id, after.ordinal))
+            if limit is not None:
+                query = query.limit(limit - len(rows))
+            rows.extend(conn.execute(query).all())
+            if limit is not None and len(rows) >= limit:
+                break
     return [
         {
             "chunk_id": r.id,

@@ -226,11 +226,16 @@ def orphan_grace_seconds(conn: Connection) -> float:
 
 
 def repair_blob_files(quire: Quire) -> Any:
+    """A repair scan: remove owned files that no row records (a crash between a purge's commit and its
+    unlink) and cached vectors nothing uses; reports the files removed (the cache sweep is upkeep)."""
+
     def scan(queue: JobQueue, limit: int) -> int:
         with queue.db.write() as conn:
-            blobs.sweep_orphan_files(conn, quire.blobs_dir, limit)
+            removed = blobs.sweep_orphan_files(conn, quire.blobs_dir, limit)
             index.sweep_vector_cache(conn)
-        return 0
+        if removed:
+            log.info("removed %d owned file(s) no row records", removed)
+        return removed
 
     return scan
 

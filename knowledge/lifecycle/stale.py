@@ -81,22 +81,25 @@ def _stale_condition(base: Base) -> Any:
     )
 
 
-def stale_items(quire: Quire, base_ref: str | int) -> list[tree.Item]:
-    """Every stale item of the base, read a page at a time by id."""
+def stale_items(quire: Quire, base_ref: str | int, *, after_id: int = 0, limit: int | None = None) -> list[tree.Item]:
+    """The stale items of the base in id order after ``after_id`` (all of them, or ``limit``), read a page
+    at a time."""
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     condition = _stale_condition(base)  # today's stamps, computed outside the reads
     found: list[tree.Item] = []
-    after = 0
-    while True:
+    after = after_id
+    while limit is None or len(found) < limit:
+        page = PAGE if limit is None else min(PAGE, limit - len(found))
         with quire.db.read() as conn:
             rows = conn.execute(
-                select(items).where(and_(condition, items.c.id > after)).order_by(items.c.id).limit(PAGE)
+                select(items).where(and_(condition, items.c.id > after)).order_by(items.c.id).limit(page)
             ).all()
         if not rows:
-            return found
+            break
         found.extend(tree.Item.from_row(r) for r in rows)
         after = rows[-1].id
+    return found
 
 
 def reindex_stale(quire: Quire, base_ref: str | int) -> Changes:

@@ -9,8 +9,9 @@ from typing import Any
 
 import apsw
 import numpy as np
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, and_, insert, select, text, update
 
+from knowledge.errors import Conflict
 from knowledge.library import blobs, index
 from knowledge.portable import fileformat as ff
 from knowledge.portable.import_check import (
@@ -54,16 +55,29 @@ def load_item_ids(export: apsw.Connection, state: ImportState) -> None:
 
 
 def _advance(conn: Connection, state: ImportState, cursor: int, *, next_stage: bool = False) -> None:
-    if next_stage:
-        state.stage = STAGES[STAGES.index(state.stage) + 1]
-        state.cursor = 0
-    else:
-        state.cursor = cursor
-    conn.execute(
+    """Move the cursor by compare-and-set, in the transaction of the rows it covers: from exactly where this
+    import left it. Another process that took the import over and moved it makes this one stop loudly
+    (``Conflict``), its transaction rolled back, rather than write over the other's progress."""
+    expected = (state.stage, state.cursor)
+    stage = STAGES[STAGES.index(state.stage) + 1] if next_stage else state.stage
+    new_cursor = 0 if next_stage else cursor
+    moved = conn.execute(
         update(base_imports)
-        .where(base_imports.c.base_id == state.base_id)
-        .values(stage=state.stage, cursor=state.cursor, heartbeat_at=time.time())
-    )
+        .where(
+            and_(
+                base_imports.c.base_id == state.base_id,
+                base_imports.c.stage == expected[0],
+                base_imports.c.cursor == expected[1],
+            )
+        )
+        .values(stage=stage, cursor=new_cursor, heartbeat_at=time.time())
+    ).rowcount
+    if moved != 1:
+        raise Conflict(
+            f"the import's cursor moved under it (expected {expected[0]} at {expected[1]}): another process is "
+            "importing this file; this import stopped without writing"
+        )
+    state.stage, state.cursor = stage, new_cursor
 
 
 def _imported_key(key: str, base_id: int) -> str:

@@ -19,7 +19,7 @@ import importlib
 from collections.abc import Callable
 
 from knowledge.sources.census import assert_declared, blank_metadata
-from knowledge.sources.formats import TEST_PARSERS, Format, format_for, inner_name, suffix_of
+from knowledge.sources.formats import SUPPORTED_SUFFIXES, Format, add_format, format_for, inner_name, suffix_of
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.ocr import DEFAULT_LANGUAGE as DEFAULT_OCR_LANGUAGE  # no engine import at module level
@@ -66,6 +66,10 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
 }
 
 
+_EXTRA: dict[str, Parser] = {}
+_BUILT_IN_SUFFIXES = frozenset(SUPPORTED_SUFFIXES)
+
+
 def parse_bytes(
     data: bytes, *, name: str, max_bytes: int = DEFAULT_MAX_BYTES, ocr_language: str = DEFAULT_OCR_LANGUAGE
 ) -> ParsedDocument:
@@ -81,7 +85,7 @@ def parse_bytes(
         data, name = decompress(data, fmt.compression, max_bytes), inner_name(name)
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
-    parse, label = _PARSERS[fmt.parser] if fmt.parser in _PARSERS else _test_parser(name)
+    parse, label = _PARSERS[fmt.parser]
     options = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
     with failing_as(f"{label} could not be parsed (unexpected content)"):
         parsed = parse(data, fmt, **options)
@@ -89,9 +93,23 @@ def parse_bytes(
     return parsed
 
 
-def _test_parser(name: str) -> tuple[Parser, str]:
-    module, function = TEST_PARSERS[suffix_of(name)]
-    return _on_first_use(module, function), "test file"
+def register_parser(suffix: str, parse: Parser) -> None:
+    """Read ``suffix`` with ``parse`` (``(data, fmt) -> ParsedDocument``, a module-level function) in this
+    process. Nothing registers one by itself: the caller imported ``parse``, and the parse process gets the
+    same functions handed to it explicitly (:func:`extra_parsers`; ``knowledge.ingest.parse_worker``). Quire
+    never imports a module because an environment variable or a file names it."""
+    suffix = suffix.lower()
+    if not suffix.startswith(".") or suffix in _BUILT_IN_SUFFIXES:
+        raise ValueError(f"{suffix!r} is not a new file suffix")
+    name = f"extra{suffix}"
+    _PARSERS[name] = (parse, f"{suffix} file")
+    _EXTRA[suffix] = parse
+    add_format(suffix, name)
+
+
+def extra_parsers() -> dict[str, Parser]:
+    """The parsers :func:`register_parser` added in this process, by suffix (to hand to a parse process)."""
+    return dict(_EXTRA)
 
 
 def parse_note(text: str, *, title: str | None) -> ParsedDocument:

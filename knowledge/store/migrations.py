@@ -74,6 +74,7 @@ def _items_updated_index(conn: Connection) -> None:
     poll scans the whole base (measured ~26 ms at 100k items)."""
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_updated ON items (base_id, updated_at)")
 
+
 def _agent_proposals(conn: Connection) -> None:
     """Pending proposals agents file and a person accepts or dismisses (frozen DDL, issue 13)."""
     for ddl in schema_agents.AGENT_PROPOSALS_DDL:
@@ -213,8 +214,6 @@ def _bases_ocr_language(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN ocr_language VARCHAR DEFAULT 'eng' NOT NULL")
 
 
-
-
 def _bases_backend(conn: Connection) -> None:
     """Each base's encoder backend (issue 17); the bases that exist were made by torch (frozen DDL)."""
     columns = {r[1] for r in conn.execute(text("PRAGMA table_info(bases)")).all()}
@@ -234,6 +233,15 @@ def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
         conn.exec_driver_sql(ddl)
+
+
+def _folder_run_retry_of(conn: Connection) -> None:
+    """A failed run is retried as a new run (``folder_runs.retry_of``), statuses move forward only, and a
+    retry's source the failed run committed is stored as the disposition ``already_committed``."""
+    for ddl in schema_runs.FOLDER_RUN_RETRY_OF_DDL:
+        conn.exec_driver_sql(ddl)
+    old, new = "'rejected', 'skipped')", "'rejected', 'skipped', 'already_committed')"
+    _edit_check(conn, "folder_run_outcomes", old, new)
 
 
 MIGRATIONS: list[Migration] = [
@@ -257,6 +265,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0018_sync_roots", _sync_roots),
     Migration("0019_bases_backend", _bases_backend),
     Migration("0020_items_source_unverified", _items_source_unverified),
+    Migration("0021_folder_run_retry_of", _folder_run_retry_of),
 ]
 
 

@@ -39,7 +39,9 @@ _DISPOSITIONS_0003 = (
 )
 # ``skipped`` (migration 0011): read and not indexed by design (empty, no text, too large…), the word the
 # items use; ``rejected`` stays for a source that could not be parsed (something went wrong).
-DISPOSITIONS = (*_DISPOSITIONS_0003, "skipped")
+# ``already_committed`` (migration 0020): a retry's source that the failed run it retries already committed
+# (the outcome names that run's item; nothing is written for it twice).
+DISPOSITIONS = (*_DISPOSITIONS_0003, "skipped", "already_committed")
 
 folder_runs = Table(
     "folder_runs",
@@ -65,6 +67,8 @@ folder_runs = Table(
     Column("updated_at", Float, nullable=False),
     # How many times a person retried this failed run (migration folder_run_retry).
     Column("retries", Integer, nullable=False, server_default="0"),
+    # The failed run this run retries (migration folder_run_retry_of); set at creation, never changed.
+    Column("retry_of", Integer),
 )
 
 folder_run_sources = Table(
@@ -250,4 +254,24 @@ FOLDER_RUN_RETRY_DDL: tuple[str, ...] = (
     WHERE action IN ('ingest.folder_run.completed', 'ingest.folder_run.failed')""",
     """CREATE UNIQUE INDEX audit_log_one_retried ON audit_log (run_id, json_extract(payload, '$.retry'))
     WHERE action = 'ingest.folder_run.retried'""",
+)
+
+
+# Migration ``folder_run_retry_of`` (frozen DDL): a failed run is retried as a *new* run linked to it
+# (``retry_of``, at most one retry per failed run, fixed at creation); statuses move forward only again
+# (the backwards ``failed → pending`` of the old in-place retry is gone). Runs retried in place before this
+# migration keep their entries; their ``retries`` column is frozen with them.
+FOLDER_RUN_RETRY_OF_DDL: tuple[str, ...] = (
+    "ALTER TABLE folder_runs ADD COLUMN retry_of INTEGER REFERENCES folder_runs(id)",
+    "CREATE UNIQUE INDEX folder_runs_one_retry ON folder_runs (retry_of) WHERE retry_of IS NOT NULL",
+    """CREATE TRIGGER folder_runs_retry_of_immutable BEFORE UPDATE OF retry_of ON folder_runs
+    WHEN NEW.retry_of IS NOT OLD.retry_of
+    BEGIN SELECT RAISE(ABORT, 'a folder run''s retry link is fixed at creation'); END""",
+    "DROP TRIGGER folder_runs_status_moves_forward",
+    """CREATE TRIGGER folder_runs_status_moves_forward BEFORE UPDATE OF status ON folder_runs
+    WHEN NEW.status IS NOT OLD.status AND NOT (
+        (OLD.status = 'pending' AND NEW.status IN ('running', 'failed'))
+        OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed'))
+        OR (OLD.status = 'completed' AND NEW.status = 'reverted'))
+    BEGIN SELECT RAISE(ABORT, 'illegal folder run status transition'); END""",
 )

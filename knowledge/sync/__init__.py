@@ -50,6 +50,7 @@ from knowledge.sync.roots import (
     toggle_sync,
 )
 from knowledge.sync.scan import Change, Diff
+from knowledge.sync.status import RootStatus, root_statuses
 from knowledge.sync.watcher import SyncWatcher, describe, polling_reason
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ __all__ = [
     "Change",
     "Diff",
     "Outcome",
+    "RootStatus",
     "StoodDown",
     "SyncRoot",
     "SyncWatcher",
@@ -80,6 +82,7 @@ __all__ = [
     "request_reconcile",
     "resolve_root",
     "root_for_item",
+    "root_statuses",
     "set_setting",
     "setting",
     "toggle_sync",

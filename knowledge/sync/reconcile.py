@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, delete, select, update
 
+from jobs.sanitize import sanitize_error, sanitize_optional
 from jobs.sessions import live_session_ids
 from knowledge.errors import Conflict
 from knowledge.library import audit, index
@@ -122,7 +123,7 @@ def release(quire: Quire, root_id: int, owner: str, error: str | None = None) ->
         conn.execute(
             update(sync_roots)
             .where(and_(sync_roots.c.id == root_id, sync_roots.c.scan_owner == owner))
-            .values(scan_owner=None, last_error=error, updated_at=time.time())
+            .values(scan_owner=None, last_error=sanitize_optional(error), updated_at=time.time())
         )
 
 
@@ -177,7 +178,7 @@ def reconcile(
     except StoodDown as exc:
         outcome.stood_down = str(exc)
     except BaseException as exc:
-        release(quire, root_id, owner, error=type(exc).__name__)
+        release(quire, root_id, owner, error=sanitize_error(exc))
         raise
     return outcome
 

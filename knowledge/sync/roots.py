@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection, and_, delete, select, update
 
+from jobs.sanitize import sanitize_optional
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import items as tree
 from knowledge.library.bases import assert_base_writable, resolve_base
@@ -228,7 +229,7 @@ def set_watcher_state(db: Database, root_ids: list[int], state: str, reason: str
         conn.execute(
             update(sync_roots)
             .where(and_(sync_roots.c.id.in_(root_ids)))
-            .values(watcher_state=state, watcher_reason=reason, updated_at=time.time())
+            .values(watcher_state=state, watcher_reason=sanitize_optional(reason), updated_at=time.time())
         )
 
 

@@ -18,6 +18,7 @@ import knowledge
 from knowledge import folder_runs, portable, preferences, sync
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
+from knowledge.folder_runs import start
 from knowledge.library import bases
 from knowledge.lifecycle import operations, set_ocr_language
 from knowledge.principal import Principal, acting_as, require_person
@@ -115,6 +116,9 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "bases.confirm_endpoint": lambda: bases.confirm_endpoint(quire.db, b),
         "bases.delete_base": lambda: bases.delete_base(quire.db, quire.queue, b, quire.blobs_dir),
         "start.start_run": lambda: folder_runs.start_run(quire, who, b, w["folder"]),
+        "start.create_or_replay": lambda: start.create_or_replay(
+            quire, who, w["base"], folder_runs.preview(quire, PERSON, b, w["folder"]), "walked-key"
+        ),
         "revert.revert_run": lambda: folder_runs.revert_run(quire, who, w["run"]),
         "judging.set_descendant_cap": lambda: folder_runs.set_descendant_cap(quire, 5),
         "retry.retry_run": lambda: folder_runs.retry_run(quire, who, w["run"]),

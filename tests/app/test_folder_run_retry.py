@@ -1,4 +1,4 @@
-"""The run panel's Retry button continues a failed folder run with the real worker process."""
+"""The run panel's Retry button retries a failed folder run as a new run, with the real worker process."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _failed_run(data_dir: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -
     return started.run_id
 
 
-def test_retry_button_continues_a_failed_run(
+def test_retry_button_starts_a_new_run_linked_to_the_failed_one(
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_base(data_dir, "runs")
@@ -57,10 +57,18 @@ def test_retry_button_continues_a_failed_run(
     assert not panel.revert_button.isEnabled()  # a failed run is retried, not reverted
 
     qtbot.mouseClick(panel.retry_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(
-        lambda: panel.selected_summary() is not None and panel.selected_summary().run.status == "completed",  # type: ignore[union-attr]
-        timeout=WORKER_TIMEOUT_MS,
-    )
-    assert not panel.retry_button.isEnabled()
+
+    def retry_completed() -> bool:
+        summary = panel.selected_summary()
+        return summary is not None and summary.run.retry_of == run_id and summary.run.status == "completed"
+
+    qtbot.waitUntil(retry_completed, timeout=WORKER_TIMEOUT_MS)
     summary = panel.selected_summary()
-    assert summary is not None and summary.run.id == run_id and summary.counts["committed"] == 3
+    assert summary is not None and summary.run.id != run_id
+    assert (summary.counts["already_committed"], summary.counts["committed"]) == (1, 2)
+    assert "1 already committed" in panel._run_row(summary)[-1]
+    failed = next(r for r in panel.runs if r.run.id == run_id)
+    assert failed.run.status == "failed" and failed.retried_by == summary.run.id
+    panel.select_run(run_id)
+    qtbot.waitUntil(lambda: panel.selected_summary() is not None and panel.selected_summary().run.id == run_id)  # type: ignore[union-attr]
+    assert not panel.retry_button.isEnabled()  # retried once; a second press would only replay it

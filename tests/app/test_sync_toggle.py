@@ -78,7 +78,7 @@ def test_review_folder_lists_pending_changes_and_the_button_applies_them(
     window = open_window()
     qtbot.waitUntil(lambda: len(tree_items(window.model)) == 1, timeout=10_000)
     select_ids(window, [folder_id])
-    window.show_sync_states()
+    window.sync_actions.show_states()
     qtbot.waitUntil(lambda: window.act_sync_apply.isEnabled(), timeout=10_000)
     assert window.act_sync_apply.toolTip() == "added b.txt"
     assert "1 change(s) pending review" in window.act_sync.toolTip()

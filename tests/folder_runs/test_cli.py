@@ -96,4 +96,4 @@ def test_too_large_a_folder_is_refused_with_exit_5(tmp_path: Path) -> None:
     ok("base", "create", "kb", data_dir=data)
     error = refused(5, "run", "preview", "kb", str(folder), data_dir=data)
     assert error["code"] == "folder_too_large" and "more than 200" in error["message"]
-    assert ok("run", "list", "--base", "kb", data_dir=data) == {"runs": []}
+    assert ok("run", "list", "--base", "kb", data_dir=data) == {"runs": [], "next": None}

@@ -231,7 +231,7 @@ def test_read_entries_survive_a_rolled_back_source(
     started = folder_runs.start_run(quire, PERSON, "kb", folder, key="k")
     os.chmod(folder / "locked", 0)
     monkeypatch.setattr(walk, "is_readable_dir", chmod_unreadable_check)
-    real_record = commit._record
+    real_record = commit.record_outcome
 
     def record_then_lose(conn: Any, ctx: Any, run: Any, source: Any, disposition: str, *a: Any, **kw: Any) -> str:
         result = real_record(conn, ctx, run, source, disposition, *a, **kw)
@@ -242,7 +242,7 @@ def test_read_entries_survive_a_rolled_back_source(
             conn.execute(text("UPDATE folder_runs SET owner_attempt = owner_attempt + 1 WHERE id = :r"), {"r": run.id})
         return result
 
-    monkeypatch.setattr(commit, "_record", record_then_lose)
+    monkeypatch.setattr(commit, "record_outcome", record_then_lose)
     try:
         drain(quire)
     finally:

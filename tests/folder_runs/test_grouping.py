@@ -3,11 +3,9 @@ transaction; what goes wrong with one source of a group stays that source's own 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
@@ -15,38 +13,18 @@ from sqlalchemy import text
 from knowledge import folder_runs
 from knowledge.folder_runs import execute, group
 from knowledge.folder_runs.group import GROUP_MAX_SOURCES
-from knowledge.ingest.embedding import Encoder
-from knowledge.ingest.models import model_spec
 from knowledge.library import audit
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.folder_runs.helpers import PERSON, doc_text, drain, entries, make_base, make_docs, rows, scalar
+from tests.support.encoders import CountingEncoder, install
 from tests.support.files import write_tree
-
-
-class CountingEncoder(Encoder):
-    """The real model; it records how many texts each ``encode_documents`` call carried, and refuses any
-    call holding the one poisoned word (as a model that cannot embed some text would)."""
-
-    def __init__(self, precision: str) -> None:
-        super().__init__(model_spec("all-MiniLM-L6-v2"), precision=precision)
-        self.sizes: list[int] = []
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.sizes.append(len(texts))
-        if any("belladonna" in t for t in texts):
-            raise RuntimeError("the model cannot embed this text")
-        return super().encode_documents(texts)
 
 
 @pytest.fixture
 def counting(quire: Quire) -> CountingEncoder:
     base = make_base(quire)
-    encoder = CountingEncoder(base.precision)
-    quire.encoder_factory = lambda choice, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision=choice.precision) if query else encoder
-    )
-    return encoder
+    return install(quire, CountingEncoder(base.precision, refuse="belladonna"))
 
 
 def dispositions(quire: Quire, run_id: int) -> dict[str, tuple[str, str | None]]:
@@ -104,15 +82,19 @@ def test_cancelled_between_two_sources_of_a_group_keeps_the_earlier_ones_only(
     assert scalar(quire, "SELECT count(*) FROM items WHERE type = 'file'") == 5
     assert scalar(quire, "SELECT count(*) FROM chunks") == 5
     assert quire.queue.get(started.job_id).status == "cancelled"
-    assert quire.recover().repaired == 1  # the repair scan settles the run its cancelled job left
+    # the repair scans settle the run its cancelled job left (1) and sweep the owned copies the group wrote
+    # for the seven sources that never committed (7 files no row records)
+    assert quire.recover().repaired == 1 + 7
     summary = folder_runs.show_run(quire, started.run_id).summary
     assert (summary.run.status, summary.counts["committed"], summary.counts["pending"]) == ("failed", 5, 7)
 
-    folder_runs.retry_run(quire, PERSON, started.run_id)  # the rest on a retry, nothing twice
+    retry = folder_runs.retry_run(quire, PERSON, started.run_id)  # the rest on a new run, nothing twice
     monkeypatch.setattr(execute, "_settle_source", real_settle)
     drain(quire)
-    assert folder_runs.show_run(quire, started.run_id).summary.run.status == "completed"
-    assert committed_per_source(quire, started.run_id) == [(n, 1, 1) for n in range(12)]
+    assert folder_runs.show_run(quire, started.run_id).summary.run.status == "failed"
+    summary = folder_runs.show_run(quire, retry.run_id).summary
+    assert (summary.run.status, summary.counts["already_committed"], summary.counts["committed"]) == ("completed", 5, 7)
+    assert scalar(quire, "SELECT count(*) FROM items WHERE type = 'file'") == 12
     assert counting.sizes == [12, 7]
 
 

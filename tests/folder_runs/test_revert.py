@@ -48,7 +48,9 @@ def test_revert_hides_at_once_and_cleanup_purges(quire: Quire, tmp_path: Path) -
     assert hits(quire, "marker0x", "keyword") == {"other000.txt"}
     assert {r[0] for r in rows(quire, "SELECT status FROM items WHERE run_id = :r", r=started.run_id)} == {"deleting"}
     log = entries(quire, started.run_id)
-    assert log[-1].action == audit.RUN_REVERTED and log[-1].actor == PERSON.label
+    # a transition names the system; the person who asked for it appears only as its approver
+    assert log[-1].action == audit.RUN_REVERTED and log[-1].actor == audit.SYSTEM_ACTOR
+    assert log[-1].payload["approved_by"] == PERSON.label
     assert log[-1].payload["counts"]["committed"] == 3 and log[-1].payload["deleting"] == len(run_items)
     summary = folder_runs.show_run(quire, started.run_id).summary
     assert summary.run.status == "reverted" and summary.run.reverted_by == PERSON.label

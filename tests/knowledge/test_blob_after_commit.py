@@ -128,3 +128,15 @@ def test_temporary_names_are_unique_per_thread(quire: Quire, monkeypatch: pytest
         t.join()
     assert blobs.blob_path(quire.blobs_dir, sha).read_bytes() == data
     assert len(seen) == len(set(seen)) >= 1
+
+
+def test_recovery_sweeps_an_orphan_file_and_reports_it(quire: Quire) -> None:
+    """The repair scan behind startup recovery (and the worker's periodic repair) removes the file and says
+    so in the recovery report; a second start finds nothing left."""
+    sha = _stored(quire, b"orphaned by a crash, found at start-up")
+    with quire.db.write() as conn:
+        blobs.purge_unreferenced(conn, quire.blobs_dir, [sha])
+        conn.info["quire_after_commit"].clear()  # as if the process died right after COMMIT
+    assert quire.recover().repaired == 1
+    assert not blobs.blob_path(quire.blobs_dir, sha).exists()
+    assert quire.recover().repaired == 0

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlalchemy import exc as sa_exc
 
 from knowledge.errors import NotFound
-from knowledge.ingest.embedding import Encoder
-from knowledge.ingest.models import model_spec
 from knowledge.library import blobs
 from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle import operations
@@ -21,30 +17,13 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base, material_counts
 from tests.sources.builders import make_pdf
+from tests.support.encoders import CountingEncoder, install
 from tests.support.files import write_tree
-
-
-class CountingEncoder(Encoder):
-    """The real encoder, counting what actually reaches the model."""
-
-    texts_seen: list[str]
-
-    def __init__(self, precision: str) -> None:
-        super().__init__(model_spec("all-MiniLM-L6-v2"), precision=precision)
-        self.texts_seen = []
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts_seen.extend(texts)
-        return super().encode_documents(texts)
 
 
 @pytest.fixture
 def counting(quire: Quire) -> CountingEncoder:
-    encoder = CountingEncoder("fp32")
-    quire.encoder_factory = lambda _choice, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
-    )
-    return encoder
+    return install(quire, CountingEncoder())
 
 
 def by_name(quire: Quire) -> dict[str, operations.tree.Item]:
@@ -281,3 +260,25 @@ def test_reindexing_a_folder_redoes_only_what_changed(quire: Quire, tmp_path: Pa
     assert not search(quire, "kb", "mineral 2", mode="keyword") or all(
         h.item_name != "f2.txt" for h in search(quire, "kb", "mineral 2", mode="keyword")
     )
+
+
+def test_an_identical_copy_that_went_away_is_parsed_in_the_parse_process(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy path never parses in this process (outside the parse child's time and memory limits): a
+    source whose identical twin vanished between the lookup and the copy is parsed like any other."""
+    from knowledge.ingest import material
+    from knowledge.sources import dispatch
+
+    def parsed_here(*_a: object, **_k: object) -> None:
+        raise AssertionError("parsed in the worker's own process")
+
+    make_base(quire)
+    monkeypatch.setattr(material, "find_identical", lambda *_a: 999_999)  # a twin that is gone by the copy
+    monkeypatch.setattr(material, "parse_bytes", parsed_here, raising=False)
+    monkeypatch.setattr(dispatch, "parse_bytes", parsed_here)
+    folder = write_tree(tmp_path / "f", {"a.txt": "Text about ferns and mosses.", "b.md": "# Moss\n\nAbout moss."})
+    operations.add_items(quire, "kb", [PathInput(folder)])
+    drain(quire)
+    items = {i.name: i for i in operations.list_items(quire, "kb", flat=True)}
+    assert (items["a.txt"].status, items["b.md"].status) == ("completed", "completed"), items

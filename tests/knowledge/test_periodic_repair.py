@@ -115,7 +115,15 @@ def test_a_running_worker_parks_rows_a_crashed_process_stranded(quire: Quire, da
         worker.stop()
 
 
-def test_repair_interval_defaults_when_unset(quire: Quire) -> None:
+def test_the_repair_interval_setting_is_honoured_and_a_bad_value_falls_back(quire: Quire) -> None:
+    """The documented default (20 s) when unset; the setting when valid; the default — never a worker that
+    cannot start — when the stored value is not a positive number of seconds."""
     from jobs.runtime import DEFAULT_REPAIR_INTERVAL
 
-    assert quire.make_worker().repair_interval == DEFAULT_REPAIR_INTERVAL <= 60
+    assert DEFAULT_REPAIR_INTERVAL == 20.0
+    assert quire.make_worker().repair_interval == DEFAULT_REPAIR_INTERVAL
+    for stored, expected in (("7.5", 7.5), ("soon", DEFAULT_REPAIR_INTERVAL), ("0", DEFAULT_REPAIR_INTERVAL)):
+        with quire.db.write() as conn:
+            conn.execute(settings.delete().where(settings.c.key == REPAIR_INTERVAL_SETTING))
+            conn.execute(insert(settings).values(key=REPAIR_INTERVAL_SETTING, value=stored))
+        assert quire.make_worker().repair_interval == expected, stored

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -20,12 +22,34 @@ from knowledge.search import search
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
 from tests.sources.builders import make_pdf
+from tests.support import bad_parsers
 from tests.support.files import write_tree
 
-TEST_PARSERS = (
-    ".hang:tests.support.bad_parsers:hang,.crash:tests.support.bad_parsers:crash,"
-    ".balloon:tests.support.bad_parsers:balloon"
-)
+# ``quire`` with the test parsers (.hang, .crash, .balloon, .census) registered: tests/support/bad_parsers.py
+BAD_CLI = "tests.support.cli_with_bad_parsers"
+
+
+def bad_cli(*args: str, data_dir: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **poison_env(3), "PYTHONFAULTHANDLER": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", BAD_CLI, "--data-dir", str(data_dir), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def bad_parsers_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test parsers registered in this process for one test (the parse process gets them from it)."""
+    from knowledge.sources import dispatch, formats
+
+    monkeypatch.setattr(dispatch, "_PARSERS", dict(dispatch._PARSERS))
+    monkeypatch.setattr(dispatch, "_EXTRA", {})
+    monkeypatch.setattr(formats, "FORMATS", dict(formats.FORMATS))
+    bad_parsers.register()
 
 
 def bomb(kind: str) -> bytes:
@@ -43,7 +67,6 @@ def bomb(kind: str) -> bytes:
 
 def poison_env(timeout: float) -> dict[str, str]:
     return {
-        "QUIRE_TEST_PARSERS": TEST_PARSERS,
         "QUIRE_PARSE_TIMEOUT": str(timeout),
         "QUIRE_PARSE_MEMORY_MB": "1024",
         "PYTHONPATH": str(REPO),
@@ -72,7 +95,7 @@ def test_each_bad_file_fails_alone_and_the_worker_lives(
     assert quire_cli("base", "create", "kb", data_dir=data_dir).returncode == 0
     assert quire_cli("add", "kb", str(folder), data_dir=data_dir).returncode == 0
 
-    worker = quire_cli("--json", "worker", "--until-idle", data_dir=data_dir, timeout=600)
+    worker = bad_cli("--json", "worker", "--until-idle", data_dir=data_dir)
 
     assert worker.returncode == 0, worker.stderr  # one worker process ran every job and exited cleanly
     quire = open_quire(data_dir)
@@ -96,7 +119,7 @@ def test_each_bad_file_fails_alone_and_the_worker_lives(
     assert "EPUB" in (items["bomb.epub"].error_message or "")
 
 
-def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPatch, bad_parsers_here: None) -> None:
     """In-process view of the same machinery: the child dies or times out, a new one takes the rest."""
     for key, value in poison_env(2).items():
         monkeypatch.setenv(key, value)
@@ -132,7 +155,7 @@ def item_row(quire: Quire, name: str) -> tuple[str, int]:
 
 
 def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbours(
-    quire: Quire, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    quire: Quire, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad_parsers_here: None
 ) -> None:
     for key, value in poison_env(600).items():  # the hanging parse stays in flight until the kill
         monkeypatch.setenv(key, value)
@@ -142,7 +165,7 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
     operations.add_items(quire, "kb", [PathInput(folder)])
 
     for deaths in (1, 2):
-        worker = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
+        worker = python_proc("-m", BAD_CLI, "--data-dir", str(data_dir), "worker")
         try:
             wait_until(lambda n=deaths: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
         finally:
@@ -150,7 +173,7 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
             worker.communicate(timeout=30)
         assert worker.returncode == -signal.SIGKILL
 
-    last = quire_cli("worker", "--until-idle", data_dir=data_dir, timeout=600)
+    last = bad_cli("worker", "--until-idle", data_dir=data_dir)
     assert last.returncode == 0, last.stderr
 
     stuck = {i.name: i for i in operations.list_items(quire, "kb", flat=True)}["stuck.hang"]
@@ -162,3 +185,31 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
     for name in good:
         assert item_row(quire, name)[0] == "completed", name
     assert len(search(quire, "kb", "cranes", mode="keyword")) == len(good)
+
+
+def test_an_undeclared_metadata_field_fails_loudly_naming_the_parser_and_the_field(
+    quire: Quire, tmp_path: Path, bad_parsers_here: None
+) -> None:
+    """A census violation is a bug in Quire: never a quiet ``parse_error`` of the file."""
+    from knowledge.ingest import parse_worker
+    from knowledge.sources.census import UndeclaredMetadata
+
+    worker = parse_worker.ParseWorker(parse_worker.ParseLimits.from_env())
+    try:
+        with pytest.raises(UndeclaredMetadata, match=r"'text'.*colour"):
+            worker.parse_many([("a.txt", b"fine", 1 << 20, "eng"), ("b.census", b"loud", 1 << 20, "eng")])
+        assert [r.text for r in worker.parse_many([("c.txt", b"next batch", 1 << 20, "eng")])] == ["next batch"]  # type: ignore[union-attr]
+    finally:
+        worker.close()
+
+    make_base(quire)
+    folder = write_tree(tmp_path / "f", {"a.txt": "Plain text about ferns.", "b.census": "Text with a colour."})
+    operations.add_items(quire, "kb", [PathInput(folder)])
+    quire.make_worker(poll_interval=0.01).run(until_idle=True, timeout=300)
+    items = {i.name: i for i in operations.list_items(quire, "kb", flat=True)}
+    # the batch's bug is narrowed to its item (the others complete), recorded as Quire's error, not the file's
+    assert items["a.txt"].status == "completed"
+    census = items["b.census"]
+    assert (census.status, census.error_code) == ("failed", "index_error")
+    assert (census.error_message or "").startswith("UndeclaredMetadata: parser 'text'")
+    assert "colour" in (census.error_message or "")

@@ -5,22 +5,20 @@ takes material stamped otherwise."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlalchemy import text
 
 from knowledge import lifecycle
 from knowledge.ingest import chunking, models
-from knowledge.ingest.embedding import Encoder
 from knowledge.ingest.models import model_spec
 from knowledge.lifecycle import PathInput, operations
 from knowledge.runtime import Quire
 from knowledge.sources import PARSER_VERSIONS
 from tests.conftest import quire_cli
 from tests.knowledge.helpers import drain, make_base
+from tests.support.encoders import CountingEncoder, install
 from tests.support.files import write_tree
 
 FILES = {
@@ -30,23 +28,9 @@ FILES = {
 }
 
 
-class CountingEncoder(Encoder):
-    def __init__(self) -> None:
-        super().__init__(model_spec("all-MiniLM-L6-v2"), precision="fp32")
-        self.texts_seen: list[str] = []
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts_seen.extend(texts)
-        return super().encode_documents(texts)
-
-
 @pytest.fixture
 def counting(quire: Quire) -> CountingEncoder:
-    encoder = CountingEncoder()
-    quire.encoder_factory = lambda _choice, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
-    )
-    return encoder
+    return install(quire, CountingEncoder())
 
 
 def _indexed(quire: Quire, tmp_path: Path) -> dict[str, operations.tree.Item]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from knowledge.portable.backup import BackupRefused, backup_data_dir, check_back
 from knowledge.portable.export import export_base
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME
-from tests.conftest import quire_cli
+from tests.conftest import python_proc, quire_cli, wait_until
 from tests.portable.helpers import base_content, synthetic_base
 
 
@@ -97,12 +98,58 @@ def test_doctor_flags_a_widened_data_dir_and_backup(fresh: Quire, tmp_path: Path
     assert json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)["privacy"] == []
 
 
+# Another process commits all the time: each transaction adds one row ``w.<n>`` and moves the counter
+# ``w.count`` to n, so a consistent snapshot holds exactly ``w.count`` rows named ``w.<n>``.
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from sqlalchemy import text
+    from knowledge.store.database import Database
+
+    db = Database(Path(sys.argv[1]) / "quire.sqlite3")
+    stop = Path(sys.argv[2])
+    n = 0
+    while not stop.exists():
+        n += 1
+        with db.write() as conn:
+            conn.execute(text("INSERT INTO settings (key, value) VALUES (:k, :v)"), {"k": f"w.{n}", "v": str(n)})
+            conn.execute(text("DELETE FROM settings WHERE key = 'w.count'"))
+            conn.execute(text("INSERT INTO settings (key, value) VALUES ('w.count', :v)"), {"v": str(n)})
+    """
+)
+
+
+def _writer_count(data_dir: Path) -> tuple[int, int]:
+    """(the counter, the rows it counts) as one snapshot of ``data_dir`` sees them."""
+    conn = apsw.Connection(str(data_dir / DB_FILENAME), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        conn.execute("BEGIN")
+        count = conn.execute("SELECT value FROM settings WHERE key = 'w.count'").fetchall()
+        rows = conn.execute("SELECT count(*) FROM settings WHERE key LIKE 'w.%' AND key != 'w.count'").fetchall()
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return (int(count[0][0]) if count else 0), int(rows[0][0])
+
+
 def test_backup_while_writing_restores_to_the_same_content(quire: Quire, tmp_path: Path) -> None:
     synthetic_base(quire, "kb", files=8, chunks_per_file=3)
     before = base_content(quire, "kb")
-    done = quire_cli("--json", "backup", str(tmp_path / "backups"), data_dir=quire.data_dir)
-    assert done.returncode == 0, done.stderr
-    backup = Path(json.loads(done.stdout)["path"])
+    stop = tmp_path / "stop-writing"
+    writer = python_proc("-c", WRITER, str(quire.data_dir), str(stop))
+    try:
+        wait_until(lambda: _writer_count(quire.data_dir)[0] >= 20, timeout=120)  # writing before the backup
+        done = quire_cli("--json", "backup", str(tmp_path / "backups"), data_dir=quire.data_dir)
+        assert done.returncode == 0, done.stderr
+        backup = Path(json.loads(done.stdout)["path"])
+        copied, copied_rows = _writer_count(backup)
+        assert copied >= 20 and copied_rows == copied  # one consistent snapshot of a database being written
+        wait_until(lambda: _writer_count(quire.data_dir)[0] > copied, timeout=120)  # and writing after it
+    finally:
+        stop.touch()
+        writer.communicate(timeout=60)
+    assert writer.returncode == 0
     synthetic_base(quire, "later", files=2, chunks_per_file=2, seed=9)  # after the backup: not in it
     checked = check_backup(backup)
     assert checked.integrity == "ok" and checked.blobs_missing == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, text
@@ -149,9 +150,18 @@ def test_raw_apsw_is_the_same_transaction(db: Database) -> None:
     with db.write() as conn:
         raw_apsw(conn).execute("INSERT INTO things (name) VALUES ('via-apsw')")
         assert conn.execute(select(things.c.name)).scalar() == "via-apsw"
-        with pytest.raises(RuntimeError):
-            raise RuntimeError
     assert names(db) == ["via-apsw"]
+    # the rollback leg: a write that fails takes its raw apsw statements back with its SQLAlchemy ones
+    with pytest.raises(RuntimeError, match="boom"), db.write() as conn:
+        raw_apsw(conn).execute("INSERT INTO things (name) VALUES ('raw, rolled back')")
+        conn.execute(insert(things).values(name="orm, rolled back"))
+        assert sorted(names_in(conn)) == ["orm, rolled back", "raw, rolled back", "via-apsw"]
+        raise RuntimeError("boom")
+    assert names(db) == ["via-apsw"]
+
+
+def names_in(conn: Any) -> list[str]:
+    return [r.name for r in conn.execute(select(things))]
 
 
 def test_wal_and_foreign_keys_are_on(db: Database) -> None:

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 from sqlalchemy import text
 
 from knowledge import sync
-from knowledge.ingest.embedding import Encoder
-from knowledge.ingest.models import model_spec
 from knowledge.lifecycle import PathInput, add_items
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base
-
-
-class CountingEncoder(Encoder):
-    def __init__(self) -> None:
-        super().__init__(model_spec("all-MiniLM-L6-v2"), precision="fp32")
-        self.texts_seen: list[str] = []
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts_seen.extend(texts)
-        return super().encode_documents(texts)
+from tests.support.encoders import CountingEncoder, install
 
 
 def counting_encoder(quire: Quire) -> CountingEncoder:
-    encoder = CountingEncoder()
-    quire.encoder_factory = lambda _choice, query: (
-        Encoder(model_spec("all-MiniLM-L6-v2"), precision="fp32") if query else encoder
-    )
-    return encoder
+    return install(quire, CountingEncoder())
 
 
 def synced_folder(quire: Quire, folder: Path, *, mode: str = "auto") -> tuple[int, sync.SyncRoot]:
