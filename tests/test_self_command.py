@@ -34,13 +34,13 @@ def test_a_source_checkout_runs_the_modules_with_this_interpreter() -> None:
         "D",
         "mcp",
     ]
-    assert worker_launch.worker_argv("D") == [sys.executable, "-m", "app.cli", "--data-dir", "D", "worker"]
+    assert worker_launch.worker_argv("D") == [sys.executable, "-m", "app.cli", "--data-dir", "D", "worker", "--log"]
     assert self_command.worker_launcher_command(7, "D") == [sys.executable, "-m", "app.worker_launch", "7", "D"]
 
 
 def test_the_frozen_app_takes_role_words_never_dash_m(frozen: str) -> None:
     assert self_command.quire_command("--data-dir", "D", "mcp") == [frozen, "cli", "--data-dir", "D", "mcp"]
-    assert worker_launch.worker_argv("D") == [frozen, "cli", "--data-dir", "D", "worker"]
+    assert worker_launch.worker_argv("D") == [frozen, "cli", "--data-dir", "D", "worker", "--log"]
     assert self_command.worker_launcher_command(7, "D") == [frozen, "worker-launch", "7", "D"]
 
 
