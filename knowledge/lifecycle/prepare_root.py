@@ -200,19 +200,7 @@ def _create_child(
 
 def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: Reason | None) -> None:
     index.clear_items_material(conn, base_id, [item_id], keep_vectors=True)
-    conn.execute(
-        update(items)
-        .where(items.c.id == item_id)
-        .values(
-            status=tree.terminal_status_for(failure.code) if failure else "processing",
-            error_code=failure.code if failure else None,
-            error_message=failure.message if failure else None,
-            chunk_count=0,
-            job_id=None,
-            generation=items.c.generation + 1,
-            updated_at=time.time(),
-        )
-    )
+    conn.execute(update(items).where(items.c.id == item_id).values(**tree.reset_values("processing", error=failure)))
 
 
 def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:

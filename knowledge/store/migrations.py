@@ -222,6 +222,18 @@ def _bases_backend(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN backend VARCHAR DEFAULT 'torch' NOT NULL")
 
 
+def _items_deaths(conn: Connection) -> None:
+    """Quarantine counts worker deaths, not claims: ``items.attempts`` (bumped on every claim, successful
+    ones included) becomes ``items.deaths``, which only recovery raises. What the old column counted is
+    not a number of deaths, so every item starts at zero (frozen DDL)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
+    if "attempts" in columns and "deaths" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items RENAME COLUMN attempts TO deaths")
+    elif "deaths" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("UPDATE items SET deaths = 0 WHERE deaths != 0")
+
+
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
@@ -248,6 +260,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0017_run_outcomes_skipped", _run_outcomes_skipped),
     Migration("0018_sync_roots", _sync_roots),
     Migration("0019_bases_backend", _bases_backend),
+    Migration("0020_items_deaths", _items_deaths),
 ]
 
 

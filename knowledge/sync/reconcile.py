@@ -379,17 +379,7 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
             conn.execute(
                 update(items)
                 .where(items.c.id == item.id)
-                .values(
-                    status="processing",
-                    error_code=None,
-                    error_message=None,
-                    chunk_count=0,
-                    job_id=None,
-                    size=c.size,
-                    mtime=c.mtime,
-                    generation=items.c.generation + 1,
-                    updated_at=now,
-                )
+                .values(**tree.reset_values("processing"), size=c.size, mtime=c.mtime)
             )
             to_index.append(item.id)
             touched.append(item.id)

@@ -18,7 +18,7 @@ from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
-from tests.knowledge.helpers import make_base
+from tests.knowledge.helpers import integrity_ok, make_base
 from tests.sources.builders import make_pdf
 from tests.support.files import write_tree
 
@@ -127,8 +127,8 @@ def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPat
 
 def item_row(quire: Quire, name: str) -> tuple[str, int]:
     with quire.db.read() as conn:
-        row = conn.execute(text("SELECT status, attempts FROM items WHERE name = :n"), {"n": name}).first()
-    return ("", 0) if row is None else (str(row.status), int(row.attempts))
+        row = conn.execute(text("SELECT status, deaths FROM items WHERE name = :n"), {"n": name}).first()
+    return ("", 0) if row is None else (str(row.status), int(row.deaths))
 
 
 def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbours(
@@ -144,7 +144,8 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
     for deaths in (1, 2):
         worker = python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker")
         try:
-            wait_until(lambda n=deaths: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
+            # in flight again, with the deaths recovery counted so far
+            wait_until(lambda n=deaths - 1: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
         finally:
             os.kill(worker.pid, signal.SIGKILL)
             worker.communicate(timeout=30)
@@ -159,6 +160,8 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
         QUARANTINED,
         "the worker stopped twice while indexing this file",
     )
+    assert item_row(quire, "stuck.hang") == ("failed", 2)
     for name in good:
-        assert item_row(quire, name)[0] == "completed", name
+        assert item_row(quire, name) == ("completed", 0), name
     assert len(search(quire, "kb", "cranes", mode="keyword")) == len(good)
+    assert integrity_ok(quire)
