@@ -45,11 +45,14 @@ from knowledge.lifecycle.identity import (
     CREATED,
     AddOutcome,
     canonical_path,
+    create_covered_child,
     find_covering_root,
+    find_held_item,
     find_live_root,
     has_changed,
     lost_its_job,
     subtree_is_terminal,
+    walk_would_list,
 )
 from knowledge.principal import require_person
 from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
@@ -69,7 +72,6 @@ DELETE_SUBTREE = "knowledge.delete-subtree"
 INDEX_BATCH = 128
 INDEX_BATCH_BYTES = 512 * 1024
 UNKNOWN_SIZE = 64 * 1024
-TERMINAL = ("completed", "failed")
 
 
 @dataclass(frozen=True)
@@ -243,25 +245,72 @@ def _answered_by_existing(
         covering = find_covering_root(conn, base.id, plan.source_key)
         if covering is None:
             return False
-        changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id))
-        return True
+        return _answered_by_covering(quire, conn, base, plan, covering, changes, rescheduled)
     refreshed = False
     if existing.id in changes.created:
         pass  # the same path twice in one call: the first made it, it is scheduled with the rest
     elif lost_its_job(conn, existing):
         rescheduled.append(Scheduled(existing.id, existing.type, None))
         refreshed = True
-    elif existing.status in TERMINAL and has_changed(existing) and subtree_is_terminal(conn, existing.id):
-        job = quire.queue.enqueue(
-            conn,
-            REINDEX_SUBTREE,
-            {"base_id": base.id, "root_ids": [existing.id]},
-            base_id=base.id,
-            key=idempotency_key(base.id, [existing.id], "reindex"),
-        )
-        changes.job_ids.append(job.job_id)
+    elif existing.status in TERMINAL_STATUSES and has_changed(existing) and subtree_is_terminal(conn, existing.id):
+        _refresh(quire, conn, base, existing.id, changes)  # completed, failed or skipped: a change is read again
         refreshed = True
     changes.outcomes.append(AddOutcome(plan.shown, ALREADY_PRESENT, existing.id, refreshed))
+    return True
+
+
+def _refresh(quire: Quire, conn: Connection, base: Base, item_id: ItemId, changes: Changes) -> None:
+    job = quire.queue.enqueue(
+        conn,
+        REINDEX_SUBTREE,
+        {"base_id": base.id, "root_ids": [item_id]},
+        base_id=base.id,
+        key=idempotency_key(base.id, [item_id], "reindex"),
+    )
+    changes.job_ids.append(job.job_id)
+
+
+def _answered_by_covering(
+    quire: Quire,
+    conn: Connection,
+    base: Base,
+    plan: _Planned,
+    covering: tree.Item,
+    changes: Changes,
+    rescheduled: list[Scheduled],
+) -> bool:
+    """A path inside a live folder root. ``already_covered`` is only true of what the folder holds and has
+    current: a held file that changed is read again (reindex of that item), a folder inside is re-walked
+    (reindex of the covering root), a new file the folder's walk would list becomes its child and is
+    scheduled (unless the folder is still ``preparing``: its walk lists it). False (create it as a root of
+    its own) when the folder's rules would not list it, or the folder is a folder run's container (which
+    holds exactly the run's approved sources)."""
+    assert plan.source_key is not None
+    held = find_held_item(conn, covering, plan.source_key)
+    refreshed = False
+    if held is not None and held.status not in TERMINAL_STATUSES:
+        pass  # being indexed right now
+    elif held is not None and not held.is_container:
+        if has_changed(held):
+            _refresh(quire, conn, base, held.id, changes)
+            refreshed = True
+    elif not walk_would_list(quire, conn, covering, plan.source_key):
+        return False
+    elif plan.type == "directory" or (held is None and covering.run_id is not None):
+        if covering.run_id is not None:
+            return False
+        if subtree_is_terminal(conn, covering.id):
+            _refresh(quire, conn, base, covering.id, changes)  # unchanged files cost nothing
+            refreshed = True
+    elif covering.status == "preparing":
+        pass  # its walk is still to come (or under way, under this lock): it lists the file
+    else:
+        child = create_covered_child(conn, covering, plan.source_key, plan.name, plan.invalid_reason)
+        rescheduled.append(Scheduled(child, "file", plan.invalid_reason))
+        changes.created.append(child)
+        changes.statuses[child] = "processing"
+        refreshed = True
+    changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id, refreshed))
     return True
 
 
