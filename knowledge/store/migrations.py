@@ -234,6 +234,15 @@ def _items_deaths(conn: Connection) -> None:
     conn.exec_driver_sql("UPDATE items SET deaths = 0 WHERE deaths != 0")
 
 
+def _folder_run_deaths(conn: Connection) -> None:
+    """A folder run counts worker deaths per source (``folder_run_in_flight``) and settles a source that
+    was in flight across two of them ``quarantined`` (the CHECK widened in place; frozen DDL)."""
+    for ddl in schema_runs.FOLDER_RUN_DEATHS_DDL:
+        conn.exec_driver_sql(ddl)
+    old, new = "'already_covered', 'rejected', ", "'already_covered', 'rejected', 'quarantined', "
+    _edit_check(conn, "folder_run_outcomes", old, new)
+
+
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
@@ -261,6 +270,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0018_sync_roots", _sync_roots),
     Migration("0019_bases_backend", _bases_backend),
     Migration("0020_items_deaths", _items_deaths),
+    Migration("0021_folder_run_deaths", _folder_run_deaths),
 ]
 
 
