@@ -1,18 +1,24 @@
-"""One identity per source in a base (seed 003 rule 1): a live root is named by its canonical path.
+"""One live item per source in a base (seed 003 rule 1), on every add path.
 
 The canonical path of a file or folder is its resolved absolute path (``os.path.realpath``), stored in
 ``items.source_key`` on the roots ``add_items`` creates. A partial unique index (migration
 ``items_source_identity``) allows one live root (``parent_id IS NULL``, status not ``deleting``) per
-``(base_id, source_key)``; notes have no key and keep their own identity. The operation checks first,
-inside its write transaction, so the index is the backstop a bug or a second process would hit, never
-the path a person's re-add takes:
+``(base_id, source_key)``; notes have no key and keep their own identity. Children are held through their
+folder; :func:`duplicate_sources` is the checked invariant over both (tests walk every add order against
+it). The operation checks first, inside its write transaction, so the index is the backstop a bug or a
+second process would hit, never the path a person's re-add takes:
 
-* ``created`` — nothing in the base stands for this path yet;
+* ``created`` — nothing in the base stands for this path yet. A new folder root adopts the roots its walk
+  lists when prepare-root expands it (``prepare_root.adopt_roots_below``): never a second copy;
 * ``already_present`` — a live root has this key (or, for roots made before the key existed and folder
-  runs' containers, this ``source_path``): nothing is created; a terminal root that changed is refreshed
-  through reindex (unchanged files cost nothing: prepare-root keeps unchanged children and reuse skips
-  unchanged text), an active root that lost its job (a killed ``quire add``) is scheduled again;
-* ``already_covered`` — the path lies inside a live folder root of the base: answered with that root.
+  runs' containers, this ``source_path``): nothing is created; a terminal root (completed, failed or
+  skipped) that changed is refreshed through reindex (unchanged files cost nothing: prepare-root keeps
+  unchanged children and reuse skips unchanged text), an active root that lost its job (a killed
+  ``quire add``) is scheduled again;
+* ``already_covered`` — the path lies inside a live folder root of the base (answered with that root):
+  a held, current file is left alone; a held file that changed is reindexed, a new file the folder's walk
+  lists becomes its child (:func:`create_covered_child`) and is scheduled, a folder inside is re-walked
+  through the covering root. A path the folder does not list is added as a root of its own.
 """
 
 from __future__ import annotations

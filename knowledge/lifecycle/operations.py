@@ -14,6 +14,9 @@ semantics match (base guards, outermost-selection collapse, idempotency keys).
   (a job that later reaches a deleting item drops its result).
 * ``reindex_items`` only admits terminal subtrees and writes no status: the job does the resetting.
 * Every operation returns a ``Changes`` value; views refresh from it instead of re-reading everything.
+
+The reads (``list_items``, ``get_item``, ``list_item_chunks``) live in :mod:`knowledge.lifecycle.reading`
+and are re-exported here.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
-from knowledge.library.location import read_by_ocr
 from knowledge.lifecycle.identity import (
     ALREADY_COVERED,
     ALREADY_PRESENT,
@@ -54,8 +56,11 @@ from knowledge.lifecycle.identity import (
     subtree_is_terminal,
     walk_would_list,
 )
+from knowledge.lifecycle.reading import get_item as get_item
+from knowledge.lifecycle.reading import list_item_chunks as list_item_chunks
+from knowledge.lifecycle.reading import list_items as list_items
 from knowledge.principal import require_person
-from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
+from knowledge.store.schema import TERMINAL_STATUSES, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -458,71 +463,3 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
         )
         changes.job_ids.append(job.job_id)
         return changes
-
-
-# -- reading -----------------------------------------------------------------------------------
-
-
-def list_items(
-    quire: Quire, base_ref: str | int, *, parent_id: int | None = None, status: str | None = None, flat: bool = False
-) -> list[tree.Item]:
-    """Visible items (never ``deleting``): the children of ``parent_id``, or with ``flat`` every item."""
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        if flat:
-            query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
-            if status is not None:
-                query = query.where(items.c.status == status)
-            rows = conn.execute(query.order_by(items.c.id)).all()
-        else:
-            rows = conn.execute(tree.visible_items_query(base.id, parent_id, status)).all()
-        return [tree.Item.from_row(r) for r in rows]
-
-
-def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        return tree.load_in_base(conn, base.id, item_id)
-
-
-def list_item_chunks(quire: Quire, base_ref: str | int, item_id: int) -> list[dict[str, Any]]:
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        assert_base_can_run_runtime_operation(base)
-        item = tree.load_in_base(conn, base.id, item_id)
-        if item.status != "completed":
-            raise GuardRejected(f"chunks can only be listed for a completed item; {item.name!r} is {item.status}")
-        leaf_ids = [item.id]
-        if item.is_container:
-            subtree = tree.subtree_items(conn, [item.id])
-            if any(i.status == "deleting" for i in subtree):
-                raise GuardRejected(f"{item.name!r} has items being deleted; try again when the cleanup is done")
-            leaf_ids = [i.id for i in subtree if not i.is_container]
-        rows: list[Any] = []
-        for start in range(0, len(leaf_ids), 500):
-            rows.extend(
-                conn.execute(
-                    select(chunks, items.c.name, items.c.source_path, items.c.metadata)
-                    .join(items, items.c.id == chunks.c.item_id)
-                    .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
-                    .order_by(chunks.c.item_id, chunks.c.ordinal)
-                ).all()
-            )
-    return [
-        {
-            "chunk_id": r.id,
-            "item_id": r.item_id,
-            "item_name": r.name,
-            "source_path": r.source_path,
-            "ordinal": r.ordinal,
-            "text": r.text,
-            "start": r.start,
-            "end": r.end,
-            "page": r.page,
-            "line_start": r.line_start,
-            "line_end": r.line_end,
-            "token_count": r.token_count,
-            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
-        }
-        for r in rows
-    ]

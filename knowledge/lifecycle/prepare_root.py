@@ -1,5 +1,6 @@
 """``knowledge.prepare-root`` (abandon): expand a folder into child items, keeping what an earlier
-expansion already got right, and schedule the leaves."""
+expansion already got right, adopting the roots added on their own that the folder now holds (one live
+item per source), and schedule the leaves."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Recovery of the knowledge jobs: abandon hooks park what an interrupted job left active, and bounded,
-paginated repair scans re-enqueue cleanup and park orphans."""
+"""Recovery of the knowledge jobs: abandon hooks park what an interrupted job left active (or, for an index
+batch on the packaged local model, retry it and count worker deaths), and bounded, paginated repair scans
+re-enqueue cleanup and park orphans. Nothing here writes a ``deleting`` row: parking and requeueing only
+touch active items (``items.set_status`` never overwrites ``deleting``)."""
 
 from __future__ import annotations
 
