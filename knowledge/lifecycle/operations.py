@@ -288,8 +288,8 @@ def _answered_by_covering(
     current: a held file that changed is read again (reindex of that item), a folder inside is re-walked
     (reindex of the covering root), a new file the folder's walk would list becomes its child and is
     scheduled (unless the folder is still ``preparing``: its walk lists it). False (create it as a root of
-    its own) when the folder's rules would not list it, or the folder is a folder run's container (which
-    holds exactly the run's approved sources)."""
+    its own) when the folder's rules would not list it, or for a file a folder run's container does not
+    hold (a run holds exactly its approved sources; a folder inside one is answered, never re-walked)."""
     assert plan.source_key is not None
     held = find_held_item(conn, covering, plan.source_key)
     refreshed = False
@@ -301,9 +301,11 @@ def _answered_by_covering(
             refreshed = True
     elif not walk_would_list(quire, conn, covering, plan.source_key):
         return False
-    elif plan.type == "directory" or (held is None and covering.run_id is not None):
-        if covering.run_id is not None:
-            return False
+    elif covering.run_id is not None:
+        if plan.type != "directory":
+            return False  # a file the run did not ingest: a root of its own
+        # a folder inside a run's container: the run holds exactly what it approved; never re-walked
+    elif plan.type == "directory":
         if subtree_is_terminal(conn, covering.id):
             _refresh(quire, conn, base, covering.id, changes)  # unchanged files cost nothing
             refreshed = True
