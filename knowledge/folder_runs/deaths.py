@@ -21,6 +21,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from knowledge.folder_runs.group import GROUP_MAX_SOURCES
 from knowledge.folder_runs.ledger import ManifestSource
+from knowledge.store.database import Database
 from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes
 
 QUARANTINED = "quarantined"
@@ -62,6 +63,17 @@ def mark_in_flight(conn: Connection, run_id: int, sources: Sequence[ManifestSour
     for source in sources:
         statement = sqlite_insert(folder_run_in_flight).values(run_id=run_id, source_id=source.id, attempt=attempt)
         conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
+
+
+def clear_in_flight(db: Database, run_id: int, attempt: int) -> None:
+    """This attempt stops without dying (cancelled, superseded, a fault): what it had in flight did not kill
+    anything. Only a process that vanishes leaves its marks for the next attempt to count."""
+    with db.write() as conn:
+        conn.execute(
+            update(folder_run_in_flight)
+            .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
+            .values(attempt=None)
+        )
 
 
 def next_window(todo: deque[ManifestSource], deaths: Mapping[int, int]) -> deque[ManifestSource]:

@@ -25,6 +25,7 @@ from knowledge.folder_runs.commit import settle_source_in_tx
 from knowledge.folder_runs.deaths import (
     DEATHS_BEFORE_QUARANTINE,
     QUARANTINED,
+    clear_in_flight,
     count_deaths,
     mark_in_flight,
     next_window,
@@ -158,17 +159,21 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             tally[ALREADY_COMMITTED if settled[source.id] == COMMITTED else "settled_before"] += 1
     todo = deque(s for s in sources if s.id not in settled)
     root = Path(run.folder)
-    while todo:
-        ctx.check_cancelled()
-        window = next_window(todo, deaths)
-        with ctx.write() as conn:
-            mark_in_flight(conn, run.id, window, ctx.attempt)
-        for source in prepare_group(tools, root, window):
+    try:
+        while todo:
             ctx.check_cancelled()
-            tally[_settle_source(ctx, run, tools, source, agent)] += 1
-            done += 1
-            ctx.progress(done, run.declared_size, "ingesting")
-        todo.extendleft(reversed(window))  # what the group did not take goes first next time
+            window = next_window(todo, deaths)
+            with ctx.write() as conn:
+                mark_in_flight(conn, run.id, window, ctx.attempt)
+            for source in prepare_group(tools, root, window):
+                ctx.check_cancelled()
+                tally[_settle_source(ctx, run, tools, source, agent)] += 1
+                done += 1
+                ctx.progress(done, run.declared_size, "ingesting")
+            todo.extendleft(reversed(window))  # what the group did not take goes first next time
+    except BaseException:
+        clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
+        raise
     return tally
 
 
