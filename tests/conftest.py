@@ -88,3 +88,16 @@ def quire_cli(
         timeout=timeout,
         input=input,
     )
+
+
+@pytest.fixture
+def bad_parsers_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test parsers (tests/support/bad_parsers.py) registered in this process for one test; a parse
+    process started meanwhile gets them from it."""
+    from knowledge.sources import dispatch, formats
+    from tests.support import bad_parsers
+
+    monkeypatch.setattr(dispatch, "_PARSERS", dict(dispatch._PARSERS))
+    monkeypatch.setattr(dispatch, "_EXTRA", {})
+    monkeypatch.setattr(formats, "FORMATS", dict(formats.FORMATS))
+    bad_parsers.register()

@@ -2,7 +2,8 @@
 
 Sources are prepared a group at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the
 group's chunks) and settled one per transaction, in manifest order, with the cancellation check before
-each source.
+each source. Each group is marked in flight first; a source in flight across two worker deaths settles
+``quarantined`` when the next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ from jobs.errors import ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
 from knowledge.folder_runs.commit import record_outcome, settle_source_in_tx
+from knowledge.folder_runs.deaths import (
+    DEATHS_BEFORE_QUARANTINE,
+    QUARANTINED,
+    clear_in_flight,
+    count_deaths,
+    mark_in_flight,
+    next_window,
+    settle_quarantined,
+)
 from knowledge.folder_runs.group import prepare_group
 from knowledge.folder_runs.ledger import (
     EarlierCommit,
@@ -129,6 +139,14 @@ def _enter(quire: Quire, ctx: JobContext, run: RunRecord) -> RunRecord | None:
 
 def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Counter[str]:
     """Walk the manifest from the start; settle every source that is not settled yet, one per transaction."""
+    tally: Counter[str] = Counter()
+    with ctx.write() as conn:  # what an earlier attempt left in flight died with it (deaths.py)
+        deaths = count_deaths(conn, run.id, ctx.attempt)
+        for source_id, died in deaths.items():
+            if died >= DEATHS_BEFORE_QUARANTINE:
+                settle_quarantined(conn, run.id, source_id, ctx.attempt)
+                tally[QUARANTINED] += 1
+        fence_run(conn, run.id, ctx.attempt)
     with quire.db.read() as conn:
         base = load_base(conn, run.base_id)
         sources = load_manifest(conn, run.id)
@@ -137,7 +155,6 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
     if len(sources) != run.declared_size:
         raise RunFault("invariant violation: the manifest does not have the run's declared size")
     tools = SourceTools(quire, base)
-    tally: Counter[str] = Counter()
     done = len(settled)
     ctx.progress(done, run.declared_size, "ingesting")
     for source in sources:
@@ -152,13 +169,21 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             done += 1
             ctx.progress(done, run.declared_size, "ingesting")
     root = Path(run.folder)
-    while todo:
-        ctx.check_cancelled()
-        for source in prepare_group(tools, root, todo):
+    try:
+        while todo:
             ctx.check_cancelled()
-            tally[_settle_source(ctx, run, tools, source, agent)] += 1
-            done += 1
-            ctx.progress(done, run.declared_size, "ingesting")
+            window = next_window(todo, deaths)
+            with ctx.write() as conn:
+                mark_in_flight(conn, run.id, window, ctx.attempt)
+            for source in prepare_group(tools, root, window):
+                ctx.check_cancelled()
+                tally[_settle_source(ctx, run, tools, source, agent)] += 1
+                done += 1
+                ctx.progress(done, run.declared_size, "ingesting")
+            todo.extendleft(reversed(window))  # what the group did not take goes first next time
+    except BaseException:
+        clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
+        raise
     return tally
 
 

@@ -72,7 +72,7 @@ def run_counts(conn: Connection, run_id: int, size: int) -> dict[str, int]:
     counts = {d: 0 for d in DISPOSITIONS}
     counts.update({r[0]: int(r[1]) for r in rows})
     settled = sum(counts.values())
-    counts["skipped"] = settled - counts[COMMITTED] - counts["rejected"]
+    counts["skipped"] = settled - counts[COMMITTED] - counts["rejected"] - counts["quarantined"]
     counts["settled"] = settled
     counts["pending"] = size - settled
     return counts

@@ -245,20 +245,20 @@ def set_status(
         reconcile_above(conn, item_ids)
 
 
-def set_subtree_status(
-    conn: Connection,
-    root_ids: Sequence[int],
-    status: str,
-    *,
-    error_code: str | None = None,
-    error_message: str | None = None,
-) -> list[ItemId]:
-    """Set a whole subtree's status, membership resolved here, then reconcile the containers above."""
-    ids = subtree_ids(conn, root_ids)
-    message = sanitize_optional(error_message)
-    _update_statuses(conn, ids, {"status": status, "error_code": error_code, "error_message": message})
-    reconcile_above(conn, root_ids)
-    return ids
+def reset_values(status: str, *, error: Reason | None = None) -> dict[str, Any]:
+    """What every reset of an item writes (reindex, prepare-root's re-expansion, a sync "changed"): the new
+    status (or a terminal one for ``error``), no error, no chunks, no job, a fresh death count (the person
+    or the file asked for a new start) and the next generation (which fences out any late job)."""
+    return {
+        "status": status if error is None else terminal_status_for(error.code),
+        "error_code": None if error is None else error.code,
+        "error_message": None if error is None else sanitize_reason(error.message),
+        "chunk_count": 0,
+        "job_id": None,
+        "deaths": 0,
+        "generation": items.c.generation + 1,
+        "updated_at": time.time(),
+    }
 
 
 def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[ItemId]:

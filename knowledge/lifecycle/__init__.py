@@ -10,8 +10,11 @@ their recovery.
 * ``knowledge.delete-subtree`` (retry): purge vectors, keyword entries and owned files, then rows; on
   failure the rows stay ``deleting`` and the job is retried.
 
-Abandoned jobs never resume: their hook parks the items they left active as ``failed`` with the code
-``indexing_interrupted`` (reindex brings them back). Every write goes through ``ctx.write()`` — fenced on
+Abandoned jobs never resume silently: their hook parks the items they left active as ``failed`` with the
+code ``indexing_interrupted`` (reindex brings them back). The one exception is an ``index-documents``
+batch of a base on the packaged local model (seed 001's reason, never re-spend a paid endpoint, does not
+apply): it is re-enqueued at once, its in-flight items counting one worker death each (``items.deaths``;
+two quarantine an item). A base on a remote endpoint always parks. Every write goes through ``ctx.write()`` — fenced on
 the job's attempt — and re-reads what it is about to change, so a late or superseded attempt, or an item
 that became ``deleting`` or was reset meanwhile (its ``generation`` moved on), is never overwritten.
 """

@@ -1,32 +1,43 @@
-"""One identity per source in a base (seed 003 rule 1): a live root is named by its canonical path.
+"""One live item per source in a base (seed 003 rule 1), on every add path.
 
 The canonical path of a file or folder is its resolved absolute path (``os.path.realpath``), stored in
 ``items.source_key`` on the roots ``add_items`` creates. A partial unique index (migration
 ``items_source_identity``) allows one live root (``parent_id IS NULL``, status not ``deleting``) per
-``(base_id, source_key)``; notes have no key and keep their own identity. The operation checks first,
-inside its write transaction, so the index is the backstop a bug or a second process would hit, never
-the path a person's re-add takes:
+``(base_id, source_key)``; notes have no key and keep their own identity. Children are held through their
+folder; :func:`duplicate_sources` is the checked invariant over both (tests walk every add order against
+it). The operation checks first, inside its write transaction, so the index is the backstop a bug or a
+second process would hit, never the path a person's re-add takes:
 
-* ``created`` — nothing in the base stands for this path yet;
+* ``created`` — nothing in the base stands for this path yet. A new folder root adopts the roots its walk
+  lists when prepare-root expands it (``prepare_root.adopt_roots_below``): never a second copy;
 * ``already_present`` — a live root has this key (or, for roots made before the key existed and folder
-  runs' containers, this ``source_path``): nothing is created; a terminal root that changed is refreshed
-  through reindex (unchanged files cost nothing: prepare-root keeps unchanged children and reuse skips
-  unchanged text), an active root that lost its job (a killed ``quire add``) is scheduled again;
-* ``already_covered`` — the path lies inside a live folder root of the base: answered with that root.
+  runs' containers, this ``source_path``): nothing is created; a terminal root (completed, failed or
+  skipped) that changed is refreshed through reindex (unchanged files cost nothing: prepare-root keeps
+  unchanged children and reuse skips unchanged text), an active root that lost its job (a killed
+  ``quire add``) is scheduled again;
+* ``already_covered`` — the path lies inside a live folder root of the base (answered with that root):
+  a held, current file is left alone; a held file that changed is reindexed, a new file the folder's walk
+  lists becomes its child (:func:`create_covered_child`) and is scheduled, a folder inside is re-walked
+  through the covering root. A path the folder does not list is added as a root of its own.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from jobs.schema import jobs
+from knowledge.ingest.walk import EXCLUDED, VISIBLE, judge_path
 from knowledge.library import items as tree
 from knowledge.library.ids import ItemId
 from knowledge.store.schema import TERMINAL_STATUSES, items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
 
 CREATED = "created"
 ALREADY_PRESENT = "already_present"
@@ -114,3 +125,110 @@ def lost_its_job(conn: Connection, item: tree.Item) -> bool:
         return True
     row = conn.execute(select(jobs.c.status).where(jobs.c.id == item.job_id)).first()
     return row is None or row.status not in ("pending", "running")
+
+
+def find_held_item(conn: Connection, covering: tree.Item, key: str) -> tree.Item | None:
+    """The live item below ``covering`` whose source is ``key`` (children keep their walked path)."""
+    row = conn.execute(
+        select(items)
+        .where(
+            and_(
+                items.c.base_id == covering.base_id,
+                items.c.root_id == covering.id,
+                items.c.id != covering.id,
+                items.c.source_path == key,
+                items.c.status != "deleting",
+            )
+        )
+        .order_by(items.c.id)
+        .limit(1)
+    ).first()
+    return None if row is None else tree.Item.from_row(row)
+
+
+def relative_below(covering: tree.Item, key: str) -> str:
+    return PurePath(key).relative_to(covering.source_path or "/").as_posix()
+
+
+def walk_would_list(quire: Quire, conn: Connection, covering: tree.Item, key: str) -> bool:
+    """Whether the covering folder's walk lists ``key`` (not hidden, not excluded, a real file or folder
+    reached through real folders): only then does the folder hold it."""
+    from knowledge import preferences
+
+    judged = judge_path(
+        Path(covering.source_path or "/"),
+        relative_below(covering, key),
+        hidden=[quire.data_dir],
+        ignore=preferences.ignore_patterns(conn),
+    )
+    if os.path.isdir(key):  # judged as a file it is "unavailable"; only an ignore rule keeps a folder out
+        return judged.verdict != EXCLUDED
+    return judged.verdict == VISIBLE
+
+
+def create_covered_child(
+    conn: Connection, covering: tree.Item, key: str, name: str, invalid: tree.Reason | None
+) -> ItemId:
+    """A new file inside a covering folder becomes its child (with any folders between them that the folder
+    does not hold yet), ``processing`` (or terminal for ``invalid``), for the caller to schedule."""
+    relative = relative_below(covering, key)
+    folder = Path(covering.source_path or "/")
+    parent_id = covering.id
+    parts = relative.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        sub = "/".join(parts[:depth])
+        row = conn.execute(
+            select(items.c.id).where(
+                and_(
+                    items.c.root_id == covering.id,
+                    items.c.relative_path == sub,
+                    items.c.type == "directory",
+                    items.c.status != "deleting",
+                )
+            )
+        ).first()
+        if row is not None:
+            parent_id = ItemId(int(row.id))
+        else:
+            parent_id = _child(conn, covering, "directory", folder / sub, sub, parent_id, None)
+    child = _child(conn, covering, "file", Path(key), relative, parent_id, invalid)
+    tree.reconcile_above(conn, [child])
+    return child
+
+
+def _child(
+    conn: Connection,
+    covering: tree.Item,
+    kind: str,
+    path: Path,
+    relative: str,
+    parent_id: ItemId,
+    invalid: tree.Reason | None,
+) -> ItemId:
+    return tree.create_item(
+        conn,
+        tree.NewItem(
+            covering.base_id, kind, path.name, "processing", parent_id=parent_id, root_id=covering.id,
+            source_path=str(path), relative_path=relative, owner=covering.owner, run_id=covering.run_id,
+            error=invalid,
+        ),
+    )  # fmt: skip
+
+
+def duplicate_sources(conn: Connection, base_id: int) -> list[str]:
+    """The checked invariant of this module: source paths that more than one live file item of the base
+    stands for (empty when every source has one item). Tests walk every add order against it."""
+    rows = conn.execute(
+        select(items.c.source_path)
+        .where(
+            and_(
+                items.c.base_id == base_id,
+                items.c.type == "file",
+                items.c.status != "deleting",
+                items.c.source_path.is_not(None),
+            )
+        )
+        .group_by(items.c.source_path)
+        .having(func.count() > 1)
+    ).all()
+    return [r[0] for r in rows]

@@ -50,9 +50,8 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     if not todo:
         return {"skipped": "nothing active"}
     generations = {i.id: i.generation for i in todo}
-    with ctx.write() as conn:  # the claim of each item counts: two deaths in flight quarantine it
+    with ctx.write() as conn:  # in flight from here: a worker death now counts against these items
         tree.set_status(conn, [i.id for i in todo], "reading")
-        conn.execute(update(items).where(items.c.id.in_([i.id for i in todo])).values(attempts=items.c.attempts + 1))
     stats = BatchStats()
     try:
         outcomes = _prepare_all(quire, base, todo, ctx, stats)
@@ -183,6 +182,8 @@ def _commit_outcomes(
         else:
             commit_prepared(conn, quire.blobs_dir, base, outcome, now)
         written.append(item_id)
+    for start in range(0, len(written), 500):  # the worker survived them: their death count starts over
+        conn.execute(update(items).where(items.c.id.in_(written[start : start + 500])).values(deaths=0))
     tree.reconcile_above(conn, written)
     return len(written)
 

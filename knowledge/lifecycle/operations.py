@@ -14,6 +14,9 @@ semantics match (base guards, outermost-selection collapse, idempotency keys).
   (a job that later reaches a deleting item drops its result).
 * ``reindex_items`` only admits terminal subtrees and writes no status: the job does the resetting.
 * Every operation returns a ``Changes`` value; views refresh from it instead of re-reading everything.
+
+The reads (``list_items``, ``get_item``, ``list_item_chunks``) live in :mod:`knowledge.lifecycle.reading`
+and are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select, tuple_, update
+from sqlalchemy import Connection, and_, select, update
 
 from jobs.queue import JobId
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
@@ -39,21 +42,26 @@ from knowledge.library.bases import (
 )
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.items import NewItem, Reason, create_item
-from knowledge.library.location import read_by_ocr
 from knowledge.lifecycle.identity import (
     ALREADY_COVERED,
     ALREADY_PRESENT,
     CREATED,
     AddOutcome,
     canonical_path,
+    create_covered_child,
     find_covering_root,
+    find_held_item,
     find_live_root,
     has_changed,
     lost_its_job,
     subtree_is_terminal,
+    walk_would_list,
 )
+from knowledge.lifecycle.reading import get_item as get_item
+from knowledge.lifecycle.reading import list_item_chunks as list_item_chunks
+from knowledge.lifecycle.reading import list_items as list_items
 from knowledge.principal import require_person
-from knowledge.store.schema import TERMINAL_STATUSES, chunks, items
+from knowledge.store.schema import TERMINAL_STATUSES, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -70,7 +78,6 @@ DELETE_SUBTREE = "knowledge.delete-subtree"
 INDEX_BATCH = 128
 INDEX_BATCH_BYTES = 512 * 1024
 UNKNOWN_SIZE = 64 * 1024
-TERMINAL = ("completed", "failed")
 
 
 @dataclass(frozen=True)
@@ -245,25 +252,74 @@ def _answered_by_existing(
         covering = find_covering_root(conn, base.id, plan.source_key)
         if covering is None:
             return False
-        changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id))
-        return True
+        return _answered_by_covering(quire, conn, base, plan, covering, changes, rescheduled)
     refreshed = False
     if existing.id in changes.created:
         pass  # the same path twice in one call: the first made it, it is scheduled with the rest
     elif lost_its_job(conn, existing):
         rescheduled.append(Scheduled(existing.id, existing.type, None))
         refreshed = True
-    elif existing.status in TERMINAL and has_changed(existing) and subtree_is_terminal(conn, existing.id):
-        job = quire.queue.enqueue(
-            conn,
-            REINDEX_SUBTREE,
-            {"base_id": base.id, "root_ids": [existing.id]},
-            base_id=base.id,
-            key=idempotency_key(base.id, [existing.id], "reindex"),
-        )
-        changes.job_ids.append(job.job_id)
+    elif existing.status in TERMINAL_STATUSES and has_changed(existing) and subtree_is_terminal(conn, existing.id):
+        _refresh(quire, conn, base, existing.id, changes)  # completed, failed or skipped: a change is read again
         refreshed = True
     changes.outcomes.append(AddOutcome(plan.shown, ALREADY_PRESENT, existing.id, refreshed))
+    return True
+
+
+def _refresh(quire: Quire, conn: Connection, base: Base, item_id: ItemId, changes: Changes) -> None:
+    job = quire.queue.enqueue(
+        conn,
+        REINDEX_SUBTREE,
+        {"base_id": base.id, "root_ids": [item_id]},
+        base_id=base.id,
+        key=idempotency_key(base.id, [item_id], "reindex"),
+    )
+    changes.job_ids.append(job.job_id)
+
+
+def _answered_by_covering(
+    quire: Quire,
+    conn: Connection,
+    base: Base,
+    plan: _Planned,
+    covering: tree.Item,
+    changes: Changes,
+    rescheduled: list[Scheduled],
+) -> bool:
+    """A path inside a live folder root. ``already_covered`` is only true of what the folder holds and has
+    current: a held file that changed is read again (reindex of that item), a folder inside is re-walked
+    (reindex of the covering root), a new file the folder's walk would list becomes its child and is
+    scheduled (unless the folder is still ``preparing``: its walk lists it). False (create it as a root of
+    its own) when the folder's rules would not list it, or for a file a folder run's container does not
+    hold (a run holds exactly its approved sources; a folder inside one is answered, never re-walked)."""
+    assert plan.source_key is not None
+    held = find_held_item(conn, covering, plan.source_key)
+    refreshed = False
+    if held is not None and held.status not in TERMINAL_STATUSES:
+        pass  # being indexed right now
+    elif held is not None and not held.is_container:
+        if has_changed(held):
+            _refresh(quire, conn, base, held.id, changes)
+            refreshed = True
+    elif not walk_would_list(quire, conn, covering, plan.source_key):
+        return False
+    elif covering.run_id is not None:
+        if plan.type != "directory":
+            return False  # a file the run did not ingest: a root of its own
+        # a folder inside a run's container: the run holds exactly what it approved; never re-walked
+    elif plan.type == "directory":
+        if subtree_is_terminal(conn, covering.id):
+            _refresh(quire, conn, base, covering.id, changes)  # unchanged files cost nothing
+            refreshed = True
+    elif covering.status == "preparing":
+        pass  # its walk is still to come (or under way, under this lock): it lists the file
+    else:
+        child = create_covered_child(conn, covering, plan.source_key, plan.name, plan.invalid_reason)
+        rescheduled.append(Scheduled(child, "file", plan.invalid_reason))
+        changes.created.append(child)
+        changes.statuses[child] = "processing"
+        refreshed = True
+    changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id, refreshed))
     return True
 
 
@@ -412,92 +468,3 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
         )
         changes.job_ids.append(job.job_id)
         return changes
-
-
-# -- reading -----------------------------------------------------------------------------------
-
-
-def list_items(
-    quire: Quire,
-    base_ref: str | int,
-    *,
-    parent_id: int | None = None,
-    status: str | None = None,
-    flat: bool = False,
-    after_id: int = 0,
-    limit: int | None = None,
-) -> list[tree.Item]:
-    """Visible items (never ``deleting``): the children of ``parent_id``, or with ``flat`` every item.
-
-    With ``limit``, one page in id order after ``after_id`` (a listing's keyset cursor)."""
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        if flat:
-            query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
-            if status is not None:
-                query = query.where(items.c.status == status)
-            query = query.order_by(items.c.id)
-        else:
-            query = tree.visible_items_query(base.id, parent_id, status)
-        if limit is not None:
-            query = query.where(items.c.id > after_id).order_by(None).order_by(items.c.id).limit(limit)
-        return [tree.Item.from_row(r) for r in conn.execute(query).all()]
-
-
-def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        return tree.load_in_base(conn, base.id, item_id)
-
-
-def list_item_chunks(
-    quire: Quire, base_ref: str | int, item_id: int, *, after_id: int = 0, limit: int | None = None
-) -> list[dict[str, Any]]:
-    """The chunks of a completed item (of every file in a completed container), in (file, ordinal) order;
-    with ``limit``, one page after the chunk ``after_id`` in that order."""
-    with quire.db.read() as conn:
-        base = resolve_base(conn, base_ref)
-        assert_base_can_run_runtime_operation(base)
-        item = tree.load_in_base(conn, base.id, item_id)
-        if item.status != "completed":
-            raise GuardRejected(f"chunks can only be listed for a completed item; {item.name!r} is {item.status}")
-        leaf_ids = [item.id]
-        if item.is_container:
-            subtree = tree.subtree_items(conn, [item.id])
-            if any(i.status == "deleting" for i in subtree):
-                raise GuardRejected(f"{item.name!r} has items being deleted; try again when the cleanup is done")
-            leaf_ids = sorted(i.id for i in subtree if not i.is_container)
-        rows: list[Any] = []
-        after = conn.execute(select(chunks.c.item_id, chunks.c.ordinal).where(chunks.c.id == after_id)).first()
-        for start in range(0, len(leaf_ids), 500):
-            query = (
-                select(chunks, items.c.name, items.c.source_path, items.c.metadata)
-                .join(items, items.c.id == chunks.c.item_id)
-                .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
-                .order_by(chunks.c.item_id, chunks.c.ordinal)
-            )
-            if after is not None:
-                query = query.where(tuple_(chunks.c.item_id, chunks.c.ordinal) > tuple_(after.item_id, after.ordinal))
-            if limit is not None:
-                query = query.limit(limit - len(rows))
-            rows.extend(conn.execute(query).all())
-            if limit is not None and len(rows) >= limit:
-                break
-    return [
-        {
-            "chunk_id": r.id,
-            "item_id": r.item_id,
-            "item_name": r.name,
-            "source_path": r.source_path,
-            "ordinal": r.ordinal,
-            "text": r.text,
-            "start": r.start,
-            "end": r.end,
-            "page": r.page,
-            "line_start": r.line_start,
-            "line_end": r.line_end,
-            "token_count": r.token_count,
-            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
-        }
-        for r in rows
-    ]

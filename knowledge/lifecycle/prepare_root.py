@@ -1,5 +1,6 @@
 """``knowledge.prepare-root`` (abandon): expand a folder into child items, keeping what an earlier
-expansion already got right, and schedule the leaves."""
+expansion already got right, adopting the roots added on their own that the folder now holds (one live
+item per source), and schedule the leaves."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, and_, delete, func, select, update
 
 from jobs.runtime import JobContext
 from knowledge import preferences
@@ -131,6 +132,7 @@ def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
 
 
 def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: Walk) -> _Expansion:
+    adopt_roots_below(conn, root, found)
     existing = {
         i.relative_path: i
         for i in tree.subtree_items(conn, [root.id])
@@ -153,6 +155,8 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
             if old is not None and old.is_container:
                 seen.add(old.id)
                 parents[entry.relative] = old.id
+                if old.parent_id != parent_id:
+                    conn.execute(update(items).where(items.c.id == old.id).values(parent_id=parent_id))
             else:
                 parents[entry.relative] = _create_child(conn, root, entry, "directory", parent_id, None)
                 plan.created += 1
@@ -160,6 +164,8 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
         failure = _failure_for(entry)
         if old is not None and not old.is_container:
             seen.add(old.id)
+            if old.parent_id != parent_id:  # adopted (or its folder was re-created): hang it where it lies
+                conn.execute(update(items).where(items.c.id == old.id).values(parent_id=parent_id))
             if failure is None and _unchanged(old, entry, base):
                 plan.kept += 1
                 continue
@@ -175,6 +181,47 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
                 plan.sizes[item_id] = entry.size
     plan.purged = _purge_children(quire, conn, base.id, [i for i in existing.values() if i.id not in seen])
     return plan
+
+
+def adopt_roots_below(conn: Connection, root: tree.Item, found: Walk) -> list[ItemId]:
+    """Roots added on their own earlier (``add D/a.txt``, ``add D/sub``) that this folder's walk now holds
+    become its children, chunks and vectors kept: one live item per source (seed 003 rule 1). An adopted
+    folder brings its subtree (relative paths re-based on this root). A root the walk does not list
+    (excluded, hidden) stays a root of its own: the folder does not hold it. Returns the adopted ids."""
+    prefix = (root.source_path or "").rstrip("/") + "/"
+    held = {e.relative for e in found.entries if e.kind in ("file", "dir") and not e.excluded}
+    rows = conn.execute(
+        select(items).where(
+            and_(
+                items.c.base_id == root.base_id,
+                items.c.parent_id.is_(None),
+                items.c.id != root.id,
+                items.c.status != "deleting",
+                items.c.source_key.like(_like_prefix(prefix), escape="\\"),
+            )
+        )
+    ).all()
+    adopted: list[ItemId] = []
+    for row in sorted((tree.Item.from_row(r) for r in rows), key=lambda i: len(i.source_path or "")):
+        relative = (row.source_path or "")[len(prefix) :]
+        if relative not in held:
+            continue
+        current = tree.load_item(conn, row.id)
+        if current is None or current.parent_id is not None:
+            continue  # adopted already, with a folder adopted before it
+        members = tree.subtree_items(conn, [row.id])
+        for member in members:
+            rel = relative if member.id == row.id else f"{relative}/{member.relative_path}"
+            conn.execute(update(items).where(items.c.id == member.id).values(root_id=root.id, relative_path=rel))
+        conn.execute(update(items).where(items.c.id == row.id).values(parent_id=root.id, source_key=None))
+        adopted.append(row.id)
+    if adopted:
+        log.info("folder %s adopted %d root(s) it holds", root.id, len(adopted))
+    return adopted
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _create_child(
@@ -200,19 +247,7 @@ def _create_child(
 
 def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: Reason | None) -> None:
     index.clear_items_material(conn, base_id, [item_id], keep_vectors=True)
-    conn.execute(
-        update(items)
-        .where(items.c.id == item_id)
-        .values(
-            status=tree.terminal_status_for(failure.code) if failure else "processing",
-            error_code=failure.code if failure else None,
-            error_message=failure.message if failure else None,
-            chunk_count=0,
-            job_id=None,
-            generation=items.c.generation + 1,
-            updated_at=time.time(),
-        )
-    )
+    conn.execute(update(items).where(items.c.id == item_id).values(**tree.reset_values("processing", error=failure)))
 
 
 def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:

@@ -1,5 +1,7 @@
-"""Recovery of the knowledge jobs: abandon hooks park what an interrupted job left active, and bounded,
-paginated repair scans re-enqueue cleanup and park orphans."""
+"""Recovery of the knowledge jobs: abandon hooks park what an interrupted job left active (or, for an index
+batch on the packaged local model, retry it and count worker deaths), and bounded, paginated repair scans
+re-enqueue cleanup and park orphans. Nothing here writes a ``deleting`` row: parking and requeueing only
+touch active items (``items.set_status`` never overwrites ``deleting``)."""
 
 from __future__ import annotations
 
@@ -71,17 +73,22 @@ IN_FLIGHT = ("reading", "embedding")
 
 
 def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequence[JobRecord]) -> None:
-    """The abandon hook of ``index-documents`` (poison isolation, seed 003 rule 13).
+    """The abandon hook of ``index-documents`` (one job or a recovery page of them).
 
-    An interrupted batch is retried at once, without its culprit, instead of being parked:
+    Seed 001 parks an interrupted job's items so that a restart never silently re-spends a paid
+    embedding API. That reason holds for a base on a remote endpoint (``bases.embedder`` set): its items
+    are parked ``failed`` / ``indexing_interrupted`` and nothing reaches the endpoint until a person
+    reindexes. On the packaged local model it does not, so the batch is retried at once, without its
+    culprit (poison isolation, seed 003 rule 13):
 
-    * an item that was in flight (``reading``/``embedding``) and has been claimed
-      ``DEATHS_BEFORE_QUARANTINE`` times is quarantined (``failed``, ``quarantined``) — reindex is the
-      person's explicit retry (it resets the count);
+    * each item that was in flight (``reading``/``embedding``) counts one more worker death
+      (``items.deaths``); at ``DEATHS_BEFORE_QUARANTINE`` it is quarantined (``failed``,
+      ``quarantined``) — a reindex is the person's explicit retry (every reset clears the count);
     * the other in-flight items go back one job each, so a second death names its culprit exactly;
-    * items the batch had not started yet go back together in one job.
+    * items the batch had not started yet go back together in one job, their count untouched.
 
-    Items another job took over meanwhile are left alone (as in :func:`park_interrupted_many`).
+    Items another job took over meanwhile are left alone (as in :func:`park_interrupted_many`); items
+    that became ``deleting`` are not active, so nothing here ever touches them.
     """
     for record in records:
         item_ids = [int(i) for i in record.payload.get("item_ids", [])]
@@ -90,18 +97,23 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
         for start in range(0, len(item_ids), 500):
             rows.extend(
                 conn.execute(
-                    select(items.c.id, items.c.status, items.c.attempts, items.c.job_id).where(
+                    select(items.c.id, items.c.status, items.c.deaths, items.c.job_id).where(
                         and_(items.c.id.in_(item_ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
                     )
                 ).all()
             )
         mine = [r for r in rows if r.job_id is None or r.job_id == record.id]
-        if base_id is None or not _base_exists(conn, int(base_id)):
+        if base_id is None or not _resumes_on_its_own(conn, int(base_id)):
             park_interrupted(conn, [r.id for r in mine], record.id)
             continue
-        culprits = [r.id for r in mine if r.status in IN_FLIGHT and r.attempts >= DEATHS_BEFORE_QUARANTINE]
+        in_flight = [r for r in mine if r.status in IN_FLIGHT]
+        if in_flight:
+            conn.execute(
+                update(items).where(items.c.id.in_([r.id for r in in_flight])).values(deaths=items.c.deaths + 1)
+            )
+        culprits = [r.id for r in in_flight if r.deaths + 1 >= DEATHS_BEFORE_QUARANTINE]
         tree.set_status(conn, culprits, "failed", error_code=QUARANTINED, error_message=QUARANTINED_MESSAGE)
-        singles = [[r.id] for r in mine if r.status in IN_FLIGHT and r.attempts < DEATHS_BEFORE_QUARANTINE]
+        singles = [[r.id] for r in in_flight if r.deaths + 1 < DEATHS_BEFORE_QUARANTINE]
         waiting = [r.id for r in mine if r.status not in IN_FLIGHT]
         for group in [*singles, *([waiting] if waiting else [])]:
             job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": int(base_id), "item_ids": group}, base_id=base_id)
@@ -110,16 +122,11 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
             log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
 
 
-def _base_exists(conn: Connection, base_id: int) -> bool:
-    return conn.execute(select(bases.c.id).where(bases.c.id == base_id)).first() is not None
-
-
-def on_abandon_index(conn: Connection, record: JobRecord) -> None:
-    park_interrupted(conn, record.payload.get("item_ids", []), record.id)
-
-
-def on_abandon_index_batch(conn: Connection, records: Sequence[JobRecord]) -> None:
-    park_interrupted_many(conn, [(r.payload.get("item_ids", []), r.id) for r in records])
+def _resumes_on_its_own(conn: Connection, base_id: int) -> bool:
+    """An interrupted batch of this base may be retried without asking: the base exists and embeds with
+    the packaged local model (no remote endpoint that a retry would spend again)."""
+    row = conn.execute(select(bases.c.embedder).where(bases.c.id == base_id)).first()
+    return row is not None and row.embedder is None
 
 
 def on_abandon_prepare(conn: Connection, record: JobRecord) -> None:

@@ -4,7 +4,6 @@ clear, reset, reschedule."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,21 +66,8 @@ def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.It
 def _reset_roots(conn: Connection, base_id: int, roots: Sequence[tree.Item]) -> list[Scheduled]:
     leaves = [r.id for r in roots if not r.is_container]
     index.clear_items_material(conn, base_id, leaves, keep_vectors=True)
-    now = time.time()
-    for root in roots:
-        conn.execute(
-            update(items)
-            .where(items.c.id == root.id)
-            .values(
-                status="preparing" if root.is_container else "processing",
-                error_code=None,
-                error_message=None,
-                chunk_count=0,
-                job_id=None,
-                attempts=0,  # a reindex is the person's explicit retry: a quarantined item starts afresh
-                generation=items.c.generation + 1,
-                updated_at=now,
-            )
-        )
+    for root in roots:  # a reindex is the person's explicit retry: a quarantined item starts afresh
+        status = "preparing" if root.is_container else "processing"
+        conn.execute(update(items).where(items.c.id == root.id).values(**tree.reset_values(status)))
     tree.reconcile_above(conn, [r.id for r in roots])
     return [Scheduled(r.id, r.type, None) for r in roots]

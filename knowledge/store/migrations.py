@@ -229,6 +229,27 @@ def _items_source_unverified(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE items ADD COLUMN source_unverified INTEGER DEFAULT 0 NOT NULL")
 
 
+def _items_deaths(conn: Connection) -> None:
+    """Quarantine counts worker deaths, not claims: ``items.attempts`` (bumped on every claim, successful
+    ones included) becomes ``items.deaths``, which only recovery raises. What the old column counted is
+    not a number of deaths, so every item starts at zero (frozen DDL)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
+    if "attempts" in columns and "deaths" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items RENAME COLUMN attempts TO deaths")
+    elif "deaths" not in columns:
+        conn.exec_driver_sql("ALTER TABLE items ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("UPDATE items SET deaths = 0 WHERE deaths != 0")
+
+
+def _folder_run_deaths(conn: Connection) -> None:
+    """A folder run counts worker deaths per source (``folder_run_in_flight``) and settles a source that
+    was in flight across two of them ``quarantined`` (the CHECK widened in place; frozen DDL)."""
+    for ddl in schema_runs.FOLDER_RUN_DEATHS_DDL:
+        conn.exec_driver_sql(ddl)
+    old, new = "'already_covered', 'rejected', ", "'already_covered', 'rejected', 'quarantined', "
+    _edit_check(conn, "folder_run_outcomes", old, new)
+
+
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
     for ddl in schema_sync.SYNC_DDL:
@@ -266,6 +287,8 @@ MIGRATIONS: list[Migration] = [
     Migration("0019_bases_backend", _bases_backend),
     Migration("0020_items_source_unverified", _items_source_unverified),
     Migration("0021_folder_run_retry_of", _folder_run_retry_of),
+    Migration("0022_items_deaths", _items_deaths),
+    Migration("0023_folder_run_deaths", _folder_run_deaths),
 ]
 
 

@@ -98,9 +98,10 @@ items = Table(
     # a base (partial index items_live_root_source, migration items_source_identity). None for notes,
     # children and folder runs' containers (a run has its own identity per source).
     Column("source_key", Text),
-    # How many times an index job claimed this item (bumped with ``reading``); two worker deaths while
-    # it was in flight quarantine it (migration items_attempts). Reindex resets it.
-    Column("attempts", Integer, nullable=False, server_default="0"),
+    # How many times the worker died while this item was in flight (``reading``/``embedding``): raised
+    # only by recovery of an interrupted index job; at two the item is quarantined. Zero again when its
+    # outcome commits and on every reset (reindex, prepare-root, sync). Migration items_deaths.
+    Column("deaths", Integer, nullable=False, server_default="0"),
     # 1: the source_path came in an import and no person has vouched for it (``quire base relocate``):
     # reindex reads the owned copy only and never re-walks the folder (migration items_source_unverified).
     Column("source_unverified", Integer, nullable=False, server_default="0"),

@@ -39,9 +39,10 @@ _DISPOSITIONS_0003 = (
 )
 # ``skipped`` (migration 0011): read and not indexed by design (empty, no text, too large…), the word the
 # items use; ``rejected`` stays for a source that could not be parsed (something went wrong).
-# ``already_committed`` (migration 0020): a retry's source that the failed run it retries already committed
-# (the outcome names that run's item; nothing is written for it twice).
-DISPOSITIONS = (*_DISPOSITIONS_0003, "skipped", "already_committed")
+# ``already_committed`` (migration folder_run_retry_of): a retry's source that the failed run it retries
+# already committed (the outcome names that run's item; nothing is written for it twice).
+# ``quarantined`` (migration folder_run_deaths): the worker died twice while this source was in flight.
+DISPOSITIONS = (*_DISPOSITIONS_0003, "skipped", "already_committed", "quarantined")
 
 folder_runs = Table(
     "folder_runs",
@@ -106,6 +107,18 @@ ingest_batches = Table(
     Column("item_id", Integer, nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("created_at", Float, nullable=False),
+)
+
+# Sources a run's attempt had in flight (read, parsed or embedded, not settled yet) and how many attempts
+# ended while they were (migration folder_run_deaths): a source in flight across two worker deaths settles
+# ``quarantined`` and the run goes on.
+folder_run_in_flight = Table(
+    "folder_run_in_flight",
+    metadata,
+    Column("run_id", Integer, primary_key=True),
+    Column("source_id", Integer, primary_key=True),
+    Column("attempt", Integer),  # the attempt that has it in flight now (None: none)
+    Column("deaths", Integer, nullable=False, server_default="0"),
 )
 
 audit_log = Table(
@@ -274,4 +287,14 @@ FOLDER_RUN_RETRY_OF_DDL: tuple[str, ...] = (
         OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed'))
         OR (OLD.status = 'completed' AND NEW.status = 'reverted'))
     BEGIN SELECT RAISE(ABORT, 'illegal folder run status transition'); END""",
+)
+
+FOLDER_RUN_DEATHS_DDL: tuple[str, ...] = (
+    """CREATE TABLE folder_run_in_flight (
+        run_id INTEGER NOT NULL REFERENCES folder_runs(id) ON DELETE CASCADE,
+        source_id INTEGER NOT NULL REFERENCES folder_run_sources(id) ON DELETE CASCADE,
+        attempt INTEGER,
+        deaths INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, source_id)
+    )""",
 )

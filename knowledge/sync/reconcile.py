@@ -15,6 +15,10 @@ Contract (see also the room's docstring in ``knowledge/sync/__init__.py``):
 * **Checkpoint last.** The cursor moves (``cursor_generation = s + 1``) only in the transaction of the
   last batch, by compare-and-swap on the old cursor and the claim. A crash anywhere leaves the cursor
   behind; the next reconcile scans again and redoes only the difference that is left.
+* **The base is judged in each batch's own transaction.** A base that is locked or failed takes nothing:
+  the batch rolls back, the claim is released with the reason in ``last_error`` (``base_unavailable: …``,
+  so the root's state reads ``waiting``) and the root is looked at again every ``sync.poll_seconds``; the
+  next reconcile that finds the base writable applies what is still there.
 * Removed rows are marked ``deleting`` with their ``delete-subtree`` job in the same transaction (seed
   001: they leave search at once); added and changed leaves get their ``index-documents`` job in the
   transaction that creates or resets them, so no row is ever active without a durable job.
@@ -35,16 +39,26 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from jobs.sanitize import sanitize_error, sanitize_optional
 from jobs.sessions import live_session_ids
-from knowledge.errors import Conflict
+from knowledge.errors import Conflict, NotFound
 from knowledge.library import audit, index
 from knowledge.library import items as tree
-from knowledge.library.bases import find_base
+from knowledge.library.bases import failed_refusal, load_base, locked_refusal
 from knowledge.library.items import NewItem, create_item
 from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
 from knowledge.principal import require_person
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
-from knowledge.sync.roots import APPLY_BATCH, QUIET_SECONDS, SyncRoot, Writer, load_root, schedule_reconcile, setting
+from knowledge.sync.roots import (
+    APPLY_BATCH,
+    POLL_SECONDS,
+    QUIET_SECONDS,
+    WAITING_FOR_BASE,
+    SyncRoot,
+    Writer,
+    load_root,
+    schedule_reconcile,
+    setting,
+)
 from knowledge.sync.scan import Change, Diff, Target, scan
 
 if TYPE_CHECKING:
@@ -61,6 +75,23 @@ class StoodDown(Conflict):
     """Another reconcile holds (or took over) this root: this one writes nothing more."""
 
     code = "sync_stood_down"
+
+
+class BaseUnavailable(StoodDown):
+    """The root's base is locked or failed: nothing is written into it; the root waits."""
+
+    code = WAITING_FOR_BASE
+
+
+def _assert_base_takes_writes(conn: Connection, base_id: int) -> None:
+    """Judged inside the batch's write transaction, so the verdict still holds when the batch commits."""
+    try:
+        base = load_base(conn, base_id)
+    except NotFound:
+        raise StoodDown("the base is gone") from None
+    refusal = failed_refusal(base) or locked_refusal(base, "sync into it")
+    if refusal:
+        raise BaseUnavailable(refusal)
 
 
 @dataclass
@@ -175,12 +206,24 @@ def reconcile(
         if diff.of("unstable"):
             with quire.db.write() as conn:
                 schedule_reconcile(quire, conn, root, delay=setting(quire.db, QUIET_SECONDS), tag="revisit")
+    except BaseUnavailable as exc:
+        _wait_for_base(quire, root, owner, generation, str(exc))
+        outcome.stood_down = str(exc)
     except StoodDown as exc:
         outcome.stood_down = str(exc)
     except BaseException as exc:
         release(quire, root_id, owner, error=sanitize_error(exc))
         raise
     return outcome
+
+
+def _wait_for_base(quire: Quire, root: SyncRoot, owner: str, generation: int, why: str) -> None:
+    """Release the claim with the reason the root waits, and look again later (the tag alternates with the
+    claim generation, so a waiting reconcile job can schedule its successor while it still runs)."""
+    release(quire, root.id, owner, error=f"{WAITING_FOR_BASE}: {why}")
+    delay = setting(quire.db, POLL_SECONDS)
+    with quire.db.write() as conn:
+        schedule_reconcile(quire, conn, root, delay=delay, tag=f"waiting{generation % 2}")
 
 
 # -- applying ----------------------------------------------------------------------------------
@@ -211,9 +254,6 @@ def _apply_all(
     *,
     pending_after: int = 0,
 ) -> None:
-    base = find_base(quire.db, root.base_id)
-    if base is None:
-        raise StoodDown("the base is gone")
     ordered = _apply_order(changes)
     size = max(1, int(setting(quire.db, APPLY_BATCH)))
     batches = [ordered[i : i + size] for i in range(0, len(ordered), size)] or [[]]
@@ -221,6 +261,7 @@ def _apply_all(
         last = number == len(batches) - 1
         with writer() as conn:
             _check_claim(conn, root.id, generation, owner)
+            _assert_base_takes_writes(conn, root.base_id)
             outcome.applied += _apply_batch(quire, conn, root, batch)
             if last:
                 _checkpoint(conn, root, generation, owner, diff, pending_after)
@@ -380,17 +421,7 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
             conn.execute(
                 update(items)
                 .where(items.c.id == item.id)
-                .values(
-                    status="processing",
-                    error_code=None,
-                    error_message=None,
-                    chunk_count=0,
-                    job_id=None,
-                    size=c.size,
-                    mtime=c.mtime,
-                    generation=items.c.generation + 1,
-                    updated_at=now,
-                )
+                .values(**tree.reset_values("processing"), size=c.size, mtime=c.mtime)
             )
             to_index.append(item.id)
             touched.append(item.id)

@@ -31,6 +31,10 @@ QUIET_SECONDS = ("sync.quiet_seconds", 0.5)  # a file must hold still this long 
 APPLY_BATCH = ("sync.apply_batch", 200.0)  # changes per write transaction of a reconcile
 
 
+# ``last_error`` of a root whose base is locked or failed starts with this code: it waits, it did not fail.
+WAITING_FOR_BASE = "base_unavailable"
+
+
 class Writer(Protocol):
     def __call__(self) -> AbstractContextManager[Connection]: ...
 
@@ -111,13 +115,22 @@ class SyncRoot:
             "pending": self.pending_count,
             "last_synced_at": self.last_synced_at,
             "last_error": self.last_error,
+            "waiting_for": self.waiting_for,
         }
 
     @property
+    def waiting_for(self) -> str | None:
+        """Why nothing is applied (its base is locked or failed), or None."""
+        prefix = f"{WAITING_FOR_BASE}: "
+        return self.last_error[len(prefix) :] if self.last_error and self.last_error.startswith(prefix) else None
+
+    @property
     def state(self) -> str:
-        """One word for the window: reconciling, pending, polling, watching or off."""
+        """One word for the window: reconciling, waiting, pending, polling, watching or off."""
         if self.reconciling:
             return "reconciling"
+        if self.waiting_for:
+            return "waiting"
         if self.pending_count:
             return "pending"
         return self.watcher_state

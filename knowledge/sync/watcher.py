@@ -198,6 +198,8 @@ def describe(root: SyncRoot) -> str:
         parts.append("last synced " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(root.last_synced_at)))
     else:
         parts.append("not synced yet")
+    if root.waiting_for:
+        parts.append(f"waiting: {root.waiting_for}")
     if root.watcher_state == "polling" and root.watcher_reason:
         parts.append(root.watcher_reason)
     return "; ".join(parts)

@@ -131,9 +131,13 @@ def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -
         "changed.txt": "source_unavailable",
         "ignored.txt": "excluded",
     }
-    assert {k: v for k, v in got.items() if v != "committed"} == expected_skips
+    # a source in flight across two of the kills settles quarantined (deaths.py: after one kill the window's
+    # sources are read alone, and a later kill quarantines the one then in flight): the run goes on past it
+    quarantined = sorted(k for k, v in got.items() if v == "quarantined")
+    assert {k: v for k, v in got.items() if v not in ("committed", "quarantined")} == expected_skips
     committed = sorted(k for k, v in got.items() if v == "committed")
-    assert len(committed) == INGESTIBLE + 1  # the docs and twin-a
+    assert len(committed) + len(quarantined) == INGESTIBLE + 1  # the docs and twin-a
+    assert len(quarantined) <= len(kills)  # each needs a kill of its own while it was read alone
 
     # exactly one batch per ingested source, none for a skipped one
     per_source = rows(
@@ -143,7 +147,7 @@ def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -
         r=run_id,
     )
     assert {p: n for p, n in per_source if n} == {p: 1 for p in committed}
-    assert all(n == 0 for p, n in per_source if p in expected_skips)
+    assert all(n == 0 for p, n in per_source if p in expected_skips or p in quarantined)
     # exactly one item per ingested source, owned by the ingest agent, and its search material whole
     files = rows(quire, "SELECT relative_path, owner, status FROM items WHERE run_id = :r AND type = 'file'", r=run_id)
     assert sorted(f[0] for f in files) == committed
@@ -180,4 +184,4 @@ def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -
     assert quire.queue.get(run.job_id or 0).status == "completed"
 
     hit = search(quire, "kb", "marker17x", mode="keyword")
-    assert [h.item_name for h in hit] == ["doc017.txt"]
+    assert [h.item_name for h in hit] == ([] if "doc017.txt" in quarantined else ["doc017.txt"])

@@ -20,9 +20,8 @@ from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
-from tests.knowledge.helpers import make_base
+from tests.knowledge.helpers import integrity_ok, make_base
 from tests.sources.builders import make_pdf
-from tests.support import bad_parsers
 from tests.support.files import write_tree
 
 # ``quire`` with the test parsers (.hang, .crash, .balloon, .census) registered: tests/support/bad_parsers.py
@@ -39,17 +38,6 @@ def bad_cli(*args: str, data_dir: Path, timeout: float = 600) -> subprocess.Comp
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture
-def bad_parsers_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test parsers registered in this process for one test (the parse process gets them from it)."""
-    from knowledge.sources import dispatch, formats
-
-    monkeypatch.setattr(dispatch, "_PARSERS", dict(dispatch._PARSERS))
-    monkeypatch.setattr(dispatch, "_EXTRA", {})
-    monkeypatch.setattr(formats, "FORMATS", dict(formats.FORMATS))
-    bad_parsers.register()
 
 
 def bomb(kind: str) -> bytes:
@@ -150,8 +138,8 @@ def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPat
 
 def item_row(quire: Quire, name: str) -> tuple[str, int]:
     with quire.db.read() as conn:
-        row = conn.execute(text("SELECT status, attempts FROM items WHERE name = :n"), {"n": name}).first()
-    return ("", 0) if row is None else (str(row.status), int(row.attempts))
+        row = conn.execute(text("SELECT status, deaths FROM items WHERE name = :n"), {"n": name}).first()
+    return ("", 0) if row is None else (str(row.status), int(row.deaths))
 
 
 def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbours(
@@ -167,7 +155,8 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
     for deaths in (1, 2):
         worker = python_proc("-m", BAD_CLI, "--data-dir", str(data_dir), "worker")
         try:
-            wait_until(lambda n=deaths: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
+            # in flight again, with the deaths recovery counted so far
+            wait_until(lambda n=deaths - 1: item_row(quire, "stuck.hang") == ("reading", n), timeout=120)
         finally:
             os.kill(worker.pid, signal.SIGKILL)
             worker.communicate(timeout=30)
@@ -182,9 +171,11 @@ def test_two_worker_deaths_quarantine_the_item_in_flight_and_spare_its_neighbour
         QUARANTINED,
         "the worker stopped twice while indexing this file",
     )
+    assert item_row(quire, "stuck.hang") == ("failed", 2)
     for name in good:
-        assert item_row(quire, name)[0] == "completed", name
+        assert item_row(quire, name) == ("completed", 0), name
     assert len(search(quire, "kb", "cranes", mode="keyword")) == len(good)
+    assert integrity_ok(quire)
 
 
 def test_an_undeclared_metadata_field_fails_loudly_naming_the_parser_and_the_field(

@@ -1,4 +1,5 @@
-"""Delete wins reindex races (both checks); deleting rows never become failed; late jobs never overwrite."""
+"""Delete wins reindex races (both checks); recovery never turns deleting rows into anything else; late jobs
+never overwrite."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from knowledge.lifecycle import index_documents, operations, recovery, reindex_subtree
-from knowledge.lifecycle.operations import NoteInput, PathInput
+from knowledge.ingest.remote import CallSettings, RemoteConfig
+from knowledge.library import bases
+from knowledge.lifecycle import index_documents, operations, reindex_subtree
+from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PREPARE_ROOT, REINDEX_SUBTREE, NoteInput, PathInput
 from knowledge.runtime import Quire
-from tests.knowledge.helpers import drain, make_base
+from tests.knowledge.helpers import die_in_flight, drain, make_base, recover_as_a_new_start
 from tests.support.files import write_tree
 
 
@@ -61,17 +64,51 @@ def test_delete_during_reindex_entry_wins_at_the_write_check(
     assert seen == [{}]
 
 
-def test_interrupted_hook_never_turns_deleting_into_failed(quire: Quire, tmp_path: Path) -> None:
-    make_base(quire)
-    changes = operations.add_items(quire, "kb", [NoteInput("first"), NoteInput("second")])
-    job_id = changes.job_ids[0]
-    operations.delete_items(quire, "kb", [changes.created[0]])
-    record = quire.queue.get(job_id)
-    with quire.db.write() as conn:
-        recovery.on_abandon_index(conn, record)
+@pytest.mark.parametrize("embedder", [None, "remote"])
+def test_recovery_of_an_index_batch_never_touches_deleting_items(quire: Quire, embedder: str | None) -> None:
+    """The hook really registered for index-documents (run by recovery as a new start runs it) requeues (local
+    model) or parks (remote endpoint) the live items of a killed batch; the deleted one stays deleting."""
+    base = make_base(quire) if embedder is None else _remote_base(quire)
+    changes = operations.add_items(quire, base.id, [NoteInput("first"), NoteInput("second")])
+    deleted, live = changes.created
+    operations.delete_items(quire, base.id, [deleted])
+    die_in_flight(quire, changes.job_ids[0], [live])
+    recover_as_a_new_start(quire)
     st = item_statuses(quire)
-    assert st[changes.created[0]] == "deleting"
-    assert st[changes.created[1]] == "failed"
+    assert st[deleted] == "deleting"
+    assert st[live] == ("processing" if embedder is None else "failed")
+
+
+def test_recovery_never_turns_deleting_into_anything_else(quire: Quire, folder: int) -> None:
+    """Every abandon hook registered (prepare-root, index-documents, reindex-subtree) and every repair scan,
+    over a subtree whose child is being deleted: the deleting rows stay deleting until their cleanup ends."""
+    children = {i.name: i.id for i in operations.list_items(quire, "kb", parent_id=folder)}
+    operations.delete_items(quire, "kb", [children["a.txt"]])
+    base_id = operations.get_item(quire, "kb", folder).base_id
+    with quire.db.write() as conn:  # what a killed worker could have been running over this subtree
+        killed = [
+            quire.queue.enqueue(conn, PREPARE_ROOT, {"base_id": base_id, "item_id": folder}).job_id,
+            quire.queue.enqueue(
+                conn, INDEX_DOCUMENTS, {"base_id": base_id, "item_ids": [children["a.txt"], children["b.txt"]]}
+            ).job_id,
+            quire.queue.enqueue(conn, REINDEX_SUBTREE, {"base_id": base_id, "root_ids": [folder]}).job_id,
+        ]
+        conn.execute(text("UPDATE items SET status = 'processing' WHERE id = :i"), {"i": children["b.txt"]})
+    for job_id in killed:
+        die_in_flight(quire, job_id, [])
+    recover_as_a_new_start(quire)
+    assert {quire.queue.get(j).status for j in killed} == {"cancelled"}
+    assert item_statuses(quire)[children["a.txt"]] == "deleting"
+    drain(quire)
+    assert children["a.txt"] not in item_statuses(quire)  # its cleanup ran; it never came back
+
+
+def _remote_base(quire: Quire) -> bases.Base:
+    """A base on a remote endpoint nobody listens on (no request may reach it in these tests)."""
+    config = RemoteConfig("http://127.0.0.1:9", "minilm", 384, None, CallSettings(timeout=5, max_retries=0))
+    return bases.create_base(
+        quire.db, "remote", model_id="all-MiniLM-L6-v2", dimension=384, precision="fp32", embedder=config.as_json()
+    )
 
 
 def test_index_job_drops_results_for_items_deleted_meanwhile(

@@ -17,11 +17,11 @@ from jobs.registry import JobType
 from jobs.schema import jobs, worker_sessions
 from knowledge.job_types import open_quire
 from knowledge.library.items import NewItem, create_item
-from knowledge.lifecycle import INTERRUPTED, recovery
+from knowledge.lifecycle import INTERRUPTED
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS
 from knowledge.runtime import Quire
 from knowledge.store.schema import items
-from tests.knowledge.helpers import make_base, statuses
+from tests.knowledge.helpers import make_base
 
 
 def interrupted_folder(quire: Quire, jobs_of: int = 4, per_job: int = 5) -> list[JobRecord]:
@@ -87,26 +87,50 @@ def leave_running_under_a_dead_session(conn: Connection) -> None:
     conn.execute(update(jobs).values(status="running", lease_owner="dead-session", attempt=1))
 
 
-def test_batch_parking_equals_parking_one_job_at_a_time(quire: Quire, data_dir: Path, tmp_path: Path) -> None:
+def _outcome(quire: Quire) -> tuple[dict[str, tuple[str, int]], list[list[str]]]:
+    """Each item's (status, deaths), and which items share a live index job."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT coalesce(i.relative_path, i.name), i.status, i.deaths, j.id FROM items i"
+                " LEFT JOIN jobs j ON j.id = i.job_id AND j.status = 'pending'"
+            )
+        ).all()
+    by_job: dict[int, list[str]] = {}
+    for name, _status, _deaths, job_id in rows:
+        if job_id is not None:
+            by_job.setdefault(job_id, []).append(name)
+    return {r[0]: (r[1], r[2]) for r in rows}, sorted(sorted(g) for g in by_job.values())
+
+
+def test_the_registered_batch_hook_equals_the_registered_per_job_hook(
+    quire: Quire, data_dir: Path, tmp_path: Path
+) -> None:
     records = interrupted_folder(quire)
-    copy = tmp_path / "copy"
+    with quire.db.write() as conn:  # the first leaf of each job was being read when the worker died
+        conn.execute(text("UPDATE items SET status = 'reading' WHERE name LIKE 'f%-1.txt'"))
     quire.close()
+    copy = tmp_path / "copy"
     shutil.copytree(data_dir, copy)
-    one_by_one = open_quire(copy)
-    batched = open_quire(data_dir)
+    one_by_one, batched = open_quire(copy), open_quire(data_dir)
     try:
+        hooks = one_by_one.registry.get(INDEX_DOCUMENTS)
+        assert hooks.on_abandon is not None and hooks.on_abandon_batch is not None
         with one_by_one.db.write() as conn:
             for record in records:
-                recovery.on_abandon_index(conn, record)
+                hooks.on_abandon(conn, record)
+        batch_hook = batched.registry.get(INDEX_DOCUMENTS).on_abandon_batch
+        assert batch_hook is not None
         with batched.db.write() as conn:
-            recovery.on_abandon_index_batch(conn, records)
-        expected = statuses(one_by_one, 1)
-        assert statuses(batched, 1) == expected
-        assert expected["s0/f0-0.txt"] == "processing"  # taken over by another job: not parked
-        assert expected["s0/done.txt"] == "completed"
-        assert expected["s1/f1-0.txt"] == "failed"
-        assert expected["root"] == "processing"  # a child is still active
-        assert expected["s1"] == "failed"
+            batch_hook(conn, records)
+        expected = _outcome(one_by_one)
+        assert _outcome(batched) == expected
+        states, groups = expected
+        assert states["s0/f0-0.txt"] == ("processing", 0)  # taken over by another job: left alone
+        assert states["s0/done.txt"] == ("completed", 0)
+        assert states["s1/f1-1.txt"] == ("processing", 1)  # in flight: one death, retried alone
+        assert ["s1/f1-1.txt"] in groups
+        assert sorted(len(g) for g in groups) == [1, 1, 1, 1, 3, 4, 4, 4]
     finally:
         one_by_one.close()
         batched.close()

@@ -1,0 +1,88 @@
+"""Worker deaths per source of a folder run: the run's poison isolation (``items.deaths`` is the index job's).
+
+Before a group of sources is read, they are marked in flight for this attempt (``folder_run_in_flight``).
+When a later attempt enters the run (recovery handed the job back after the worker died, or a stale claim
+was taken over), every unsettled source an earlier attempt had in flight counts one death; at
+:data:`DEATHS_BEFORE_QUARANTINE` it settles ``quarantined`` (with its one outcome row, like any other
+disposition) and the run goes on. A source that died once is read alone from then on, so a second death
+names it exactly. The mark covers the group's window (up to ``GROUP_MAX_SOURCES``), so a source of the
+window the group had not reached counts a death too; it is then read alone, and only dying alone again
+quarantines it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from knowledge.folder_runs.group import GROUP_MAX_SOURCES
+from knowledge.folder_runs.ledger import ManifestSource
+from knowledge.store.database import Database
+from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes
+
+QUARANTINED = "quarantined"
+QUARANTINED_REASON = "quarantined: the worker stopped twice while this file was being read or embedded"
+DEATHS_BEFORE_QUARANTINE = 2
+
+
+def count_deaths(conn: Connection, run_id: int, attempt: int) -> dict[int, int]:
+    """Count one death for every unsettled source an earlier attempt left in flight; return the deaths of
+    every unsettled source that has any."""
+    settled = {r[0] for r in conn.execute(select(folder_run_outcomes.c.source_id).where(
+        folder_run_outcomes.c.run_id == run_id)).all()}  # fmt: skip
+    rows = conn.execute(select(folder_run_in_flight).where(folder_run_in_flight.c.run_id == run_id)).all()
+    deaths: dict[int, int] = {}
+    for row in rows:
+        if row.source_id in settled:
+            continue
+        died = row.attempt is not None and row.attempt < attempt
+        deaths[row.source_id] = row.deaths + (1 if died else 0)
+        if died:
+            conn.execute(
+                update(folder_run_in_flight)
+                .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.source_id == row.source_id))
+                .values(attempt=None, deaths=folder_run_in_flight.c.deaths + 1)
+            )
+    return {s: d for s, d in deaths.items() if d}
+
+
+def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: int) -> None:
+    conn.execute(
+        insert(folder_run_outcomes).values(
+            run_id=run_id, source_id=source_id, disposition=QUARANTINED, reason=QUARANTINED_REASON,
+            attempt=attempt, settled_at=time.time(),
+        )
+    )  # fmt: skip
+
+
+def mark_in_flight(conn: Connection, run_id: int, sources: Sequence[ManifestSource], attempt: int) -> None:
+    for source in sources:
+        statement = sqlite_insert(folder_run_in_flight).values(run_id=run_id, source_id=source.id, attempt=attempt)
+        conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
+
+
+def clear_in_flight(db: Database, run_id: int, attempt: int) -> None:
+    """This attempt stops without dying (cancelled, superseded, a fault): what it had in flight did not kill
+    anything. Only a process that vanishes leaves its marks for the next attempt to count."""
+    with db.write() as conn:
+        conn.execute(
+            update(folder_run_in_flight)
+            .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
+            .values(attempt=None)
+        )
+
+
+def next_window(todo: deque[ManifestSource], deaths: Mapping[int, int]) -> deque[ManifestSource]:
+    """The sources the next group may take off ``todo``: one that died before on its own, else up to a
+    group's worth that never did (stopping before one that did)."""
+    window: deque[ManifestSource] = deque()
+    if todo and deaths.get(todo[0].id, 0):
+        window.append(todo.popleft())
+        return window
+    while todo and len(window) < GROUP_MAX_SOURCES and not deaths.get(todo[0].id, 0):
+        window.append(todo.popleft())
+    return window

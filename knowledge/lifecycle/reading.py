@@ -1,0 +1,106 @@
+"""The read operations of seed 001: list a base's visible items, get one, list a completed item's chunks.
+
+``deleting`` rows (and everything under them) are never shown; chunk listing keeps seed 001's guards (a
+failed base, a foreign or unfinished item, a container with something being deleted below it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, select, tuple_
+
+from knowledge.errors import GuardRejected
+from knowledge.library import items as tree
+from knowledge.library.bases import assert_base_can_run_runtime_operation, resolve_base
+from knowledge.library.location import read_by_ocr
+from knowledge.store.schema import chunks, items
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
+
+
+def list_items(
+    quire: Quire,
+    base_ref: str | int,
+    *,
+    parent_id: int | None = None,
+    status: str | None = None,
+    flat: bool = False,
+    after_id: int = 0,
+    limit: int | None = None,
+) -> list[tree.Item]:
+    """Visible items (never ``deleting``): the children of ``parent_id``, or with ``flat`` every item.
+
+    With ``limit``, one page in id order after ``after_id`` (a listing's keyset cursor)."""
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        if flat:
+            query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
+            if status is not None:
+                query = query.where(items.c.status == status)
+            query = query.order_by(items.c.id)
+        else:
+            query = tree.visible_items_query(base.id, parent_id, status)
+        if limit is not None:
+            query = query.where(items.c.id > after_id).order_by(None).order_by(items.c.id).limit(limit)
+        return [tree.Item.from_row(r) for r in conn.execute(query).all()]
+
+
+def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        return tree.load_in_base(conn, base.id, item_id)
+
+
+def list_item_chunks(
+    quire: Quire, base_ref: str | int, item_id: int, *, after_id: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The chunks of a completed item (of every file in a completed container), in (file, ordinal) order;
+    with ``limit``, one page after the chunk ``after_id`` in that order."""
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        assert_base_can_run_runtime_operation(base)
+        item = tree.load_in_base(conn, base.id, item_id)
+        if item.status != "completed":
+            raise GuardRejected(f"chunks can only be listed for a completed item; {item.name!r} is {item.status}")
+        leaf_ids = [item.id]
+        if item.is_container:
+            subtree = tree.subtree_items(conn, [item.id])
+            if any(i.status == "deleting" for i in subtree):
+                raise GuardRejected(f"{item.name!r} has items being deleted; try again when the cleanup is done")
+            leaf_ids = sorted(i.id for i in subtree if not i.is_container)
+        rows: list[Any] = []
+        after = conn.execute(select(chunks.c.item_id, chunks.c.ordinal).where(chunks.c.id == after_id)).first()
+        for start in range(0, len(leaf_ids), 500):
+            query = (
+                select(chunks, items.c.name, items.c.source_path, items.c.metadata)
+                .join(items, items.c.id == chunks.c.item_id)
+                .where(chunks.c.item_id.in_(leaf_ids[start : start + 500]))
+                .order_by(chunks.c.item_id, chunks.c.ordinal)
+            )
+            if after is not None:
+                query = query.where(tuple_(chunks.c.item_id, chunks.c.ordinal) > tuple_(after.item_id, after.ordinal))
+            if limit is not None:
+                query = query.limit(limit - len(rows))
+            rows.extend(conn.execute(query).all())
+            if limit is not None and len(rows) >= limit:
+                break
+    return [
+        {
+            "chunk_id": r.id,
+            "item_id": r.item_id,
+            "item_name": r.name,
+            "source_path": r.source_path,
+            "ordinal": r.ordinal,
+            "text": r.text,
+            "start": r.start,
+            "end": r.end,
+            "page": r.page,
+            "line_start": r.line_start,
+            "line_end": r.line_end,
+            "token_count": r.token_count,
+            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
+        }
+        for r in rows
+    ]
