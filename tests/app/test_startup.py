@@ -17,8 +17,10 @@ from sqlalchemy import select
 from app.main import acquire_instance_lock
 from app.window import MainWindow
 from jobs.schema import worker_sessions
+from knowledge.lifecycle import operations
 from tests.app.conftest import WindowFactory
 from tests.conftest import REPO, python_proc, wait_until
+from tests.knowledge.helpers import make_base
 
 SHOW_AND_START = """
 import json, sys, time
@@ -78,6 +80,29 @@ def test_the_worker_process_starts_after_the_window_and_stops_on_sigterm(
     window.shutdown()
     assert window.worker.last_exit == (0, "normal")  # it stopped by itself on SIGTERM, not killed
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_crashed_worker_is_restarted_and_takes_the_work(qtbot: QtBot, open_window: WindowFactory) -> None:
+    """The window's worker killed with SIGKILL: the window starts a new one, which indexes what is added next."""
+    window = open_window(start_worker=True)
+    qtbot.waitUntil(lambda: window.worker.state == "running", timeout=10_000)
+    first = window.worker.pid
+    assert first is not None
+    qtbot.waitUntil(lambda: first in _worker_session_pids(window), timeout=30_000)
+    os.kill(first, signal.SIGKILL)
+    qtbot.waitUntil(lambda: window.worker.last_exit is not None, timeout=10_000)
+    assert window.worker.last_exit == (9, "crashed")
+    qtbot.waitUntil(lambda: window.worker.pid not in (None, first), timeout=30_000)
+    second = window.worker.pid
+    qtbot.waitUntil(lambda: second in _worker_session_pids(window), timeout=60_000)
+    quire = window.ctx.quire
+    assert quire is not None
+    make_base(quire)
+    note = operations.add_items(quire, "kb", [operations.NoteInput("Kingfishers dive for minnows.")]).created[0]
+    qtbot.waitUntil(lambda: operations.get_item(quire, "kb", note).status == "completed", timeout=180_000)
+    assert window.worker.pid == second  # the restarted worker did it, and it is still running
+    window.shutdown()
+    assert window.worker.last_exit == (0, "normal")
 
 
 def _worker_session_pids(window: MainWindow) -> set[int]:
