@@ -56,6 +56,7 @@ SYSTEM_WRITES = {
     "roots.set_watcher_state",
     "reconcile.release",
     "reconcile.reconcile",
+    "deaths.clear_in_flight",  # a folder-run attempt that stops without dying clears its marks (the worker's)
     "access.record_call",  # the audit of an agent's own call
     "proposals.propose_folder_run",  # open to agents by design: a proposal is not a write to knowledge
     "proposals.propose_note",
