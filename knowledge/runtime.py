@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPAIR_INTERVAL_SETTING = "repair.interval_seconds"
+WARM_UP_JOIN_SECONDS = 120.0  # a first OpenVINO conversion takes seconds; a stuck load must not hold exit
 
 
 @dataclass
@@ -63,6 +64,9 @@ class Quire:
     parsers: ParseWorkers = field(default_factory=ParseWorkers)
     # Rung once per committed transaction that made a job runnable; the worker holding it wakes at once.
     doorbell: Doorbell = field(default_factory=lambda: Doorbell(None))
+    # The background warm-up (make_worker(warm=True)); close() waits for it: a process that exits while a
+    # daemon thread is still inside a native model load aborts at interpreter shutdown.
+    _warm_up: threading.Thread | None = None
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
@@ -93,8 +97,9 @@ class Quire:
     ) -> Worker:
         """A worker on this data directory; ``warm``: each executor starts its parse process at once and the
         encoders load in the background (:meth:`warm_up`), for a worker that waits for interactive work."""
-        if warm:
-            threading.Thread(target=self.warm_up, name="quire-warm-up", daemon=True).start()
+        if warm and self._warm_up is None:
+            self._warm_up = threading.Thread(target=self.warm_up, name="quire-warm-up", daemon=True)
+            self._warm_up.start()
         return Worker(
             self.queue,
             threads=threads,
@@ -191,6 +196,8 @@ class Quire:
                 log.warning("could not warm up the encoder %s", stamp, exc_info=True)
 
     def close(self) -> None:
+        if self._warm_up is not None:
+            self._warm_up.join(timeout=WARM_UP_JOIN_SECONDS)
         for encoder in list(self._encoders.values()):
             closing = getattr(encoder, "close", None)  # an encoder with a process of its own
             if callable(closing):

@@ -312,7 +312,7 @@ def step_chunks(app: Artefact, ids: dict[str, int]) -> None:
         chunks = app.cli_json("chunks", "Smoke", str(item_id))["chunks"]
         text = " ".join(c["text"] for c in chunks)
         word = DOCUMENTS[fmt][2]
-        check(word in text, f"chunks of the {fmt} document do not contain {word!r}: {text[:300]!r}")
+        check(word.lower() in text.lower(), f"chunks of the {fmt} document do not contain {word!r}: {text[:300]!r}")
 
 
 def step_agent_config(app: Artefact) -> None:

@@ -30,7 +30,10 @@ class RootStatus:
         synced = "last synced " + _when(r.last_synced_at) if r.last_synced_at else "not synced yet"
         parts = [f"mode {r.mode}", watcher, synced, f"{r.pending_count} pending"]
         parts += ["reconciling"] if r.reconciling else []
-        parts += [f"error: {r.last_error}"] if r.last_error else []
+        if r.waiting_for:  # its base is locked or failed: nothing is applied until it can take writes
+            parts.append(f"waiting: {r.waiting_for}")
+        elif r.last_error:
+            parts.append(f"error: {r.last_error}")
         return f"{r.item_id:>6} {self.base_name}  {self.folder or '(folder unknown)'}  " + " · ".join(parts)
 
 
