@@ -79,3 +79,12 @@ def listening(port: int) -> list[str]:
             if int(port_hex, 16) == port and fields[3] == "0A":  # 0A: LISTEN
                 found.append(address)
     return found
+
+
+# The first request of an MCP session over Streamable HTTP (what a client sends to open it).
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}

@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from knowledge.agents import access, tokens
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
-from tests.agents.helpers import error_text, free_port, indexed_base, listening, payload, run
+from tests.agents.helpers import INITIALIZE, error_text, free_port, indexed_base, listening, payload, run
 from tests.conftest import REPO, python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
 
@@ -95,16 +95,7 @@ def test_http_binds_loopback_only_and_requires_the_token(quire: Quire, data_dir:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert listening(port) == ["0100007F"]  # 127.0.0.1 only: no 0.0.0.0, no IPv6 wildcard
         url = f"http://127.0.0.1:{port}/mcp"
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = INITIALIZE
         headers = {"Accept": "application/json, text/event-stream"}
         assert httpx.post(url, json=init, headers=headers).status_code == 401
         wrong = {**headers, "Authorization": "Bearer not-the-token"}

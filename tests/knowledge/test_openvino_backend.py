@@ -23,6 +23,7 @@ from knowledge.runtime import Quire
 from knowledge.store import migrations as mig
 from knowledge.store.database import Database
 from tests.conftest import REPO, quire_cli
+from tests.support.migrations import migrate_before
 
 TEXTS = [
     "Vitamin D supplementation reduces the risk of respiratory infections.",
@@ -88,6 +89,7 @@ _WORKER_PROBE = """
 import json, sys
 from pathlib import Path
 from knowledge.job_types import open_quire
+from tests.support.migrations import migrate_before
 quire = open_quire(Path(sys.argv[1]))
 quire.make_worker().run(until_idle=True)
 quire.close()
@@ -118,18 +120,13 @@ def test_a_worker_never_imports_torch_even_when_it_converts_the_model(tmp_path: 
 
 def test_bases_from_before_backends_stay_torch_and_their_material_stays_current(tmp_path: Path) -> None:
     db = Database.in_dir(tmp_path)
-    saved = list(mig.MIGRATIONS)
-    try:
-        del mig.MIGRATIONS[[m.name for m in saved].index("0018_sync_roots") + 1 :]
-        mig.migrate(db)
-    finally:
-        mig.MIGRATIONS[:] = saved
+    migrate_before(db, "0019_bases_backend")
     with db.write() as conn:
         conn.exec_driver_sql(
             "INSERT INTO bases (id, name, model_id, dimension, precision, chunk_size, chunk_overlap, created_at,"
             " updated_at) VALUES (1, 'kb', 'all-MiniLM-L6-v2', 384, 'bf16', 254, 32, 0, 0)"
         )
-    names = [m.name for m in saved]
+    names = [m.name for m in mig.MIGRATIONS]
     assert mig.migrate(db) == names[names.index("0019_bases_backend") :]  # 0019 and every later one
     (base,) = list_bases(db)
     assert base.backend == "torch" and base.model_fingerprint == "all-MiniLM-L6-v2:384:bf16"

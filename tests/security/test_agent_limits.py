@@ -28,7 +28,7 @@ from knowledge.folder_runs.rules import FolderTooLarge
 from knowledge.library import audit
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
-from tests.agents.helpers import error_text, free_port, listening, run
+from tests.agents.helpers import INITIALIZE, error_text, free_port, listening, run
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
 from tests.support.files import write_tree
@@ -238,16 +238,7 @@ def test_http_refuses_a_foreign_host_or_origin(quire: Quire, data_dir: Path, tmp
         wait_until(lambda: listening(port) or proc.poll() is not None, timeout=60)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         url = f"http://127.0.0.1:{port}/mcp"
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = INITIALIZE
         base_headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
 
         def post(**headers: str) -> int:

@@ -9,18 +9,14 @@ from sqlalchemy import text
 
 from knowledge.store import migrations as mig
 from knowledge.store.database import Database
+from tests.support.migrations import migrate_before
 
 DEATHS = "0022_items_deaths"
 
 
 def test_claims_counted_before_become_zero_deaths(tmp_path: Path) -> None:
     db = Database.in_dir(tmp_path)
-    saved = list(mig.MIGRATIONS)
-    try:
-        del mig.MIGRATIONS[[m.name for m in saved].index(DEATHS) :]  # everything before the one under test
-        mig.migrate(db)
-    finally:
-        mig.MIGRATIONS[:] = saved
+    migrate_before(db, DEATHS)
     with db.write() as conn:
         conn.exec_driver_sql(
             "INSERT INTO bases (id, name, model_id, dimension, precision, chunk_size, chunk_overlap, created_at,"

@@ -12,22 +12,14 @@ from sqlalchemy import text
 
 from knowledge.store import migrations as mig
 from knowledge.store.database import Database
+from tests.support.migrations import migrate_before
 
 SKIPPED = "0015_items_skipped_status"
 
 
-def _migrate_until(db: Database, last: str) -> None:
-    saved = list(mig.MIGRATIONS)
-    try:
-        del mig.MIGRATIONS[[m.name for m in saved].index(last) + 1 :]
-        mig.migrate(db)
-    finally:
-        mig.MIGRATIONS[:] = saved
-
-
 def test_old_database_accepts_skipped_and_keeps_its_chunks(tmp_path: Path) -> None:
     db = Database.in_dir(tmp_path)
-    _migrate_until(db, "0014_vector_cache_stamp")  # the migration before the one under test
+    migrate_before(db, SKIPPED)
     with db.write() as conn:
         conn.exec_driver_sql(
             "INSERT INTO bases (id, name, model_id, dimension, precision, chunk_size, chunk_overlap, created_at,"
@@ -38,7 +30,7 @@ def test_old_database_accepts_skipped_and_keeps_its_chunks(tmp_path: Path) -> No
             " VALUES (1, 1, 'file', 'a.txt', 'completed', 0, 0)"
         )
         conn.exec_driver_sql(
-            "INSERT INTO chunks (base_id, item_id, ordinal, text, start, \"end\", token_count, text_sha256)"
+            'INSERT INTO chunks (base_id, item_id, ordinal, text, start, "end", token_count, text_sha256)'
             " VALUES (1, 1, 0, 'alpha', 0, 5, 1, 'x')"
         )
     with pytest.raises(sa_exc.IntegrityError), db.write() as conn:  # before: refused by the old CHECK
