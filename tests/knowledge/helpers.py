@@ -16,11 +16,13 @@ from knowledge.runtime import Quire
 from knowledge.store.schema import items
 
 
-def make_base(quire: Quire, name: str = "kb", precision: str = "fp32") -> Base:
+def make_base(quire: Quire, name: str = "kb", precision: str = "fp32", backend: str = "torch") -> Base:
     from knowledge.ingest.models import model_spec
 
     spec = model_spec("all-MiniLM-L6-v2")
-    return bases.create_base(quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=precision)
+    return bases.create_base(
+        quire.db, name, model_id=spec.model_id, dimension=spec.dimension, precision=precision, backend=backend
+    )
 
 
 def drain(quire: Quire, timeout: float = 300) -> int:
