@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pathspec
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection
 
 from knowledge import paths
 from knowledge.errors import InvalidInput, NotFound
 from knowledge.principal import require_person
+from knowledge.store import settings
 from knowledge.store.database import Database
-from knowledge.store.schema import settings
 
 PAUSED_KEY = "jobs.paused"
 PAUSED_BY_KEY = "jobs.paused_by"  # "battery" when the battery rule paused; a person's pause is never undone by it
@@ -230,18 +230,13 @@ def preference(key: str) -> Preference:
         raise NotFound(f"no preference named {key!r}; known: {', '.join(PREFERENCES)}") from None
 
 
-def _stored(conn: Connection, key: str) -> str | None:
-    row = conn.execute(select(settings.c.value).where(settings.c.key == key)).first()
-    return None if row is None else str(row.value)
-
-
 def read(conn: Connection, key: str) -> Any:
     """The typed value inside a caller's transaction (the default when unset or no longer valid)."""
     pref = preference(key)
     if key == DATA_DIR:
         configured = paths.configured_data_dir()
         return "" if configured is None else str(configured)
-    raw = _stored(conn, key)
+    raw = settings.get(conn, key)
     if raw is None:
         return pref.default
     try:
@@ -269,13 +264,8 @@ def set_value(db: Database, key: str, text: str) -> Any:
         paths.set_configured_data_dir(Path(value) if value else None)
         return value
     with db.write() as conn:
-        _put(conn, key, pref.show(value))
+        settings.put(conn, key, pref.show(value))
     return value
-
-
-def _put(conn: Connection, key: str, value: str) -> None:
-    conn.execute(settings.delete().where(settings.c.key == key))
-    conn.execute(insert(settings).values(key=key, value=value))
 
 
 def max_file_bytes(conn: Connection) -> int:
@@ -292,14 +282,14 @@ def ignore_patterns(conn: Connection) -> list[str]:
 def is_paused(db: Database) -> bool:
     """Whether indexing is paused (the worker claims nothing new); survives restarts."""
     with db.read() as conn:
-        return _stored(conn, PAUSED_KEY) == "1"
+        return settings.get(conn, PAUSED_KEY) == "1"
 
 
 def set_paused(db: Database, paused: bool) -> bool:
     require_person("pause or resume indexing")
     with db.write() as conn:
-        _put(conn, PAUSED_KEY, "1" if paused else "0")
-        _put(conn, PAUSED_BY_KEY, "person")
+        settings.put(conn, PAUSED_KEY, "1" if paused else "0")
+        settings.put(conn, PAUSED_BY_KEY, "person")
     return paused
 
 
@@ -315,19 +305,19 @@ def apply_battery_rule(db: Database, on_battery: bool | None) -> bool | None:
     require_person("pause or resume indexing")
     with db.read() as conn:
         wanted = read(conn, "worker.pause_on_battery") == "yes"
-        paused = _stored(conn, PAUSED_KEY) == "1"
-        by_battery = _stored(conn, PAUSED_BY_KEY) == "battery"
-        was_on_battery = _stored(conn, "jobs.on_battery") == "1"
+        paused = settings.get(conn, PAUSED_KEY) == "1"
+        by_battery = settings.get(conn, PAUSED_BY_KEY) == "battery"
+        was_on_battery = settings.get(conn, "jobs.on_battery") == "1"
     if on_battery == was_on_battery:
         return None
     with db.write() as conn:
-        _put(conn, "jobs.on_battery", "1" if on_battery else "0")
+        settings.put(conn, "jobs.on_battery", "1" if on_battery else "0")
         if wanted and on_battery and not paused:
-            _put(conn, PAUSED_KEY, "1")
-            _put(conn, PAUSED_BY_KEY, "battery")
+            settings.put(conn, PAUSED_KEY, "1")
+            settings.put(conn, PAUSED_BY_KEY, "battery")
             return True
         if not on_battery and paused and by_battery:
-            _put(conn, PAUSED_KEY, "0")
-            _put(conn, PAUSED_BY_KEY, "")
+            settings.put(conn, PAUSED_KEY, "0")
+            settings.put(conn, PAUSED_BY_KEY, "")
             return False
     return None

@@ -28,10 +28,10 @@ from knowledge import preferences
 from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
-from knowledge.store import apsw_dbapi
+from knowledge.store import apsw_dbapi, settings
 from knowledge.store.database import Database, after_commit, open_raw_connection
 from knowledge.store.migrations import migrate
-from knowledge.store.schema import ACTIVE_STATUSES, items, settings
+from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
@@ -120,9 +120,9 @@ class Quire:
     def repair_interval(self) -> float:
         """Seconds between a running worker's repair passes (setting ``repair.interval_seconds``)."""
         with self.db.read() as conn:
-            row = conn.execute(select(settings.c.value).where(settings.c.key == REPAIR_INTERVAL_SETTING)).first()
+            raw = settings.get(conn, REPAIR_INTERVAL_SETTING)
         try:
-            seconds = float(row[0]) if row is not None else DEFAULT_REPAIR_INTERVAL
+            seconds = float(raw) if raw is not None else DEFAULT_REPAIR_INTERVAL
         except ValueError:
             seconds = -1.0
         if not seconds > 0:  # a stored value that is not a positive number never stops a worker starting

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
 from knowledge.agents import tokens
 from knowledge.errors import Forbidden, InvalidInput, NotFound
 from knowledge.library import audit
 from knowledge.principal import Principal, require_person
-from knowledge.store.schema import settings
+from knowledge.store import settings
 from knowledge.store.schema_runs import audit_log
 
 if TYPE_CHECKING:
@@ -48,16 +48,14 @@ OUTSIDE_ALLOWED_ROOTS = (
 
 def is_enabled(quire: Quire) -> bool:
     with quire.db.read() as conn:
-        row = conn.execute(select(settings.c.value).where(settings.c.key == ENABLED_SETTING)).first()
-    return row is not None and row.value == "1"
+        return settings.get(conn, ENABLED_SETTING) == "1"
 
 
 def set_enabled(quire: Quire, principal: Principal, enabled: bool) -> bool:
     """Turn agent access on or off for this data directory (a person only); returns the new state."""
     require_person("turn agent access on or off", principal)
     with quire.db.write() as conn:
-        conn.execute(settings.delete().where(settings.c.key == ENABLED_SETTING))
-        conn.execute(insert(settings).values(key=ENABLED_SETTING, value="1" if enabled else "0"))
+        settings.put(conn, ENABLED_SETTING, "1" if enabled else "0")
         audit.append(conn, audit.AGENT_ACCESS_CHANGED, principal.label, payload={"enabled": enabled})
     if enabled:
         tokens.ensure_token(quire.data_dir)
@@ -79,17 +77,16 @@ def revoke_token(quire: Quire, principal: Principal) -> str:
 def allowed_roots(quire: Quire) -> list[Path]:
     """The folders agents may propose runs over (absolute, as a person chose them), in the order added."""
     with quire.db.read() as conn:
-        row = conn.execute(select(settings.c.value).where(settings.c.key == ROOTS_SETTING)).first()
+        raw = settings.get(conn, ROOTS_SETTING)
     try:
-        listed = json.loads(row.value) if row is not None else []
+        listed = json.loads(raw) if raw is not None else []
     except ValueError:
         return []
     return [Path(p) for p in listed if isinstance(p, str) and os.path.isabs(p)] if isinstance(listed, list) else []
 
 
 def _write_roots(conn: Connection, principal: Principal, roots: list[Path], change: str) -> list[Path]:
-    conn.execute(settings.delete().where(settings.c.key == ROOTS_SETTING))
-    conn.execute(insert(settings).values(key=ROOTS_SETTING, value=json.dumps([str(r) for r in roots])))
+    settings.put(conn, ROOTS_SETTING, json.dumps([str(r) for r in roots]))
     # no path in the entry: the audit log says that the list changed and how long it is now
     payload = {"allowed_roots": change, "count": len(roots)}
     audit.append(conn, audit.AGENT_ACCESS_CHANGED, principal.label, payload=payload)

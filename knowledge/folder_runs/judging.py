@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection
 
 from knowledge.errors import Conflict, InvalidInput, NotFound
 from knowledge.folder_runs.rules import CAP_SETTING, DEFAULT_CAP, FOLDER_NOT_FOUND
@@ -21,7 +21,7 @@ from knowledge.library.bases import (
     resolve_base,
 )
 from knowledge.principal import require_person
-from knowledge.store.schema import settings
+from knowledge.store import settings
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -34,13 +34,7 @@ log = logging.getLogger(__name__)
 
 def descendant_cap(conn: Connection) -> int:
     """The most files and folders a run's folder may have (setting ``folder_runs.max_descendants``)."""
-    row = conn.execute(select(settings.c.value).where(settings.c.key == CAP_SETTING)).first()
-    if row is None:
-        return DEFAULT_CAP
-    try:
-        return max(0, int(row.value))
-    except ValueError:
-        return DEFAULT_CAP
+    return max(0, settings.get_int(conn, CAP_SETTING, DEFAULT_CAP))
 
 
 def set_descendant_cap(quire: Quire, cap: int) -> None:
@@ -48,8 +42,7 @@ def set_descendant_cap(quire: Quire, cap: int) -> None:
     if cap < 0:
         raise InvalidInput("the cap must be zero or more")
     with quire.db.write() as conn:
-        conn.execute(settings.delete().where(settings.c.key == CAP_SETTING))
-        conn.execute(insert(settings).values(key=CAP_SETTING, value=str(int(cap))))
+        settings.put(conn, CAP_SETTING, str(int(cap)))
 
 
 # -- judging the destination and the folder ----------------------------------------------------

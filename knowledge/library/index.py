@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
 
+from knowledge.store import settings
 from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
@@ -53,7 +54,7 @@ def drop_base_index(conn: Connection, base_id: int) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007
-    conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": version_key(base_id)})
+    settings.remove(conn, version_key(base_id))
 
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
@@ -76,29 +77,18 @@ def base_index_exists(conn: Connection, base_id: int) -> bool:
 
 def vectors_version(conn: Connection, base_id: int) -> int:
     """How many times the base's chunks were written or cleared (0 if never)."""
-    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": version_key(base_id)}).first()
-    return int(row[0]) if row is not None else 0
+    return settings.get_int(conn, version_key(base_id), 0)
 
 
 def bump_version(conn: Connection, base_id: int) -> None:
-    conn.execute(
-        text(
-            "INSERT INTO settings (key, value) VALUES (:k, '1') "
-            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-        ),
-        {"k": version_key(base_id)},
-    )
+    settings.increment(conn, version_key(base_id))
 
 
 def allocate_chunk_ids(conn: Connection, count: int) -> int:
     """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
-    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": NEXT_CHUNK_ID}).first()
     highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
-    first = max(int(row[0]) if row is not None else 0, highest + 1)
-    conn.execute(
-        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
-        {"k": NEXT_CHUNK_ID, "v": str(first + count)},
-    )
+    first = max(settings.get_int(conn, NEXT_CHUNK_ID, 0), highest + 1)
+    settings.put(conn, NEXT_CHUNK_ID, str(first + count))
     return first
 
 

@@ -22,7 +22,8 @@ from knowledge.lifecycle.operations import (
     INDEX_DOCUMENTS,
     idempotency_key,
 )
-from knowledge.store.schema import ACTIVE_STATUSES, bases, items, settings
+from knowledge.store import settings
+from knowledge.store.schema import ACTIVE_STATUSES, bases, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -228,8 +229,7 @@ def repair_orphan_active_items(queue: JobQueue, limit: int) -> int:
 
 
 def orphan_grace_seconds(conn: Connection) -> float:
-    row = conn.execute(select(settings.c.value).where(settings.c.key == ORPHAN_GRACE_SETTING)).first()
-    return float(row[0]) if row is not None else ORPHAN_GRACE_SECONDS
+    return settings.get_float(conn, ORPHAN_GRACE_SETTING, ORPHAN_GRACE_SECONDS)
 
 
 def repair_blob_files(quire: Quire) -> Any:

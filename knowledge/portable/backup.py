@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-from sqlalchemy import text
 
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, StoreError
 from knowledge.library import blobs
 from knowledge.portable import foreign
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
+from knowledge.store import settings as stored_settings
 from knowledge.store.database import DB_FILENAME, raw_apsw
 from knowledge.store.permissions import create_private_file, make_private, make_private_dir, write_private_bytes
 
@@ -100,10 +100,7 @@ def backup_data_dir(quire: Quire, target_root: Path, *, progress: Progress | Non
         shutil.rmtree(partial, ignore_errors=True)
         raise
     with quire.db.write() as conn:
-        conn.execute(
-            text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
-            {"k": LAST_BACKUP_KEY, "v": str(final)},
-        )
+        stored_settings.put(conn, LAST_BACKUP_KEY, str(final))
     write_private_bytes(quire.data_dir / LAST_BACKUP_FILE, json.dumps({"path": str(final)}).encode())
     size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
     return BackupResult(str(final), copied, missing, size, round(time.monotonic() - started, 3))
@@ -307,15 +304,7 @@ class AutoBackup:
 
 def _setting(quire: Quire, key: str) -> str | None:
     with quire.db.read() as conn:
-        row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": key}).first()
-    return None if row is None else str(row[0])
-
-
-def _put(conn: Any, key: str, value: str) -> None:
-    conn.execute(
-        text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
-        {"k": key, "v": value},
-    )
+        return stored_settings.get(conn, key)
 
 
 def auto_backup_settings(quire: Quire) -> AutoBackup | None:
@@ -331,7 +320,7 @@ def set_auto_backup(quire: Quire, settings: AutoBackup | None) -> AutoBackup | N
     require_person("change automatic backups")
     with quire.db.write() as conn:
         if settings is None:
-            conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": AUTO_KEY})
+            stored_settings.remove(conn, AUTO_KEY)
             return None
         if settings.every_hours < 0 or settings.keep < 1:
             raise InvalidInput("the interval cannot be negative and at least one backup is kept")
@@ -339,7 +328,7 @@ def set_auto_backup(quire: Quire, settings: AutoBackup | None) -> AutoBackup | N
         if folder == quire.data_dir or quire.data_dir in folder.parents:
             raise InvalidInput("automatic backups cannot go inside the data directory they back up")
         clean = AutoBackup(str(folder), settings.every_hours, settings.keep)
-        _put(conn, AUTO_KEY, json.dumps(clean.as_dict(), sort_keys=True))
+        stored_settings.put(conn, AUTO_KEY, json.dumps(clean.as_dict(), sort_keys=True))
         return clean
 
 
@@ -354,6 +343,6 @@ def run_auto_backup_if_due(quire: Quire, *, now: float | None = None) -> BackupR
         return None
     result = backup_data_dir(quire, Path(settings.dir))
     with quire.db.write() as conn:
-        _put(conn, AUTO_LAST_KEY, repr(now))
+        stored_settings.put(conn, AUTO_LAST_KEY, repr(now))
     prune_backups(Path(settings.dir), settings.keep)
     return result

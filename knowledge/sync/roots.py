@@ -15,8 +15,8 @@ from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import items as tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
+from knowledge.store import settings
 from knowledge.store.database import Database
-from knowledge.store.schema import settings
 from knowledge.store.schema_sync import SYNC_MODES, sync_pending, sync_roots
 
 if TYPE_CHECKING:
@@ -42,11 +42,7 @@ class Writer(Protocol):
 def setting(db: Database, spec: tuple[str, float]) -> float:
     key, default = spec
     with db.read() as conn:
-        row = conn.execute(select(settings.c.value).where(settings.c.key == key)).first()
-    try:
-        return float(row.value) if row is not None else default
-    except ValueError:
-        return default
+        return settings.get_float(conn, key, default)
 
 
 def set_setting(db: Database, spec: tuple[str, float], value: float) -> None:
@@ -54,8 +50,7 @@ def set_setting(db: Database, spec: tuple[str, float], value: float) -> None:
     if value <= 0:
         raise InvalidInput(f"{spec[0]} must be positive")
     with db.write() as conn:
-        conn.execute(delete(settings).where(settings.c.key == spec[0]))
-        conn.execute(settings.insert().values(key=spec[0], value=str(value)))
+        settings.put(conn, spec[0], str(value))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,55 @@
+"""The one door to the ``settings`` table: every stored key/value goes in and out through here.
+
+Values are text. Typed reads (``get_int``, ``get_float``) answer the caller's default when the key is unset
+*or* its stored text does not parse, so a hand-edited or older value never stops a process starting; what
+a value may be is judged where it is set (``knowledge.preferences`` for the dialog and ``quire config``).
+
+Writes are one upsert statement (``INSERT … ON CONFLICT (key) DO UPDATE``), which SQLite and PostgreSQL
+both speak, instead of delete-then-insert: one statement cannot leave the key missing between the two.
+Each call runs in the caller's transaction; the caller chooses read or write.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+
+_UPSERT = text("INSERT INTO settings (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v")
+_INCREMENT = text(
+    "INSERT INTO settings (key, value) VALUES (:k, '1') "
+    "ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(settings.value AS INTEGER) + 1 AS TEXT)"
+)
+
+
+def get(conn: Connection, key: str) -> str | None:
+    """The stored text, or ``None`` when the key is unset."""
+    row = conn.execute(text("SELECT value FROM settings WHERE key = :k"), {"k": key}).first()
+    return None if row is None else str(row[0])
+
+
+def get_int(conn: Connection, key: str, default: int) -> int:
+    raw = get(conn, key)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def get_float(conn: Connection, key: str, default: float) -> float:
+    raw = get(conn, key)
+    try:
+        return float(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def put(conn: Connection, key: str, value: str) -> None:
+    conn.execute(_UPSERT, {"k": key, "v": value})
+
+
+def remove(conn: Connection, key: str) -> None:
+    conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": key})
+
+
+def increment(conn: Connection, key: str) -> None:
+    """Add one to an integer-valued key (``1`` when unset), in one statement."""
+    conn.execute(_INCREMENT, {"k": key})
