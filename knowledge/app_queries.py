@@ -31,7 +31,7 @@ from jobs.schema import LIVE_STATUSES, jobs
 from knowledge import preferences
 from knowledge.ingest import walk
 from knowledge.library import blobs
-from knowledge.library.items import Item
+from knowledge.library.tree import Item
 from knowledge.store.schema import ACTIVE_STATUSES, TERMINAL_STATUSES, chunks, items
 
 if TYPE_CHECKING:

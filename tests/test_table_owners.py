@@ -23,7 +23,7 @@ TABLE_OWNERS: dict[str, str] = {
     "settings": "knowledge.store.settings",
     "bases": "knowledge.library.bases",
     "identities": "knowledge.library.bases",
-    "items": "knowledge.library.items",
+    "items": "knowledge.library.tree",
     "chunks": "knowledge.library.index",
     "vector_cache": "knowledge.library.index",
     "blobs": "knowledge.library.blobs",

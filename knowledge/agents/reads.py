@@ -19,8 +19,7 @@ from sqlalchemy import and_, select
 
 from knowledge import app_queries
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import blobs
-from knowledge.library import items as tree
+from knowledge.library import blobs, tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, base_summary, list_bases, resolve_base
 from knowledge.lifecycle import operations
 from knowledge.search import MODES, check_query, search

@@ -17,9 +17,8 @@ from knowledge.folder_runs.rules import COMMITTED, SourceChanged
 from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
 from knowledge.ingest.material import Prepared, commit_prepared
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
-from knowledge.library import audit
-from knowledge.library import items as tree
-from knowledge.library.items import NewItem, create_item
+from knowledge.library import audit, tree
+from knowledge.library.tree import NewItem, create_item
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import (
     folder_run_outcomes,

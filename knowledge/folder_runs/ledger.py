@@ -13,8 +13,7 @@ from jobs.errors import Superseded
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional
 from knowledge.folder_runs.rules import ALREADY_COMMITTED, COMMITTED
-from knowledge.library import audit
-from knowledge.library import items as tree
+from knowledge.library import audit, tree
 from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import (

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.errors import Conflict, NotFound
 from knowledge.folder_runs.ledger import load_run, run_containers, size_and_counts, transition
 from knowledge.folder_runs.principal import require_person_for_run
-from knowledge.library import audit
-from knowledge.library import items as tree
+from knowledge.library import audit, tree
 from knowledge.library.bases import assert_base_writable, load_base
 from knowledge.lifecycle.operations import DELETE_SUBTREE, idempotency_key
 from knowledge.principal import Principal

@@ -26,8 +26,7 @@ from knowledge.ingest.material import (
     prepare_bytes_isolated,
     write_blob_files,
 )
-from knowledge.library import blobs
-from knowledge.library import items as tree
+from knowledge.library import blobs, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
 from knowledge.lifecycle.index_documents import embed_narrowed

@@ -33,7 +33,7 @@ from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
-from knowledge.library.items import Item
+from knowledge.library.tree import Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_note
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS

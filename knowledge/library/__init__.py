@@ -3,7 +3,7 @@ blobs, the audit log and the per-base index tables (vec0 + FTS5). The rooms abov
 
 from knowledge.library import audit, bases
 from knowledge.library.bases import Base
-from knowledge.library.items import Item
 from knowledge.library.location import Location, read_by_ocr
+from knowledge.library.tree import Item
 
 __all__ = ["Base", "Item", "Location", "audit", "bases", "read_by_ocr"]

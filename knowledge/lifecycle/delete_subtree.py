@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, delete
 
 from jobs.runtime import JobContext
-from knowledge.library import blobs, index
-from knowledge.library import items as tree
+from knowledge.library import blobs, index, tree
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:

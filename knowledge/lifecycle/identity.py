@@ -32,7 +32,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 
 from jobs.schema import jobs
 from knowledge.ingest.walk import EXCLUDED, VISIBLE, judge_path
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.ids import ItemId
 from knowledge.store.schema import TERMINAL_STATUSES, items
 

@@ -25,7 +25,7 @@ from knowledge.ingest.material import (
 )
 from knowledge.ingest.models import model_spec
 from knowledge.ingest.remote import EmbedderUnavailable, EmbeddingRejected
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.store.schema import ACTIVE_STATUSES, items

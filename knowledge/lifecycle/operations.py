@@ -32,7 +32,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from jobs.queue import JobId
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import (
     Base,
     assert_base_can_run_runtime_operation,
@@ -41,7 +41,7 @@ from knowledge.library.bases import (
     resolve_base,
 )
 from knowledge.library.ids import BaseId, ItemId
-from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.library.tree import NewItem, Reason, create_item
 from knowledge.lifecycle.identity import (
     ALREADY_COVERED,
     ALREADY_PRESENT,

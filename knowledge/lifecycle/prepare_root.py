@@ -18,11 +18,10 @@ from knowledge import preferences
 from knowledge.ingest.chunking import chunker_version
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.walk import Entry, Walk, walk
-from knowledge.library import blobs, index
-from knowledge.library import items as tree
+from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
-from knowledge.library.items import NewItem, Reason, create_item
+from knowledge.library.tree import NewItem, Reason, create_item
 from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.sources import PARSER_VERSIONS, is_supported
 from knowledge.store.schema import items

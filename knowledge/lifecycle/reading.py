@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, select, tuple_
 
 from knowledge.errors import GuardRejected
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.location import read_by_ocr
 from knowledge.store.schema import chunks, items

@@ -15,8 +15,7 @@ from sqlalchemy import Connection, and_, or_, select, update
 
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs
-from knowledge.library import blobs, index
-from knowledge.library import items as tree
+from knowledge.library import blobs, index, tree
 from knowledge.lifecycle.operations import (
     DELETE_SUBTREE,
     INDEX_DOCUMENTS,

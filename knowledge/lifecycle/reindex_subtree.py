@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, update
 
 from jobs.runtime import JobContext
-from knowledge.library import index
-from knowledge.library import items as tree
+from knowledge.library import index, tree
 from knowledge.library.bases import find_base
 from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.store.schema import items

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, or_, select
 
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import resolve_base
 from knowledge.lifecycle.operations import Changes, reindex_items
 from knowledge.principal import require_person

@@ -19,7 +19,7 @@ from sqlalchemy import and_, not_, or_, select
 
 from knowledge.ingest.chunking import chunker_version
 from knowledge.ingest.models import model_stamp
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import Base, resolve_base
 from knowledge.lifecycle.operations import Changes, reindex_items
 from knowledge.principal import require_person

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import Base
 from knowledge.library.index import fts_table
 from knowledge.search.syntax import NOTE, Filters, ParsedQuery

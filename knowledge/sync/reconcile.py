@@ -40,10 +40,9 @@ from sqlalchemy import Connection, and_, delete, select, update
 from jobs.sanitize import sanitize_error, sanitize_optional
 from jobs.sessions import live_session_ids
 from knowledge.errors import Conflict, NotFound
-from knowledge.library import audit, index
-from knowledge.library import items as tree
+from knowledge.library import audit, index, tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
 from knowledge.principal import require_person
 from knowledge.store.schema import items

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from jobs.sanitize import sanitize_optional
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
 from knowledge.store import settings

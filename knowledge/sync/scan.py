@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import and_, select
 
 from knowledge.ingest.walk import Entry, walk
-from knowledge.library.items import Reason
+from knowledge.library.tree import Reason
 from knowledge.sources import SourceRejected, is_supported
 from knowledge.sources.files import open_regular
 from knowledge.store.database import Database

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowledge.library import items as tree
+from knowledge.library import tree
 from knowledge.sync.roots import (
     FULL_RECONCILE_SECONDS,
     POLL_SECONDS,

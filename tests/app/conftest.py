@@ -24,7 +24,7 @@ from app.window import MainWindow
 from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.library.bases import Base
-from knowledge.library.items import Item
+from knowledge.library.tree import Item
 from knowledge.store.database import Database
 from tests.conftest import REPO
 from tests.support.prompters import ScriptedPrompter

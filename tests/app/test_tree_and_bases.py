@@ -12,8 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.item_model import PAGE
 from knowledge.job_types import open_quire
-from knowledge.library import bases
-from knowledge.library import items as tree
+from knowledge.library import bases, tree
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput
 from tests.app.conftest import (

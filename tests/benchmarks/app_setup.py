@@ -28,7 +28,7 @@ def tree(data_dir: Path, base_name: str, count: int) -> dict[str, object]:
     from knowledge.job_types import open_quire
     from knowledge.library import bases, index
     from knowledge.library.index import ChunkRow
-    from knowledge.library.items import NewItem, create_item
+    from knowledge.library.tree import NewItem, create_item
 
     rng = np.random.default_rng(5000)
     quire = open_quire(data_dir)

@@ -23,7 +23,7 @@ import numpy as np
 from knowledge.job_types import open_quire
 from knowledge.library import bases, index
 from knowledge.library.index import ChunkRow
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.store.database import DB_FILENAME, open_raw_connection
 
 NOISE = 0.02

@@ -45,7 +45,7 @@ def item_status(quire: Quire, item_id: int) -> str:
 
 
 def set_item_status(quire: Quire, item_id: int, status: str) -> None:
-    from knowledge.library import items as tree
+    from knowledge.library import tree
 
     with quire.db.write() as conn:
         tree.set_status(conn, [item_id], status)

@@ -10,7 +10,7 @@ from sqlalchemy import exc as sa_exc
 
 from knowledge.errors import NotFound
 from knowledge.library import blobs
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire

@@ -29,7 +29,7 @@ CRASHING_PROCESS = textwrap.dedent(
     from sqlalchemy import update
     from jobs.schema import jobs
     from knowledge.job_types import open_quire
-    from knowledge.library.items import NewItem, create_item
+    from knowledge.library.tree import NewItem, create_item
     from knowledge.lifecycle.operations import INDEX_DOCUMENTS
     from knowledge.store.schema import items
 

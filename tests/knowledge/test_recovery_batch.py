@@ -16,7 +16,7 @@ from jobs.queue import JobRecord
 from jobs.registry import JobType
 from jobs.schema import jobs, worker_sessions
 from knowledge.job_types import open_quire
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import INTERRUPTED
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS
 from knowledge.runtime import Quire

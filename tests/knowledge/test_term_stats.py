@@ -8,7 +8,7 @@ import pytest
 from knowledge.library import index
 from knowledge.library.bases import get_base
 from knowledge.library.index import ChunkRow
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
 from knowledge.search import query as search
 from knowledge.search import term_stats

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from knowledge.library import bases, index
 from knowledge.library.bases import get_base
 from knowledge.library.index import ChunkRow, vectors_version
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from knowledge.search import query as search

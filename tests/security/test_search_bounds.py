@@ -21,7 +21,7 @@ from knowledge.errors import InvalidInput
 from knowledge.ingest.embedding import Encoder
 from knowledge.library import index
 from knowledge.library.index import ChunkRow
-from knowledge.library.items import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
 from knowledge.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, search, term_stats
 from tests.agents.helpers import error_text, run
