@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.quire-installed
 
-.PHONY: install app test lint bench screenshots package package-check
+.PHONY: install app test test-engines lint bench screenshots package package-check
 
 install: $(STAMP)
 
@@ -22,6 +22,11 @@ app: install
 
 test: install
 	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+# The team store's tests against real PostgreSQL (pgvector) and Redis servers started from their wheels on
+# loopback (tests/support/servers.py); kept out of `make test` so the default run stays fast.
+test-engines: install
+	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines tests/engines
 
 lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests
