@@ -26,10 +26,10 @@ from knowledge.ingest.material import (
     prepare_bytes_isolated,
     write_blob_files,
 )
+from knowledge.ingest.narrowing import embed_narrowed
 from knowledge.library import blobs, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
-from knowledge.lifecycle.index_documents import embed_narrowed
 from knowledge.sources import SourceRejected
 from knowledge.sources.files import read_source
 

@@ -15,7 +15,7 @@ Contract of every call (seed 003's external-call rules):
   with it and a reindex tries them again; it is never narrowed to items (the endpoint is down, not a text).
 * **A refusal of the texts** (400, 413, 422) is :class:`EmbeddingRejected` (``embedding_rejected``, with the
   status and a short cleaned excerpt of the server's message): not retried; the index job and folder runs
-  bisect the batch (``lifecycle.index_documents.embed_narrowed``) so only the refused item fails.
+  bisect the batch (``ingest.narrowing.embed_narrowed``) so only the refused item fails.
 * **Everything else fails the request at once** as ``embedder_unavailable``: a redirect (never followed, so
   the key goes nowhere else), 401/403 (the key), other 4xx, an answer that is too large, not JSON, the wrong
   number of vectors, the wrong length, or not finite (NaN, Inf) or zero.

@@ -13,25 +13,23 @@ from sqlalchemy import Connection, and_, select, update
 from jobs.backoff import retry_transient
 from jobs.errors import Superseded
 from jobs.runtime import JobContext, sanitize_error
-from jobs.sanitize import sanitize_reason
 from knowledge.ingest.material import (
     BatchStats,
     Prepared,
     Rejected,
     commit_prepared,
-    embed_batch,
     prepare_many,
     write_blob_files,
 )
 from knowledge.ingest.models import model_spec
-from knowledge.ingest.remote import EmbedderUnavailable, EmbeddingRejected
+from knowledge.ingest.narrowing import Culprits, embed_narrowed
+from knowledge.ingest.remote import EmbedderUnavailable
 from knowledge.library import tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
-    from knowledge.ingest.embedding import Encoder
     from knowledge.runtime import Quire
 
 log = logging.getLogger(__name__)
@@ -83,41 +81,6 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         "rejected": stats.rejected,
         **stats.stage_seconds(),
     }
-
-
-def embed_narrowed(
-    quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats
-) -> Culprits:
-    """Embed the batch; if that fails, bisect it until the failure is narrowed to its culprits, which are
-    answered ``embedding_error`` with the cause, or ``embedding_rejected`` when a remote endpoint refused
-    the text (transient faults get bounded retries first). Only the culprit fails: its batch neighbours
-    are embedded in the halves that succeed. An unavailable endpoint is raised, never bisected."""
-    try:
-        retry_transient(lambda: embed_batch(quire, base, prepared, encoder, stats), attempts=3)
-        return Culprits()
-    except EmbedderUnavailable:
-        raise  # the endpoint is down, not an item: bisecting would only repeat the bounded retries
-    except Exception as exc:
-        if len(prepared) == 1:
-            log.warning("item %s could not be embedded: %s", prepared[0].item.id, exc)
-            return Culprits({prepared[0].item.id: _culprit(prepared[0], exc)})
-    middle = len(prepared) // 2
-    return embed_narrowed(quire, base, prepared[:middle], encoder, stats) + embed_narrowed(
-        quire, base, prepared[middle:], encoder, stats
-    )
-
-
-def _culprit(prepared: Prepared, exc: Exception) -> Rejected:
-    if isinstance(exc, EmbeddingRejected):  # the endpoint's own words (already cleaned), without a type name
-        return Rejected(prepared.item, exc.code, sanitize_reason(str(exc)))
-    return Rejected(prepared.item, "embedding_error", sanitize_error(exc))
-
-
-class Culprits(dict[ItemId, Rejected]):
-    """Items of a batch that failed on their own, by id (merged with ``+``)."""
-
-    def __add__(self, other: dict[ItemId, Rejected]) -> Culprits:
-        return Culprits({**self, **other})
 
 
 def _write_blobs_per_item(quire: Quire, prepared: Sequence[Prepared]) -> Culprits:
