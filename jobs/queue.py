@@ -21,7 +21,7 @@ from jobs.errors import EnqueueError, JobNotFound
 from jobs.registry import Registry
 from jobs.schema import LIVE_STATUSES, jobs
 from jobs.sessions import Session
-from jobs.transport import Transport
+from jobs.transport import WakeTransport
 
 
 class DatabaseLike(Protocol):
@@ -98,7 +98,7 @@ class Enqueued:
 class JobQueue:
     """The job layer's front door for one database: enqueue, read, cancel."""
 
-    def __init__(self, db: DatabaseLike, transport: Transport, registry: Registry, session: Session) -> None:
+    def __init__(self, db: DatabaseLike, transport: WakeTransport, registry: Registry, session: Session) -> None:
         self.db = db
         self.transport = transport
         self.registry = registry
@@ -151,7 +151,7 @@ class JobQueue:
             ).inserted_primary_key
             assert job_id is not None
             job_id = job_id[0]
-            self.transport.wake(conn.connection.driver_connection, int(job_id))
+            self.transport.wake(conn, int(job_id))
             self._announce(conn)
         except Exception as exc:  # the caller decides: roll back or compensate
             raise EnqueueError(f"could not enqueue {job_type}: {exc}") from exc

@@ -100,7 +100,7 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
                     .where(and_(jobs.c.id == record.id, jobs.c.attempt == record.attempt))
                     .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
                 )
-                queue.transport.wake(conn.connection.driver_connection, record.id)
+                queue.transport.wake(conn, record.id)
                 report.redelivered.append(record.id)
         _cancel(conn, abandoned, now, report)
         _run_abandon_hooks(queue, conn, abandoned, report)

@@ -447,7 +447,7 @@ class Worker:
                     .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
                 )
                 for job_id in ids:
-                    self.queue.transport.wake(conn.connection.driver_connection, job_id)
+                    self.queue.transport.wake(conn, job_id)
         if ids:
             log.info("re-delivered stale claims %s", ids)
             self._wake.set()

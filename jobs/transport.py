@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from huey import Huey
 from huey.storage import SqliteStorage
+from sqlalchemy import Connection
 
 QUEUE_NAME = "quire"
 WAKE_TASK_NAME = "quire.wake_job"
@@ -55,6 +56,17 @@ def enlisted(dbapi_conn: Any) -> Iterator[None]:
         _enlisted.reset(token)
 
 
+class WakeTransport(Protocol):
+    """What the job layer needs of a wake-up transport: huey on the store's SQLite file (``Transport``), or
+    huey on Redis for a team store (``jobs.redis_transport.RedisTransport``)."""
+
+    def wake(self, conn: Connection, job_id: int) -> None: ...
+    def wake_now(self, job_id: int) -> None: ...
+    def next_job_id(self) -> int | None: ...
+    def pending_messages(self) -> int: ...
+    def close(self) -> None: ...
+
+
 class Transport:
     """One huey instance per database; wakes workers with job ids."""
 
@@ -72,9 +84,9 @@ class Transport:
 
         self._wake = wake_job
 
-    def wake(self, dbapi_conn: Any, job_id: int) -> None:
-        """Enqueue a wake-up for ``job_id`` inside the transaction open on ``dbapi_conn``."""
-        with enlisted(dbapi_conn):
+    def wake(self, conn: Connection, job_id: int) -> None:
+        """Enqueue a wake-up for ``job_id`` inside the transaction open on ``conn``."""
+        with enlisted(conn.connection.driver_connection):
             self._wake(job_id)
 
     def wake_now(self, job_id: int) -> None:

@@ -23,7 +23,7 @@ from jobs.recovery import RecoveryReport, recover
 from jobs.registry import Registry
 from jobs.runtime import DEFAULT_REPAIR_INTERVAL, Worker
 from jobs.sessions import Session
-from jobs.transport import Transport
+from jobs.transport import Transport, WakeTransport
 from knowledge import preferences
 from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.search.term_stats import TermStats
@@ -48,7 +48,7 @@ WARM_UP_JOIN_SECONDS = 120.0  # a first OpenVINO conversion takes seconds; a stu
 class Quire:
     data_dir: Path
     db: Database
-    transport: Transport
+    transport: WakeTransport
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
@@ -79,6 +79,28 @@ class Quire:
         queue = JobQueue(db, transport, registry, session)
         quire = cls(data_dir, db, transport, registry, queue, doorbell=Doorbell.for_directory(data_dir))
         queue.on_enqueue = quire._ring_after_commit
+        from knowledge.library.bases import verify_base_indexes
+
+        verify_base_indexes(db)
+        return quire
+
+    @classmethod
+    def open_team_store(
+        cls, url: str, *, data_dir: Path, queue_url: str | None = None, hosts_worker: bool = False
+    ) -> Quire:
+        """Open (and migrate) a team store (a PostgreSQL URL). ``data_dir`` is this machine's own directory
+        for owned copies and caches; ``queue_url`` (Redis) carries wake-ups — without it workers poll."""
+        from jobs.redis_transport import PollingTransport, RedisTransport
+        from knowledge.store.permissions import make_private_dir
+        from knowledge.store.postgres import PostgresDatabase
+
+        make_private_dir(data_dir)
+        db = PostgresDatabase(url)
+        migrate(db)
+        transport: WakeTransport = PollingTransport() if queue_url is None else RedisTransport(queue_url, after_commit)
+        registry = Registry()
+        queue = JobQueue(db, transport, registry, Session.for_this_process(hosts_worker=hosts_worker))
+        quire = cls(data_dir, db, transport, registry, queue)
         from knowledge.library.bases import verify_base_indexes
 
         verify_base_indexes(db)

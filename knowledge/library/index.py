@@ -12,6 +12,10 @@ transactions as the material: every write or clear of a base's chunks bumps the 
 was added since" is exactly "ids above the last one seen".
 
 sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
+
+On a team store (PostgreSQL) the two tables are a pgvector table and a ``tsvector`` table with the same
+names and the same ``rowid`` key (``knowledge.library.index_postgres``); ``_on_postgres`` is the one
+question this module asks of the engine, and the statements that differ are there.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
 
+from knowledge.library import index_postgres as pg
 from knowledge.store import settings
 from knowledge.store.schema import chunks
 
@@ -42,7 +47,25 @@ def version_key(base_id: int) -> str:
     return f"vectors.version.{int(base_id)}"
 
 
+def _on_postgres(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _embedding(conn: Connection, alias: str) -> str:
+    return pg.embedding_column(alias) if _on_postgres(conn) else f"{alias}.embedding"
+
+
+def _vector(conn: Connection, value: object) -> np.ndarray:
+    if _on_postgres(conn):
+        return pg.as_array(value)
+    assert isinstance(value, bytes)
+    return np.frombuffer(value, dtype=np.float32).copy()
+
+
 def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
+    if _on_postgres(conn):
+        pg.create_base_tables(conn, vec_table(base_id), fts_table(base_id), dimension)
+        return
     conn.exec_driver_sql(
         f"CREATE VIRTUAL TABLE {vec_table(base_id)} USING vec0("
         f"embedding float[{int(dimension)}] distance_metric=cosine)"
@@ -59,6 +82,9 @@ def drop_base_index(conn: Connection, base_id: int) -> None:
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
     wanted = (vec_table(base_id), fts_table(base_id))
+    if _on_postgres(conn):
+        found = pg.existing_tables(conn, wanted)
+        return [name for name in wanted if name in found]
     rows = conn.execute(
         text("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:a, :b)"),
         {"a": wanted[0], "b": wanted[1]},
@@ -68,6 +94,8 @@ def _existing_tables(conn: Connection, base_id: int) -> list[str]:
 
 def base_index_exists(conn: Connection, base_id: int) -> bool:
     names = {vec_table(base_id), fts_table(base_id)}
+    if _on_postgres(conn):
+        return pg.existing_tables(conn, (vec_table(base_id), fts_table(base_id))) == names
     found = conn.execute(
         text("SELECT name FROM sqlite_master WHERE name IN (:a, :b)"),
         {"a": vec_table(base_id), "b": fts_table(base_id)},
@@ -143,10 +171,13 @@ def write_item_material(
             for n, (cid, row) in enumerate(zip(ids, rows, strict=True))
         ],
     )
-    conn.execute(
-        text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
-        [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
-    )
+    if _on_postgres(conn):
+        pg.insert_vectors(conn, vec_table(base_id), ids, floats)
+    else:
+        conn.execute(
+            text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
+            [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
+        )
     conn.execute(
         text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
@@ -189,6 +220,9 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
 
 def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:
     """Cached vectors keep the model stamp of the item they came from (reuse takes only today's)."""
+    if _on_postgres(conn):
+        _stash_vectors_postgres(conn, base_id, item_ids)
+        return
     conn.execute(
         text(
             f"INSERT OR IGNORE INTO vector_cache (base_id, text_sha256, embedding, created_at, model_fingerprint) "
@@ -200,6 +234,25 @@ def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:
     )
 
 
+def _stash_vectors_postgres(conn: Connection, base_id: int, item_ids: list[int]) -> None:
+    """The same stash on a team store: vectors leave pgvector as ``real[]`` and are cached as float32 bytes."""
+    rows = conn.execute(
+        text(
+            f"SELECT c.base_id, c.text_sha256, {_embedding(conn, 'v')}, i.model_fingerprint FROM chunks c "
+            f"JOIN items i ON i.id = c.item_id JOIN {vec_table(base_id)} v ON v.rowid = c.id WHERE c.item_id IN :ids"
+        ).bindparams(bindparam("ids", expanding=True)),
+        {"ids": item_ids},
+    ).all()
+    if rows:
+        conn.execute(
+            text(
+                "INSERT INTO vector_cache (base_id, text_sha256, embedding, created_at, model_fingerprint) "
+                "VALUES (:b, :h, :e, extract(epoch FROM clock_timestamp()), :m) ON CONFLICT DO NOTHING"
+            ),
+            [{"b": r[0], "h": r[1], "e": pg.as_blob(r[2]), "m": r[3]} for r in rows],
+        )
+
+
 def vectors_for_hashes(
     conn: Connection, base_id: int, hashes: Iterable[str], model_stamp: str
 ) -> dict[str, np.ndarray]:
@@ -208,24 +261,38 @@ def vectors_for_hashes(
     wanted = list(set(hashes))
     found: dict[str, np.ndarray] = {}
     live = text(
-        f"SELECT c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+        f"SELECT c.text_sha256, {_embedding(conn, 'v')} FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
         "JOIN items i ON i.id = c.item_id WHERE c.base_id = :b AND c.text_sha256 IN :h AND i.model_fingerprint = :m"
     ).bindparams(bindparam("h", expanding=True))
     cached = text(
         "SELECT text_sha256, embedding FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h "
         "AND model_fingerprint = :m"
     ).bindparams(bindparam("h", expanding=True))
-    for query in (live, cached):
+    for query, decode in ((live, lambda value: _vector(conn, value)), (cached, _cached_vector)):
         missing = [h for h in wanted if h not in found]
         for start in range(0, len(missing), 500):
             rows = conn.execute(query, {"b": base_id, "h": missing[start : start + 500], "m": model_stamp}).all()
-            for sha, blob in rows:
-                found.setdefault(sha, np.frombuffer(blob, dtype=np.float32).copy())
+            for sha, value in rows:
+                found.setdefault(sha, decode(value))
     return found
+
+
+def _cached_vector(value: object) -> np.ndarray:
+    return np.frombuffer(bytes(value), dtype=np.float32).copy()  # type: ignore[call-overload]
 
 
 def sweep_vector_cache(conn: Connection, limit: int = 5000) -> int:
     """Drop cached vectors that no chunk of their base uses any more (bounded per call)."""
+    if _on_postgres(conn):
+        result = conn.execute(
+            text(
+                "DELETE FROM vector_cache WHERE (base_id, text_sha256) IN (SELECT vc.base_id, vc.text_sha256 "
+                "FROM vector_cache vc WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id "
+                "AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
+            ),
+            {"n": limit},
+        )
+        return int(result.rowcount or 0)
     result = conn.execute(
         text(
             "DELETE FROM vector_cache WHERE rowid IN (SELECT vc.rowid FROM vector_cache vc WHERE NOT EXISTS "
@@ -241,7 +308,7 @@ def item_vectors(conn: Connection, base_id: int, item_id: int) -> tuple[list[Chu
     rows = conn.execute(
         text(
             f'SELECT c.ordinal, c.text, c.start, c."end", c.page, c.line_start, c.line_end, c.token_count, '
-            f"c.text_sha256, v.embedding FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
+            f"c.text_sha256, {_embedding(conn, 'v')} FROM chunks c JOIN {vec_table(base_id)} v ON v.rowid = c.id "
             "WHERE c.item_id = :i ORDER BY c.ordinal"
         ),
         {"i": item_id},
@@ -249,4 +316,4 @@ def item_vectors(conn: Connection, base_id: int, item_id: int) -> tuple[list[Chu
     chunk_rows = [ChunkRow(*r[:9]) for r in rows]
     if not rows:
         return [], np.zeros((0, 0), dtype=np.float32)
-    return chunk_rows, np.stack([np.frombuffer(r[9], dtype=np.float32) for r in rows])
+    return chunk_rows, np.stack([_vector(conn, r[9]) for r in rows])

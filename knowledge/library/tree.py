@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Integer, and_, bindparam, cast, func, insert, select, text, update
 
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional, sanitize_reason
@@ -296,8 +296,9 @@ def reconcile_container(conn: Connection, container_id: int) -> int | None:
         return None
     counts = conn.execute(
         select(
-            func.sum(items.c.status.in_(ACTIVE_STATUSES)),
-            func.sum(items.c.status == "failed"),
+            # counted as integers: PostgreSQL has no sum() of booleans
+            func.sum(cast(items.c.status.in_(ACTIVE_STATUSES), Integer)),
+            func.sum(cast(items.c.status == "failed", Integer)),
         ).where(and_(items.c.parent_id == container_id, items.c.status != "deleting"))
     ).one()
     active, failed = int(counts[0] or 0), int(counts[1] or 0)

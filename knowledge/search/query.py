@@ -39,6 +39,7 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
+from knowledge.library import index_postgres
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.index import fts_table
 from knowledge.library.location import Location, read_by_ocr
@@ -282,18 +283,29 @@ def keyword_candidates(
         return []
     limit = _over_fetch(depth)
     while True:
-        rows = conn.execute(
-            text(
-                f"SELECT rowid, bm25({fts_table(base.id)}) AS s FROM {fts_table(base.id)} "
-                f"WHERE {fts_table(base.id)} MATCH :m ORDER BY s LIMIT :n"
-            ),
-            {"m": match, "n": limit},
-        ).all()
+        rows = _ranked_matches(conn, base, match, limit)
         visible = _visible(conn, [r[0] for r in rows], scope)
-        hits = [(visible[r[0]], -float(r[1])) for r in rows if r[0] in visible]
+        hits = [(visible[r[0]], float(r[1])) for r in rows if r[0] in visible]
         if len(hits) >= depth or len(rows) < limit:
             return hits[:depth]
         limit *= 4
+
+
+def _ranked_matches(conn: Connection, base: Base, match: str, limit: int) -> list[tuple[int, float]]:
+    """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best (highest score) first:
+    FTS5's BM25 here, ``ts_rank_cd`` on a team store (``knowledge.library.index_postgres``)."""
+    table = fts_table(base.id)
+    if conn.dialect.name == "postgresql":
+        tsq = index_postgres.build_tsquery(conn, match)
+        if tsq is None:
+            return []
+        found = conn.execute(text(index_postgres.keyword_sql(table)), {"q": tsq, "n": limit}).all()
+        return [(int(r[0]), float(r[1])) for r in found]
+    rows = conn.execute(
+        text(f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH :m ORDER BY s LIMIT :n"),
+        {"m": match, "n": limit},
+    ).all()
+    return [(int(r[0]), -float(r[1])) for r in rows]
 
 
 def fuse(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
-from knowledge.library import tree
+from knowledge.library import index_postgres, tree
 from knowledge.library.bases import Base
 from knowledge.library.index import fts_table
 from knowledge.search.syntax import NOTE, Filters, ParsedQuery
@@ -106,6 +106,11 @@ def _chunk_items(conn: Connection, column: str, ids: list[int]) -> list[tuple[in
 
 def _fts_rowids(conn: Connection, base: Base, match: str) -> set[int]:
     table = fts_table(base.id)
+    if conn.dialect.name == "postgresql":
+        tsq = index_postgres.build_tsquery(conn, match)
+        if tsq is None:
+            return set()
+        return {r[0] for r in conn.execute(text(index_postgres.matching_sql(table)), {"q": tsq})}
     return {r[0] for r in conn.execute(text(f"SELECT rowid FROM {table} WHERE {table} MATCH :m"), {"m": match})}
 
 

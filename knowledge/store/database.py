@@ -79,7 +79,13 @@ class WriteOnForbiddenThread(AssertionError):
 
 
 class Database:
-    """Owns the engine for one database file. Create one per process and pass it down."""
+    """Owns the engine for one database file. Create one per process and pass it down.
+
+    ``knowledge.store.postgres.PostgresDatabase`` is the same door onto a team store: it overrides only how
+    a write and a read begin (``_begin_write``/``_begin_read``) and how the engine is built.
+    """
+
+    dialect_name: ClassVar[str] = "sqlite"
 
     # Test guard, process-wide (off in the product): the thread that may not open a write, the modules
     # whose calls it applies to, and the stacks of the writes it refused.
@@ -161,7 +167,7 @@ class Database:
                 raise
             return
         with _mapped_errors(), self.engine.connect() as conn:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            self._begin_write(conn)
             self._local.write_conn = conn
             _hooks(conn).clear()
             try:
@@ -200,11 +206,17 @@ class Database:
             yield outer
             return
         with _mapped_errors(), self.engine.connect() as conn:
-            conn.exec_driver_sql("BEGIN")
+            self._begin_read(conn)
             try:
                 yield conn
             finally:
                 conn.rollback()
+
+    def _begin_write(self, conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def _begin_read(self, conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN")
 
     def current_write(self) -> Connection | None:
         """The write transaction open on this thread, if any."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
+from knowledge.errors import StoreError
 from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 class Migration:
     name: str
     apply: Callable[[Connection], None]
+    # The same change on a team store (PostgreSQL); required of every migration after pg_schema's baseline.
+    apply_postgres: Callable[[Connection], None] | None = None
 
 
 def _initial(conn: Connection) -> None:
@@ -307,12 +310,12 @@ def applied_migrations(conn: Connection) -> list[str]:
 def migrate(db: Database) -> list[str]:
     """Apply every pending migration in order; return the names applied now."""
     _ensure_record_table(db)
-    applied_now: list[str] = []
+    applied_now = _postgres_baseline(db) if db.dialect_name == "postgresql" else []
     for migration in MIGRATIONS:
         with db.write() as conn:
             if migration.name in applied_migrations(conn):
                 continue
-            migration.apply(conn)
+            _apply(db, migration, conn)
             conn.execute(
                 text("INSERT INTO schema_migrations (name, applied_at) VALUES (:n, :t)"),
                 {"n": migration.name, "t": time.time()},
@@ -320,3 +323,25 @@ def migrate(db: Database) -> list[str]:
         log.info("applied migration %s", migration.name)
         applied_now.append(migration.name)
     return applied_now
+
+
+def _postgres_baseline(db: Database) -> list[str]:
+    """An empty team store gets the whole schema at once (``knowledge.store.pg_schema``)."""
+    from knowledge.store import pg_schema
+
+    names = pg_schema.baseline_names([m.name for m in MIGRATIONS])
+    with db.write() as conn:
+        if applied_migrations(conn):
+            return []
+        pg_schema.create_baseline(conn, names)
+    log.info("created the team store's schema through %s", names[-1])
+    return names
+
+
+def _apply(db: Database, migration: Migration, conn: Connection) -> None:
+    if db.dialect_name == "sqlite":
+        migration.apply(conn)
+        return
+    if migration.apply_postgres is None:
+        raise StoreError(f"migration {migration.name} has no PostgreSQL step; this team store cannot be migrated")
+    migration.apply_postgres(conn)

@@ -1,0 +1,91 @@
+"""huey on Redis (``RedisHuey``): the wake-up transport of a team store, whose workers run on many machines.
+
+The ``jobs`` table stays the truth; a Redis message only wakes a worker with a job id, exactly as huey's
+SQLite messages do (huey delivers at most once and never acknowledges, on Redis too). What differs: a
+Redis push cannot join the store's transaction, so a wake-up is pushed only **after** the transaction that
+made the job runnable committed (``defer``, the store's after-commit hook, handed in by the composition
+root — the job layer imports nothing of the store). A crash between the commit and the push loses only
+the wake-up: idle workers also scan the ``jobs`` table (the poll interval), so no job is stranded. A wake-up
+queued inside a savepoint that rolls back may still be pushed; a worker that dequeues it finds nothing
+pending under that id and goes on.
+
+``PollingTransport`` is the transport of a team store given no queue URL: no messages at all, workers find
+jobs by scanning the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from huey import RedisHuey
+from sqlalchemy import Connection
+
+from jobs.transport import QUEUE_NAME, WAKE_TASK_NAME
+
+# (the transaction, its job ids): the ids to push once that transaction commits
+_PENDING = "quire_redis_wakes"
+
+Defer = Callable[[Connection, Callable[[Any], object]], None]
+
+
+class RedisTransport:
+    """One ``RedisHuey`` per process, on the queue URL; wakes workers with job ids after commit."""
+
+    def __init__(self, url: str, defer: Defer) -> None:
+        self.huey = RedisHuey(QUEUE_NAME, url=url, results=False)
+        self._defer = defer
+
+        @self.huey.task(name=WAKE_TASK_NAME)  # type: ignore[untyped-decorator]
+        def wake_job(job_id: int) -> int:  # never executed by huey: our worker reads the id
+            return job_id
+
+        self._wake = wake_job
+
+    def wake(self, conn: Connection, job_id: int) -> None:
+        """Push a wake-up for ``job_id`` once the transaction open on ``conn`` has committed."""
+        transaction = conn.get_transaction()
+        held = conn.info.get(_PENDING)
+        if held is None or held[0] is not transaction:
+            ids: list[int] = []
+            conn.info[_PENDING] = (transaction, ids)
+            self._defer(conn, lambda _db: self._push(ids))
+        conn.info[_PENDING][1].append(int(job_id))
+
+    def _push(self, ids: list[int]) -> None:
+        for job_id in ids:
+            self._wake(job_id)
+
+    def wake_now(self, job_id: int) -> None:
+        self._wake(job_id)
+
+    def next_job_id(self) -> int | None:
+        task = self.huey.dequeue()
+        if task is None:
+            return None
+        return int(task.args[0])
+
+    def pending_messages(self) -> int:
+        return int(self.huey.pending_count())
+
+    def close(self) -> None:
+        self.huey.storage.conn.close()
+
+
+class PollingTransport:
+    """No messages: workers find runnable jobs by scanning the ``jobs`` table (a team store without Redis)."""
+
+    def wake(self, conn: Connection, job_id: int) -> None:
+        return None
+
+    def wake_now(self, job_id: int) -> None:
+        return None
+
+    def next_job_id(self) -> int | None:
+        return None
+
+    def pending_messages(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,98 @@
+"""A team store: the same ``Database`` door onto PostgreSQL (psycopg 3 under SQLAlchemy), chosen by URL.
+
+A data location is a directory (SQLite, the default, untouched by any of this) or a ``postgresql://`` URL
+(:func:`is_store_url`). Only this module and the per-engine statement sets import or name PostgreSQL.
+
+Transactions keep SQLite's semantics exactly:
+
+* ``write()`` takes the store's one write lock first — a transaction-scoped advisory lock,
+  ``pg_advisory_xact_lock`` — then runs at READ COMMITTED, so each statement sees everything committed before
+  the lock was granted: a read-check-write never fails half-way, and every check made inside it still holds
+  at commit, as with ``BEGIN IMMEDIATE``. Writers queue on the lock; readers never wait for it. (Finer row
+  locks, for writers that touch disjoint rows, are a later step measured against this one.)
+* ``read()`` is REPEATABLE READ: one snapshot for all its queries, never blocking writers, like a deferred
+  ``BEGIN`` in WAL mode.
+* Nested writes are savepoints and after-commit hooks run after the commit, unchanged (``Database``).
+
+Credentials: the URL's password is used only to connect to the host the URL names; :func:`redacted` is how
+a URL is ever shown or logged.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlalchemy import Connection, create_engine
+from sqlalchemy.pool import QueuePool
+
+from knowledge.errors import InvalidInput
+from knowledge.store.database import Database
+
+SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+# pg_advisory_xact_lock's key: the store's one write lock (any fixed 64-bit number; "QUIRE" in ASCII)
+WRITE_LOCK_KEY = 0x5155495245
+
+
+def is_store_url(value: str) -> bool:
+    """Whether a data location names a team store (a PostgreSQL URL) rather than a directory."""
+    return urlsplit(value).scheme.lower() in SCHEMES
+
+
+def redacted(url: str) -> str:
+    """The URL without its password: the only form a store URL is ever printed, logged or stored in."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL SQLAlchemy needs for psycopg 3; refuses anything that is not a PostgreSQL URL."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in SCHEMES:
+        raise InvalidInput(f"not a PostgreSQL URL: {redacted(url)}")
+    if not parts.path.strip("/"):
+        raise InvalidInput(f"the store URL names no database: {redacted(url)}")
+    return urlunsplit(("postgresql+psycopg", parts.netloc, parts.path, parts.query, parts.fragment))
+
+
+class PostgresDatabase(Database):
+    """The team store's database: ``Database``'s transactions on PostgreSQL (see the module docstring)."""
+
+    dialect_name: ClassVar[str] = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path = Path("/nonexistent/team-store")  # a team store has no file; nothing may open this
+        self._local = threading.local()
+        self.engine = create_engine(
+            sqlalchemy_url(url),
+            poolclass=QueuePool,
+            pool_size=4,
+            max_overflow=16,
+            pool_pre_ping=True,
+            pool_reset_on_return="rollback",
+            connect_args={"connect_timeout": 15, "application_name": "quire"},
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresDatabase({redacted(self.url)})"
+
+    def _begin_write(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+
+    def _begin_read(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def open_store(location: str | Path) -> Database:
+    """The database a data location names: a PostgreSQL URL, or a directory's SQLite file."""
+    if isinstance(location, str) and is_store_url(location):
+        return PostgresDatabase(location)
+    return Database.in_dir(Path(location))
