@@ -43,6 +43,7 @@ def test_a_worker_in_another_process_indexes_through_redis(
         worker = python_proc("-m", "tests.support.team_worker", postgres_url, redis_server.url, str(local))
         out, err = worker.communicate(timeout=300)
         assert worker.returncode == 0, err[-2000:]
+        assert int(out.split("finished ")[-1]) >= 2  # prepare-root and index-documents ran over there
         assert quire.transport.pending_messages() == 0  # the other process consumed the wake-ups
         done = statuses(quire, base.id)
         assert done["anvil.md"] == done["saffron.md"] == "completed", done
