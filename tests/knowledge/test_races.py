@@ -116,7 +116,7 @@ def test_index_job_drops_results_for_items_deleted_meanwhile(
 ) -> None:
     make_base(quire)
     changes = operations.add_items(quire, "kb", [NoteInput("kept note"), NoteInput("deleted note")])
-    from knowledge.ingest import material
+    from knowledge.ingest import material, narrowing
 
     real_embed = material.embed_batch
 
@@ -124,7 +124,7 @@ def test_index_job_drops_results_for_items_deleted_meanwhile(
         real_embed(*args, **kwargs)
         operations.delete_items(quire, "kb", [changes.created[1]])  # delete preempts active work
 
-    monkeypatch.setattr(index_documents, "embed_batch", embed_then_delete)
+    monkeypatch.setattr(narrowing, "embed_batch", embed_then_delete)
     drain(quire)
     st = item_statuses(quire)
     assert st == {changes.created[0]: "completed"}
