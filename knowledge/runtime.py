@@ -25,6 +25,7 @@ from jobs.runtime import DEFAULT_REPAIR_INTERVAL, Worker
 from jobs.sessions import Session
 from jobs.transport import Transport, WakeTransport
 from knowledge import preferences
+from knowledge.ingest import encode_watch
 from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
@@ -213,7 +214,8 @@ class Quire:
         wanted = {b.model_fingerprint: b for b in list_bases(self.db) if b.embedder is None and b.status == "ok"}
         for stamp, base in sorted(wanted.items()):
             try:
-                self.document_encoder(base).encode_documents(["warm up"])
+                with encode_watch.bounded(1):  # a load that hangs ends this process, as a hung encode does
+                    self.document_encoder(base).encode_documents(["warm up"])
             except Exception:  # a model that cannot load fails its jobs with the reason; nothing to add here
                 log.warning("could not warm up the encoder %s", stamp, exc_info=True)
 

@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import Connection, and_, select, update
 
 from knowledge import preferences
+from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
@@ -360,7 +361,9 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
                 missing.setdefault(row.text_sha256, row.text)
     if missing:
         texts = list(missing.values())
-        with stats.timed("encode"):
+        # a local model's call is bounded by ending the process (encode_watch); a remote one has its deadlines
+        watch = encode_watch.bounded(len(texts)) if base.embedder is None else contextlib.nullcontext()
+        with stats.timed("encode"), watch:
             vectors = encoder.encode_documents(texts)
         known.update(zip(missing.keys(), vectors, strict=True))
     stats.embedded += len(missing)
