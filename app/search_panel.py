@@ -74,11 +74,12 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
     "Word and e-books": ("word", "epub"),
     "Code": ("code",),
     "Notes": ("note",),
+    "Mail": ("mail",),
 }
 SYNTAX_TIP = (
     'Type words to search. "exact phrase" must appear; -word leaves out documents with it; '
-    'type:pdf, in:"folder name", after:2024-01 and before:2025 filter; identifiers such as '
-    "10.1000/xyz123, ABC-1234, report_v2.pdf or parse_query are matched exactly. "
+    'type:pdf, in:"folder name", tag:project, from:ana, after:2024-01 and before:2025 filter; '
+    "identifiers such as 10.1000/xyz123, ABC-1234, report_v2.pdf or parse_query are matched exactly. "
     'See "Search syntax" in the README.'
 )
 DATES = {
@@ -110,6 +111,14 @@ class Row:
     rank: int  # the document's rank, 1 = best
     first: bool  # the document's first (best) passage
     relevance: float  # 0..1, relative to the best hit
+
+
+def hit_tooltip(hit: Hit) -> str:
+    """Where the hit's document is, and which notes link to it ([[wiki links]])."""
+    where = hit.source_path or hit.item_name
+    if not hit.linked_from:
+        return where
+    return f"{where}\nLinked from: {', '.join(b.name for b in hit.linked_from)}"
 
 
 def relevance_bar(fraction: float, width: int = 8) -> str:
@@ -222,7 +231,7 @@ class SearchResultsModel(QAbstractTableModel):
                 return (
                     f"Document ranked {row.rank}; this passage {round(row.relevance * 100)} % as relevant as the best"
                 )
-            return row.hit.source_path or row.hit.item_name
+            return hit_tooltip(row.hit)
         return None
 
     @staticmethod

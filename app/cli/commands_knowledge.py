@@ -440,4 +440,6 @@ def _hits_text(d: dict[str, Any]) -> str:
     for n, h in enumerate(d["hits"], start=1):
         where = Location.of(h["location"]).short() + (" OCR" if h.get("ocr") else "")
         lines.append(f"{n:>2}. {h['score']:.4f} {h['source_path'] or h['item_name']} {where}\n    {h['snippet']}")
+        if h.get("linked_from"):
+            lines.append("    linked from: " + ", ".join(b["name"] for b in h["linked_from"]))
     return "\n".join(lines) or "no results"

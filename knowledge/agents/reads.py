@@ -139,6 +139,7 @@ def search_base(
                 "source_path": h.source_path,
                 "location": {"page": h.page, "line_start": h.line_start, "line_end": h.line_end},
                 "score": h.score,
+                "linked_from": [{"id": b.item_id, "name": b.name} for b in h.linked_from],
                 **_clip(h.text, LIMITS.chunk_chars),
             }
             for h in hits

@@ -237,10 +237,11 @@ class QuireMCP:
                 "Search one knowledge base. mode: hybrid (default), vector or keyword. limit: 1-25. subtree: an "
                 "item id (a folder) to search under. The query takes the syntax of README 'Search syntax': "
                 '"exact phrase" (required), -word (leave out documents with it), type:pdf, in:"folder name", '
-                "after:2024-01, before:2025 (file modification date), and identifiers (10.1000/xyz123, "
-                "ABC-1234, report_v2.pdf, parse_query) matched exactly; a malformed query is an error saying why. "
-                "Each hit has the chunk text, its item, source path, page/line location, score and a stable "
-                "citation id."
+                "tag:project (note tags), from:ana (mail sender), after:2024-01, before:2025 (file modification "
+                "date; a message's Date), and identifiers (10.1000/xyz123, ABC-1234, report_v2.pdf, parse_query) "
+                "matched exactly; a malformed query is an error saying why. Each hit has the chunk text, its item, "
+                "source path, page/line location, score, a stable citation id and linked_from (notes whose "
+                "[[wiki links]] name its document)."
             )
         )
         def search(

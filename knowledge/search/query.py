@@ -16,12 +16,14 @@ begin after the call, so a delete committed before the search is never shown.
 
 Queries are encoded by the process's query encoder (one intra-op thread, FACTS.md #8).
 
-Queries are parsed first (:mod:`knowledge.search.syntax`: phrases, exclusions, ``type:``/``in:``/``after:``/
-``before:`` filters, identifiers); what a search may return (:mod:`knowledge.search.scope`) is worked out
-inside each snapshot and applied to every candidate before a ranking is cut, so a filter never leaves
-fewer hits than exist. The keyword side gets phrases as required FTS5 phrases and identifiers as exact
-phrases beside the words (never dropped as common) and, in a short query, their exact matches rank
-first; the encoder gets the text without filters and exclusions.
+Queries are parsed first (:mod:`knowledge.search.syntax`: phrases, exclusions, ``type:``/``in:``/``tag:``/
+``from:``/``after:``/``before:`` filters, identifiers); what a search may return
+(:mod:`knowledge.search.scope`) is worked out inside each snapshot and applied to every candidate before a
+ranking is cut, so a filter never leaves fewer hits than exist. The keyword side gets phrases as required
+FTS5 phrases and identifiers as exact phrases beside the words (never dropped as common) and, in a short
+query, their exact matches rank first; the encoder gets the text without filters and exclusions. Each hit
+carries the notes whose ``[[wiki links]]`` name its document (:mod:`knowledge.library.links`), read once
+for all the hits.
 
 Bounded: a query over ``MAX_QUERY_CHARS`` characters or ``MAX_QUERY_TERMS`` distinct terms is refused
 (``InvalidInput``, :func:`check_query`) before anything runs, so no caller (the CLI, the window, an agent)
@@ -42,6 +44,7 @@ from knowledge.errors import InvalidInput
 from knowledge.library import index_postgres
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.index import fts_table
+from knowledge.library.links import Backlink, backlinks
 from knowledge.library.location import Location, read_by_ocr
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
 from knowledge.search.snippets import WORD, make_snippet
@@ -125,6 +128,7 @@ class Hit:
     snippet: str = ""
     highlights: list[tuple[int, int]] = field(default_factory=list)  # spans inside ``snippet``
     ocr: bool = False  # the chunk's text was read by OCR (a scanned page or an image)
+    linked_from: list[Backlink] = field(default_factory=list)  # notes whose [[wiki links]] name this document
 
     @property
     def location(self) -> Location:
@@ -143,6 +147,7 @@ class Hit:
             "snippet": self.snippet,
             "highlights": self.highlights,
             "ocr": self.ocr,
+            "linked_from": [b.as_dict() for b in self.linked_from],
         }
 
 
@@ -378,7 +383,19 @@ def search(
         )
     terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
     marked = [*parsed.phrases, *parsed.identifiers]
-    return [_hit(row, score, mode, terms, marked) for row, score in found]
+    hits = [_hit(row, score, mode, terms, marked) for row, score in found]
+    return _with_backlinks(quire, base, hits)
+
+
+def _with_backlinks(quire: Quire, base: Base, hits: list[Hit]) -> list[Hit]:
+    """Each hit with the notes linking to its document (one read for all the hits)."""
+    if not hits:
+        return hits
+    with quire.db.read() as conn:
+        linked = backlinks(conn, base.id, [h.item_id for h in hits])
+    for hit in hits:
+        hit.linked_from = linked[hit.item_id]
+    return hits
 
 
 def _in_snapshot(

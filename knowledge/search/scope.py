@@ -3,9 +3,12 @@
 
 * **Documents** (``items``): the subtree, the ``in:`` folders (every directory of the base with that name,
   or that path below its root, and everything under it), the ``type:`` formats (by the file name's
-  suffix, as the window's type filter; notes are ``type:note``) and the dates. A document's date is the
-  file's modification time recorded when it was last read (``items.mtime``); a note's is when it was
-  written (``created_at``). Dates are the computer's local time.
+  suffix, as the window's type filter; notes are ``type:note``), the ``tag:`` tags and ``from:`` senders
+  (read from the item's stored metadata: ``tags`` as the Markdown reader joins them, ``from`` as a mail
+  reader writes the header) and the dates. A document's date is the file's modification time recorded when
+  it was last read (``items.mtime``); a note's is when it was written (``created_at``); a mail message's is
+  its ``Date:`` header when it has one (what a person means by "mail after March"). Dates are the
+  computer's local time.
 * **Exclusions** (``excluded``): every document with a chunk that keyword search matches for an
   excluded word or phrase (stemmed as keyword search stems: ``-drafts`` also leaves out "draft").
 * **Phrases** (``chunks``): the chunks that contain every quoted phrase; a hit must be one of them.
@@ -19,8 +22,11 @@ Rankings test each candidate with :meth:`Scope.admits`; when the admitted chunks
 
 from __future__ import annotations
 
+import json
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
@@ -32,6 +38,7 @@ from knowledge.search.syntax import NOTE, Filters, ParsedQuery
 from knowledge.search.term_stats import quoted
 from knowledge.sources.formats import format_for, suffix_of
 
+MESSAGE_PARSERS = frozenset({"mail"})  # items dated by their Date: header
 EXACT_UP_TO = 20_000  # admitted chunks the vector side scores one by one rather than searching all
 
 
@@ -119,28 +126,75 @@ def _items_of(conn: Connection, chunk_ids: set[int]) -> set[int]:
 
 
 def _filtered_items(conn: Connection, base: Base, filters: Filters) -> set[int]:
-    """The base's files and notes that pass the type, folder and date filters."""
+    """The base's files and notes that pass the type, folder, tag, sender and date filters."""
     under: set[int] | None = None
     if filters.folders:
         under = set(tree.subtree_ids(conn, _folders(conn, base, filters.folders)))
-    after, before = filters.after, filters.before
     rows = conn.execute(
         text(
-            "SELECT id, type, name, coalesce(mtime, created_at) FROM items "
+            "SELECT id, type, name, coalesce(mtime, created_at), parser, metadata FROM items "
             "WHERE base_id = :b AND type != 'directory' AND status != 'deleting'"
         ),
         {"b": base.id},
     ).all()
     kept: set[int] = set()
-    for item_id, kind, name, dated in rows:
+    for item_id, kind, name, dated, parser, metadata in rows:
         if under is not None and item_id not in under:
             continue
         if filters.types is not None and not _of_type(kind, name, filters.types):
             continue
-        if (after is not None and dated < after) or (before is not None and dated >= before):
+        if _needs_metadata(filters, parser):
+            if not _passes_metadata(filters, parser, _fields(metadata), dated):
+                continue
+        elif not _in_period(filters, dated):
             continue
         kept.add(item_id)
     return kept
+
+
+def _needs_metadata(filters: Filters, parser: str | None) -> bool:
+    """Whether the item's metadata is needed to judge it (parsing JSON only then keeps plain filters cheap)."""
+    dated_by_header = parser in MESSAGE_PARSERS and (filters.after is not None or filters.before is not None)
+    return bool(filters.tags or filters.senders) or dated_by_header
+
+
+def _passes_metadata(filters: Filters, parser: str | None, fields: dict[str, Any], dated: float) -> bool:
+    if filters.tags and not _has_tag(fields.get("tags"), filters.tags):
+        return False
+    if filters.senders and not any(s in str(fields.get("from") or "").casefold() for s in filters.senders):
+        return False
+    if parser in MESSAGE_PARSERS:
+        dated = _header_date(fields.get("date")) or dated
+    return _in_period(filters, dated)
+
+
+def _in_period(filters: Filters, dated: float) -> bool:
+    after, before = filters.after, filters.before
+    return not ((after is not None and dated < after) or (before is not None and dated >= before))
+
+
+def _fields(metadata: str | None) -> dict[str, Any]:
+    try:
+        fields = json.loads(metadata) if metadata else {}
+    except ValueError:
+        return {}
+    return fields if isinstance(fields, dict) else {}
+
+
+def _has_tag(stored: object, wanted: tuple[str, ...]) -> bool:
+    """``stored``: the tags as the Markdown reader joins them ("a, b/c"); a wanted tag names its nested ones."""
+    tags = [t.strip().casefold() for t in str(stored or "").split(",") if t.strip()]
+    return any(t == w or t.startswith(w + "/") for t in tags for w in wanted)
+
+
+def _header_date(value: object) -> float | None:
+    """A message's ``Date:`` as the mail readers store it (ISO 8601), in seconds; None when absent or odd."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
 
 
 def _of_type(kind: str, name: str, types: AbstractSet[str]) -> bool:

@@ -4,8 +4,11 @@ Design. A query is split into tokens at whitespace; a double quote (straight or 
 section that runs to the next quote, whitespace included, so ``in:"Lab notes"`` and ``-"draft copy"`` are
 one token each. Each token is then one of:
 
-* ``type:pdf`` / ``in:"folder"`` / ``after:2024-01`` / ``before:2024-06-30`` — a **filter** on documents;
-  repeated ``type:`` or ``in:`` widen (either type, either folder), repeated dates narrow;
+* ``type:pdf`` / ``in:"folder"`` / ``tag:project`` / ``from:ana`` / ``after:2024-01`` / ``before:2024-06-30``
+  — a **filter** on documents; repeated ``type:``, ``in:``, ``tag:`` or ``from:`` widen (either type, either
+  folder, either tag, either sender), repeated dates narrow. A tag is compared without case and without its
+  ``#``, and names its nested tags too (``tag:project`` keeps ``#project/harbour``); ``from:`` keeps messages
+  whose sender (name or address) contains the value, without case;
 * ``-word``, ``-"a phrase"``, ``-ABC-12`` — an **exclusion**: documents containing it are left out;
 * ``"a phrase"`` — a **phrase** every hit must contain, word for word;
 * an **identifier** — a DOI (``10.1000/xyz123``), ticket (``ABC-1234``), file name (``report_v2.pdf``) or
@@ -35,7 +38,7 @@ from datetime import date, datetime
 from knowledge.errors import InvalidInput
 from knowledge.sources.formats import FORMATS
 
-FILTER_KEYS = ("type", "in", "after", "before")
+FILTER_KEYS = ("type", "in", "tag", "from", "after", "before")
 # type: names for groups of formats (by the parser that reads them); any suffix Quire reads works too
 TYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "pdf": ("pdf",),
@@ -51,10 +54,12 @@ TYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "image": ("image",),
     "note": ("note",),
     "notes": ("note",),
+    "mail": ("mail",),
+    "email": ("mail",),
 }
 NOTE = "note"  # the type of notes written in Quire (no file, no suffix)
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"'})
-_FILTER = re.compile(r"(?i)^(type|in|after|before):(.*)$", re.DOTALL)
+_FILTER = re.compile(r"(?i)^(type|in|tag|from|after|before):(.*)$", re.DOTALL)
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
 _CONNECTED = re.compile(r"[^\W_]+(?:[_./\\:#@-]+[^\W_]+)+")
 _STRIP = "()[]{}<>,;!?'\u2018\u2019"
@@ -69,18 +74,33 @@ class Filters:
 
     types: frozenset[str] | None = None
     folders: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # casefolded, without "#"
+    senders: tuple[str, ...] = ()  # casefolded parts of a sender (``from:``)
     after: float | None = None  # seconds since the epoch: the start of the after: period (local time)
     before: float | None = None
 
     @property
     def empty(self) -> bool:
-        return self.types is None and not self.folders and self.after is None and self.before is None
+        return (
+            self.types is None
+            and not self.folders
+            and not self.tags
+            and not self.senders
+            and self.after is None
+            and self.before is None
+        )
 
     def narrowed(self, other: Filters) -> Filters:
         """Both sets of filters at once (the window's controls and the typed operators)."""
         types = other.types if self.types is None else self.types if other.types is None else self.types & other.types
-        folders = self.folders + tuple(f for f in other.folders if f not in self.folders)
-        return Filters(types, folders, _latest(self.after, other.after), _earliest(self.before, other.before))
+        return Filters(
+            types,
+            _union(self.folders, other.folders),
+            _union(self.tags, other.tags),
+            _union(self.senders, other.senders),
+            _latest(self.after, other.after),
+            _earliest(self.before, other.before),
+        )
 
 
 @dataclass(frozen=True)
@@ -216,16 +236,34 @@ def _is_identifier(value: str) -> bool:
 
 def _add_filter(filters: Filters, key: str, value: str) -> Filters:
     if not value:
-        example = {"type": "type:pdf", "in": 'in:"Lab notes"', "after": "after:2024-01", "before": "before:2024"}
+        example = {
+            "type": "type:pdf", "in": 'in:"Lab notes"', "tag": "tag:project", "from": "from:ana@example.org",
+            "after": "after:2024-01", "before": "before:2024",
+        }  # fmt: skip
         raise InvalidInput(f"{key}: needs a value, e.g. {example[key]}")
     if key == "type":
         return replace(filters, types=(filters.types or frozenset()) | parse_type(value))
     if key == "in":
         return replace(filters, folders=(*filters.folders, value))
+    if key == "tag":
+        return replace(filters, tags=_union(filters.tags, (_tag(key, value),)))
+    if key == "from":
+        return replace(filters, senders=_union(filters.senders, (value.casefold(),)))
     day = datetime.combine(parse_date(key, value), datetime.min.time()).timestamp()
     if key == "after":
         return replace(filters, after=_latest(filters.after, day))
     return replace(filters, before=_earliest(filters.before, day))
+
+
+def _tag(key: str, value: str) -> str:
+    tag = value.lstrip("#").strip("/").casefold()
+    if not tag:
+        raise InvalidInput(f"{key}:{value} names no tag; write the tag's name, e.g. tag:project")
+    return tag
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return first + tuple(v for v in second if v not in first)
 
 
 def _day(timestamp: float) -> str:

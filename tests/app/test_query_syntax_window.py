@@ -76,4 +76,19 @@ def test_the_type_and_date_controls_filter_inside_the_search_as_typed_filters_do
     assert recent == [] and status.startswith("0 documents")
     panel.date_filter.setCurrentText("Any date")
     every, _ = _search(qtbot, panel, "harbour")
-    assert {stem(n) for n in every or []} == {"alpha", "beta", "gamma", "delta", "epsilon"}
+    assert {stem(n) for n in every or []} == {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+
+
+def test_a_hit_tells_which_notes_link_to_its_document(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    from PySide6.QtCore import Qt
+
+    from app.search_panel import SOURCE
+
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    names, _ = _search(qtbot, panel, '"tidal silt budget"', "keyword")
+    assert names == ["alpha.md"]
+    tip = panel.results.data(panel.results.index(0, SOURCE), Qt.ItemDataRole.ToolTipRole)
+    assert tip.endswith("\nLinked from: delta.md"), tip

@@ -108,3 +108,18 @@ def test_filters_apply_before_the_top_k_cut(opened: Quire) -> None:
         assert unfiltered and unfiltered[0].item_name != "gamma.html"
         only = search(opened, "kb", 'harbour dredging in:"Lab notes" type:html', mode=mode, limit=1)
         assert [h.item_name for h in only] == ["gamma.html"], mode
+
+
+def test_a_hit_shows_the_notes_that_link_to_its_document(opened: Quire, indexed: Path) -> None:
+    """[[alpha]] (by name, another case) and [[Lab notes/delta]] (by path) resolve; a note's link to itself
+    ([[Alpha#Summary]]) does not count; documents nothing links to have none."""
+    linked = {h.item_name: [b.name for b in h.linked_from] for h in search(opened, "kb", "harbour", limit=20)}
+    assert linked["alpha.md"] == ["delta.md"]
+    assert linked["delta.md"] == ["alpha.md"]
+    assert all(not names for name, names in linked.items() if name not in ("alpha.md", "delta.md")), linked
+
+    result = quire_cli("--json", "search", "kb", '"tidal silt budget"', "--mode", "keyword", data_dir=indexed)
+    hit = json.loads(result.stdout)["hits"][0]
+    assert hit["item_name"] == "alpha.md" and [b["name"] for b in hit["linked_from"]] == ["delta.md"]
+    text = quire_cli("search", "kb", '"tidal silt budget"', "--mode", "keyword", data_dir=indexed).stdout
+    assert "linked from: delta.md" in text

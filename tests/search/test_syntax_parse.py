@@ -57,3 +57,12 @@ def test_only_a_short_query_ranks_exact_identifiers_first() -> None:
 def test_a_malformed_query_is_a_message() -> None:
     with pytest.raises(InvalidInput, match="unmatched quote"):
         parse('"open')
+
+
+def test_tags_and_senders_are_filters_that_widen() -> None:
+    filters = parse('harbour tag:#Project/Harbour tag:dredging from:"Ana Ruiz" FROM:lab@example.org').filters
+    assert filters.tags == ("project/harbour", "dredging")
+    assert filters.senders == ("ana ruiz", "lab@example.org")
+    assert parse("harbour tag:x").filters.narrowed(Filters(tags=("y",))).tags == ("x", "y")
+    assert parse("harbour").filters.empty and not parse("harbour tag:x").filters.empty
+    assert parse("sent from:here").filters.senders == ("here",)

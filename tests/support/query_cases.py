@@ -18,8 +18,9 @@ from tests.sources.builders import make_pdf
 CORPUS: dict[str, tuple[str, str | bytes, datetime]] = {
     "alpha": (
         "reports/alpha.md",
+        "---\ntags: [dredging, project/harbour]\n---\n"
         "# Alpha\n\nQuarterly summary of the harbour dredging project. Ticket ABC-1234 tracks the silt survey.\n"
-        "Our tidal silt budget is balanced.\n",
+        "Our tidal silt budget is balanced. Baking log: [[Lab notes/delta]]; this summary: [[Alpha#Summary]].\n",
         datetime(2024, 3, 15, 12),
     ),
     "beta": (
@@ -35,7 +36,8 @@ CORPUS: dict[str, tuple[str, str | bytes, datetime]] = {
     ),
     "delta": (
         "Lab notes/delta.md",
-        "# Delta\n\nSourdough baking at the harbour bakery: silt-free water and a tidal rhythm of proofing.\n"
+        "# Delta\n\nSourdough #baking at the harbour bakery (see [[alpha]]): silt-free water and a tidal rhythm "
+        "of proofing.\n"
         "Batch 1234 used ABC flour; the budget for flour is tight.\n",
         datetime(2024, 8, 1, 12),
     ),
@@ -43,6 +45,14 @@ CORPUS: dict[str, tuple[str, str | bytes, datetime]] = {
         "papers/epsilon.pdf",
         make_pdf([["Harbour sediment transport paper.", "The dredging silt budget model."]]),
         datetime(2024, 11, 20, 12),
+    ),
+    # a message dated by its header (May 2024), its file copied later (January 2025)
+    "zeta": (
+        "mail/zeta.eml",
+        "From: Ana Ruiz <ana.ruiz@harbour.example>\nTo: Lab <lab@example.org>\nSubject: Harbour sediment samples\n"
+        "Date: Thu, 02 May 2024 10:00:00 +0000\nContent-Type: text/plain; charset=utf-8\n\n"
+        "The harbour sediment samples arrived; the cores are in the cold room.\n",
+        datetime(2025, 1, 10, 12),
     ),
 }
 ALL = frozenset(CORPUS)
@@ -67,16 +77,26 @@ CASES: list[Case] = [
     Case('"silt budget" harbour', mode="keyword", docs=frozenset({"alpha", "epsilon"})),
     # exclusions leave out whole documents
     Case("harbour -draft", mode="keyword", docs=ALL - {"beta"}),
-    Case('harbour -"silt budget"', docs=frozenset({"beta", "gamma", "delta"})),
+    Case('harbour -"silt budget"', docs=frozenset({"beta", "gamma", "delta", "zeta"})),
     # filters apply inside the search (hybrid returns everything in scope, no more)
     Case("harbour type:pdf", docs=frozenset({"epsilon"})),
     Case("harbour type:markdown", docs=frozenset({"alpha", "delta"})),
     Case("harbour type:txt type:html", docs=frozenset({"beta", "gamma"})),
     Case('harbour in:"Lab notes"', docs=frozenset({"gamma", "delta"})),
     Case("harbour in:reports -draft", docs=frozenset({"alpha"})),
-    Case("harbour after:2024-01 before:2024-12", docs=frozenset({"alpha", "delta", "epsilon"})),
+    Case("harbour after:2024-01 before:2024-12", docs=frozenset({"alpha", "delta", "epsilon", "zeta"})),
     Case("harbour before:2024", docs=frozenset({"beta"})),
     Case("harbour after:2025-02-01", docs=frozenset({"gamma"})),
+    Case("harbour after:2025-01-01", docs=frozenset({"gamma"})),  # the message's Date, not its file's
+    # tags (front matter and inline, nested ones by their parent) and senders
+    Case("harbour tag:dredging", docs=frozenset({"alpha"})),
+    Case("harbour tag:project", docs=frozenset({"alpha"})),
+    Case("harbour tag:#Baking tag:dredging", docs=frozenset({"alpha", "delta"})),
+    Case("harbour tag:proj", docs=frozenset()),
+    Case("harbour from:ana", docs=frozenset({"zeta"})),
+    Case("harbour from:ana.ruiz@harbour.example", mode="keyword", docs=frozenset({"zeta"})),
+    Case("harbour from:Ruiz before:2025 type:mail", docs=frozenset({"zeta"})),
+    Case("harbour from:nobody", docs=frozenset()),
     # identifiers reach the keyword side whole: the exact one ranks first, its scattered parts do not
     Case("ABC-1234", mode="keyword", top="alpha"),
     Case("ABC-1234", top="alpha"),
@@ -92,6 +112,11 @@ CASES: list[Case] = [
     Case("harbour type:", error="type: needs a value"),
     Case("-harbour -draft", error="only exclusions"),
     Case("type:pdf", error="only filters"),
+    Case("tag:dredging", error="only filters"),
+    Case("harbour tag:", error="tag: needs a value"),
+    Case("harbour from:", error="from: needs a value"),
+    Case("harbour tag:#", error="names no tag"),
+    Case("harbour -from:ana", error="cannot be excluded"),
     Case('harbour in:"No such folder"', error='no folder called "No such folder"'),
     Case("harbour after:2025 before:2024", error="is not later than"),
     Case("x" * 1001, error="at most 1,000"),
