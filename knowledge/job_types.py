@@ -24,8 +24,10 @@ def open_quire(data_dir: Path, *, hosts_worker: bool = False) -> Quire:
     return quire
 
 
-def open_team_quire(url: str, *, data_dir: Path, queue_url: str | None = None, hosts_worker: bool = False) -> Quire:
+def open_team_quire(
+    url: str, *, data_dir: Path, queue_url: str | None = None, hosts_worker: bool = False, create: bool = True
+) -> Quire:
     """Open a team store (a PostgreSQL URL, migrating it) with every job type registered."""
-    quire = Quire.open_team_store(url, data_dir=data_dir, queue_url=queue_url, hosts_worker=hosts_worker)
+    quire = Quire.open_team_store(url, data_dir=data_dir, queue_url=queue_url, hosts_worker=hosts_worker, create=create)
     register_job_types(quire)
     return quire

@@ -87,18 +87,34 @@ class Quire:
 
     @classmethod
     def open_team_store(
-        cls, url: str, *, data_dir: Path, queue_url: str | None = None, hosts_worker: bool = False
+        cls,
+        url: str,
+        *,
+        data_dir: Path,
+        queue_url: str | None = None,
+        hosts_worker: bool = False,
+        create: bool = True,
     ) -> Quire:
         """Open (and migrate) a team store (a PostgreSQL URL). ``data_dir`` is this machine's own directory
-        for owned copies and caches; ``queue_url`` (Redis) carries wake-ups — without it workers poll."""
+        for owned copies and caches; ``queue_url`` (Redis) carries wake-ups — without it workers poll.
+        ``create=False`` (every command but ``quire store init``): a database without Quire's schema is
+        refused as not found instead of being given one."""
         from jobs.redis_transport import PollingTransport, RedisTransport
+        from knowledge.errors import NotFound
         from knowledge.store.permissions import make_private_dir
-        from knowledge.store.postgres import PostgresDatabase
+        from knowledge.store.postgres import PostgresDatabase, redacted
 
         make_private_dir(data_dir)
         db = PostgresDatabase(url)
+        db.connect_check()
+        if not create and not db.has_schema():
+            db.dispose()
+            raise NotFound(f"{redacted(url)} is not a Quire team store yet; create it with `quire store init URL`")
         migrate(db)
-        transport: WakeTransport = PollingTransport() if queue_url is None else RedisTransport(queue_url, after_commit)
+        transport: WakeTransport = PollingTransport()
+        if queue_url is not None:
+            transport = RedisTransport(queue_url, after_commit)
+            _check_queue(transport, queue_url)
         registry = Registry()
         queue = JobQueue(db, transport, registry, Session.for_this_process(hosts_worker=hosts_worker))
         quire = cls(data_dir, db, transport, registry, queue)
@@ -229,3 +245,21 @@ class Quire:
         self.parsers.close()
         self.transport.close()
         self.db.dispose()
+
+
+def _check_queue(transport: Any, queue_url: str) -> None:
+    """Reach the Redis server now: a wrong address or password found at the first push would surface only
+    after a commit, with the job already stored and its wake-up lost."""
+    from redis.exceptions import AuthenticationError, RedisError
+
+    from knowledge.errors import Forbidden, StoreError
+    from knowledge.store.postgres import redacted
+
+    try:
+        transport.huey.storage.conn.ping()
+    except AuthenticationError as exc:
+        transport.close()
+        raise Forbidden(f"the queue {redacted(queue_url)} refused the connection: {exc}") from None
+    except RedisError as exc:
+        transport.close()
+        raise StoreError(f"cannot reach the queue {redacted(queue_url)}: {exc}") from None

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import Output, UsageError
+from app.cli.main import Output, UsageError, local_only
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
@@ -25,6 +25,18 @@ WORKER_NICENESS = 10
 
 @contextlib.contextmanager
 def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[Quire]:
+    """The chosen store, open: a team store (``--store``/``QUIRE_STORE``) or the data directory."""
+    if getattr(args, "store", None):
+        from knowledge.job_types import open_team_quire
+
+        quire = open_team_quire(
+            args.store, data_dir=Path(args.data_dir), queue_url=args.queue, hosts_worker=hosts_worker, create=False
+        )
+        try:
+            yield quire
+        finally:
+            quire.close()
+        return
     try:
         quire = open_quire(Path(args.data_dir), hosts_worker=hosts_worker)
     except Exception:
@@ -185,7 +197,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         "components": [c.as_dict() for c in components],
     }
     try:
-        report.update(_database_report(args))
+        report.update(_team_store_report(args) if args.store else _database_report(args))
     except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
         report["database_error"] = str(exc)
     ok = report.get("integrity") == "ok" and not report.get("invalid_blob_names") and all(c.loaded for c in components)
@@ -214,6 +226,26 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
         "integrity": health.integrity,
         "privacy": privacy,
         "invalid_blob_names": invalid_blobs,  # a damaged or tampered store; reported, never used as paths
+    }
+
+
+def _team_store_report(args: argparse.Namespace) -> dict[str, Any]:
+    """A team store's part of ``doctor``: where (redacted), the server, the schema; integrity is the server's."""
+    from knowledge.store.migrations import applied_migrations
+    from knowledge.store.postgres import PostgresDatabase, redacted
+
+    with opened(args) as quire:
+        assert isinstance(quire.db, PostgresDatabase)
+        server = quire.db.connect_check()
+        with quire.db.read() as conn:
+            migrations = applied_migrations(conn)
+    return {
+        "store": redacted(args.store),
+        "queue": redacted(args.queue) if args.queue else None,
+        "postgresql": server,
+        "migrations": migrations,
+        "integrity": "ok",  # reached, schema present and current: page checksums are the server's to keep
+        "invalid_blob_names": [],
     }
 
 
@@ -252,6 +284,7 @@ def _model_path() -> str | None:
 
 
 def cmd_gui(args: argparse.Namespace, out: Output) -> int:
+    local_only(args, "the window", "connecting the window to a team store is not built yet")
     from app.main import run_gui  # Qt is imported here, for this command only
 
     return int(run_gui(Path(args.data_dir)))

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.cli.commands_core import opened
 from app.cli.commands_runs import principal_of
-from app.cli.main import Output, UsageError
+from app.cli.main import Output, UsageError, local_only
 from app.self_command import quire_command
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
@@ -77,6 +77,7 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
             roots = [str(r) for r in access.allowed_roots(quire)]
             out.emit({"enabled": access.is_enabled(quire), "allowed_roots": roots}, _status_text)
         if args.print_config:
+            local_only(args, "--print-config", "let the client run `quire --store URL mcp` (no password in a config)")
             data_dir = Path(args.data_dir)
             command = quire_command("--data-dir", str(data_dir), "mcp")
             config = access.client_config(

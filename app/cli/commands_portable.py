@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.commands_core import opened
-from app.cli.main import Output, UsageError
+from app.cli.main import Output, UsageError, local_only
 
 
 def _base_actions(sub: Any) -> Any:
@@ -127,6 +127,8 @@ def cmd_base_relocate(args: argparse.Namespace, out: Output) -> int:
 def cmd_backup(args: argparse.Namespace, out: Output) -> int:
     from knowledge.portable import backup
 
+    local_only(args, "backup", "back a team store up with pg_dump (its own consistent copy)")
+
     if args.auto_off or args.auto:
         with opened(args) as quire:
             if args.auto_off:
@@ -161,6 +163,8 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
 def cmd_restore(args: argparse.Namespace, out: Output) -> int:
     from knowledge.portable.backup import check_backup, restore_backup
 
+    local_only(args, "restore", "restore a team store with pg_restore")
+
     if args.check_only:
         checked = check_backup(args.backup)
         out.emit(checked.as_dict(), f"{checked.path}: database ok, {checked.blobs} owned files listed")
@@ -172,6 +176,8 @@ def cmd_restore(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_salvage(args: argparse.Namespace, out: Output) -> int:
     from knowledge.portable.salvage import salvage
+
+    local_only(args, "salvage", "a team store's server keeps its own pages; see PostgreSQL's recovery")
 
     result = salvage(Path(args.data_dir), args.to)  # the damaged directory is only read
     out.emit(

@@ -1,10 +1,16 @@
-"""``quire [--data-dir DIR] [--json] [--as-agent NAME] COMMAND``: parser, output and exit codes.
+"""``quire [--data-dir DIR] [--store URL] [--queue URL] [--json] [--as-agent NAME] COMMAND``: parser, output
+and exit codes.
 
 Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 1 anything else.
 Every command prints JSON with ``--json`` (one document, or one JSON line per result where a command
 answers many queries) and readable text otherwise. Command groups live in ``app.cli.commands_*``
 modules; each exposes ``add_commands(subparsers)`` and sets ``func`` on its parsers. Nothing here imports Qt:
 only ``quire gui`` does, inside its command.
+
+Where the data lives: a directory (``--data-dir``, SQLite, the default) or a team store (``--store
+postgresql://…`` or ``QUIRE_STORE``; its wake-ups over ``--queue redis://…`` or ``QUIRE_QUEUE``, without
+which workers poll the store). With a team store the data directory is still this machine's own (owned
+copies, caches, the worker log). A store URL is only ever shown redacted.
 """
 
 from __future__ import annotations
@@ -65,6 +71,12 @@ class Output:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (default: platform dir)")
+    common.add_argument(
+        "--store", metavar="URL", default=argparse.SUPPRESS, help="a team store: postgresql://… (or QUIRE_STORE)"
+    )
+    common.add_argument(
+        "--queue", metavar="URL", default=argparse.SUPPRESS, help="a team store's wake-ups: redis://… (or QUIRE_QUEUE)"
+    )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     common.add_argument("--as-agent", metavar="NAME", default=argparse.SUPPRESS, help="act as an agent principal")
     parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
@@ -78,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands_mcp,
         commands_portable,
         commands_runs,
+        commands_store,
         commands_sync,
     )
 
@@ -89,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands_mcp,
         commands_sync,
         commands_config,
+        commands_store,
     ):
         commands.add_commands(sub, common)
     return parser
@@ -134,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.as_agent = getattr(args, "as_agent", None)
     out = Output(args.json)
     try:
+        args.store, args.queue = store_location(args)
         with _acting(args.as_agent):  # the operations judge the agent, not each command
             code = args.func(args, out)
         return int(code or EXIT_OK)
@@ -146,6 +161,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: a message, not a traceback
         logging.getLogger("quire").debug("unexpected error", exc_info=True)
         return _fail(out, exc, EXIT_OTHER)
+
+
+STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"
+QUEUE_SCHEMES = ("redis", "rediss", "unix")
+
+
+def store_location(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The team store and queue URLs, from the options or the environment (``None``: the data directory)."""
+    from urllib.parse import urlsplit
+
+    from knowledge.store.postgres import is_store_url, redacted
+
+    store = getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
+    queue = getattr(args, "queue", None) or os.environ.get(QUEUE_ENV) or None
+    if store is not None and not is_store_url(store):
+        raise UsageError(
+            f"--store takes a PostgreSQL URL (postgresql://…), not {redacted(store)!r}; a directory is --data-dir"
+        )
+    if queue is not None:
+        if store is None:
+            raise UsageError("--queue carries a team store's wake-ups: give the store too (--store or QUIRE_STORE)")
+        if urlsplit(queue).scheme.lower() not in QUEUE_SCHEMES:
+            raise UsageError(f"--queue takes a Redis URL (redis://…), not {redacted(queue)!r}")
+    return store, queue
+
+
+def local_only(args: argparse.Namespace, what: str, instead: str) -> None:
+    """Refuse a command that works on a data directory's SQLite file when a team store was chosen."""
+    if getattr(args, "store", None):
+        raise UsageError(f"{what} works on a data directory, not a team store; {instead}")
 
 
 def _acting(agent: str | None) -> contextlib.AbstractContextManager[object]:

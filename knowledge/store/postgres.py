@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import QueuePool
 
-from knowledge.errors import InvalidInput
+from knowledge.errors import Forbidden, InvalidInput, KnowledgeError, NotFound, StoreError
 from knowledge.store.database import Database
 
 SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
@@ -61,6 +61,30 @@ def sqlalchemy_url(url: str) -> str:
     return urlunsplit(("postgresql+psycopg", parts.netloc, parts.path, parts.query, parts.fragment))
 
 
+# what the server said about a refused connection, read from psycopg's message (it carries no SQLSTATE)
+_REFUSALS = ("password authentication failed", "no pg_hba.conf entry", "role ", "permission denied")
+
+
+def connection_problem(exc: BaseException, url: str) -> KnowledgeError:
+    """A failed connection as one of ours: refused (exit 5), no such database (3) or unreachable (1).
+
+    The message names the store redacted and carries the server's own sentence, with the password removed
+    should the driver ever echo it.
+    """
+    said = str(getattr(exc, "orig", None) or exc).strip()
+    said = said.split("FATAL:", 1)[1] if "FATAL:" in said else said.removeprefix("connection failed: ")
+    said = " ".join(said.split())
+    password = urlsplit(url).password
+    if password:
+        said = said.replace(password, "***")
+    where = redacted(url)
+    if any(marker in said for marker in _REFUSALS):
+        return Forbidden(f"the team store {where} refused the connection: {said}")
+    if "does not exist" in said and "database" in said:
+        return NotFound(f"no database at {where}: {said}")
+    return StoreError(f"cannot reach the team store {where}: {said}")
+
+
 class PostgresDatabase(Database):
     """The team store's database: ``Database``'s transactions on PostgreSQL (see the module docstring)."""
 
@@ -82,6 +106,21 @@ class PostgresDatabase(Database):
 
     def __repr__(self) -> str:
         return f"PostgresDatabase({redacted(self.url)})"
+
+    def connect_check(self) -> str:
+        """Connect once and answer the server's version; a failure is one of ours (:func:`connection_problem`)."""
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            with self.engine.connect() as conn:
+                return str(conn.exec_driver_sql("SHOW server_version").scalar())
+        except DBAPIError as exc:
+            raise connection_problem(exc, self.url) from None
+
+    def has_schema(self) -> bool:
+        """Whether ``quire store init`` has created Quire's schema in this database."""
+        with self.engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT to_regclass('schema_migrations') IS NOT NULL").scalar() is True
 
     def _begin_write(self, conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
