@@ -74,7 +74,7 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
     "Word and e-books": ("word", "epub"),
     "Code": ("code",),
     "Notes": ("note",),
-    "Mail": ("mail",),
+    "Mail": ("mail",),  # .eml and .msg
 }
 SYNTAX_TIP = (
     'Type words to search. "exact phrase" must appear; -word leaves out documents with it; '

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import quire_cli
-from tests.sources.office_builders import make_eml, make_odt, make_pptx, make_rtf, make_xlsx
+from tests.sources.office_builders import make_eml, make_msg, make_odt, make_pptx, make_rtf, make_xlsx
 
 # the second sheet has rows enough that a chunk holding row 10 starts inside that sheet (chunk size 64)
 _LEDGER = [["Item", "Cost", "Supplier"]] + [[f"part {n}", n * 3, f"vendor {n}"] for n in range(1, 12)]
@@ -40,6 +40,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     (docs / "letter.rtf").write_bytes(make_rtf(["Dear Sir, the trundlewort order shipped."]))
     html = "<html><body><p>The <b>kelmorant</b> shipment arrives Friday.</p></body></html>"
     (docs / "shipment.eml").write_bytes(make_eml("Shipment update", html=html))
+    crane = "The quorvelant crane is booked for Tuesday."
+    (docs / "crane.msg").write_bytes(make_msg("Crane hire", plain=crane, sender=("Bo Li", "bo@example.org")))
     vault_note = (
         "---\ntags: [garden]\naliases: [Compost]\n---\n# Heap\n\nTurn the brovashik heap #weekly, see [[Soil]].\n"
     )
@@ -61,7 +63,8 @@ def _top_hit(data: Path, query: str) -> dict[str, Any]:
 
 def test_every_new_kind_is_indexed(indexed: tuple[Path, dict[str, Any]]) -> None:
     _data, items = indexed
-    for name in ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz", "shipment.eml"):
+    kinds = ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz", "shipment.eml")
+    for name in (*kinds, "crane.msg"):
         assert items[name]["status"] == "completed", items[name]
 
 
@@ -117,3 +120,13 @@ def test_csv_odt_rtf_found_by_their_words(indexed: tuple[Path, dict[str, Any]], 
     assert hit["source_path"].endswith(name)
     if name == "sales.csv":
         assert "Region: Glimbardy; Amount: 75" in hit["text"] and hit["location"]["line_start"] == 1
+
+
+def test_outlook_message_found_and_filtered_by_its_sender(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, items = indexed
+    hit = _top_hit(data, "quorvelant")
+    assert hit["source_path"].endswith("crane.msg") and "Subject: Crane hire" in hit["text"]
+    metadata = items["crane.msg"]["metadata"]
+    assert metadata["from"] == "Bo Li <bo@example.org>" and metadata["date"] == "2024-03-05T09:30:00+00:00"
+    sent_by = _ok(data, "search", "kb", "crane shipment from:bo@example.org", "--mode", "keyword")["hits"]
+    assert {h["item_name"] for h in sent_by} == {"crane.msg"}

@@ -38,7 +38,7 @@ from knowledge.search.syntax import NOTE, Filters, ParsedQuery
 from knowledge.search.term_stats import quoted
 from knowledge.sources.formats import format_for, suffix_of
 
-MESSAGE_PARSERS = frozenset({"mail"})  # items dated by their Date: header
+MESSAGE_PARSERS = frozenset({"mail", "outlook"})  # items dated by their Date: header
 EXACT_UP_TO = 20_000  # admitted chunks the vector side scores one by one rather than searching all
 
 

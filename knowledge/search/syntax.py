@@ -54,8 +54,8 @@ TYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "image": ("image",),
     "note": ("note",),
     "notes": ("note",),
-    "mail": ("mail",),
-    "email": ("mail",),
+    "mail": ("mail", "outlook"),
+    "email": ("mail", "outlook"),
 }
 NOTE = "note"  # the type of notes written in Quire (no file, no suffix)
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"'})

@@ -350,8 +350,34 @@ _MAIL = ParserCensus(
     ),
 )
 
+_OUTLOOK = ParserCensus(
+    "outlook",
+    (
+        stored("PR_SUBJECT", "subject"),
+        stored("From header, else PR_SENDER_NAME with PR_SENDER_EMAIL_ADDRESS", "from"),
+        stored("To header, else the To recipients (display name and address)", "to"),
+        stored("Cc header, else the Cc recipients", "cc"),
+        stored("Date header, else PR_CLIENT_SUBMIT_TIME (ISO 8601; none for an unsent draft)", "date"),
+    ),
+    (
+        excluded("Bcc recipients and PR_DISPLAY_BCC", "hidden recipients the sender chose not to show: kept hidden"),
+        excluded("PR_DISPLAY_TO and PR_DISPLAY_CC", "display-name copies of the recipients already stored"),
+        excluded("PR_MESSAGE_CLASS", "which Outlook form shows the item, not what it says"),
+        excluded(
+            "transport headers other than From, To, Cc and Date",
+            "the route through mail servers, threading identifiers and client extensions, as for .eml",
+        ),
+        excluded("named properties and other MAPI properties", "Outlook's bookkeeping, with no agreed meaning"),
+        excluded("RTF body", "the plain or HTML body says the same thing (extract-msg derives one from it)"),
+        excluded(
+            "attachments (names and content)",
+            "an attachment is a file of its own; reading it as a child of its message is not built yet",
+        ),
+    ),
+)
+
 _DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
-_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL)
+_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL, _OUTLOOK)
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 
 

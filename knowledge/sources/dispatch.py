@@ -63,6 +63,7 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "odt": (_on_first_use("knowledge.sources.opendoc", "parse_odt"), "ODT"),
     "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
     "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
+    "outlook": (_on_first_use("knowledge.sources.outlook", "parse_msg"), "Outlook message"),
 }
 
 

@@ -28,6 +28,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "odt": "odt-1",
     "rtf": "rtf-1",
     "mail": "mail-1",
+    "outlook": "outlook-1",
 }
 
 
@@ -68,7 +69,7 @@ _OFFICE_SUFFIXES = {
     ".ods": ("spreadsheet", f"{_ODF}.spreadsheet"),
     ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
     ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
-    ".eml": ("mail", "message/rfc822"),
+    ".eml": ("mail", "message/rfc822"), ".msg": ("outlook", "application/vnd.ms-outlook"),
 }  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 

@@ -22,7 +22,7 @@ from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejecte
 from knowledge.sources.textutil import Block, clean_value, document, join_blocks
 
 _SNIFF_BYTES = 8 * 1024
-_SHOWN_HEADERS = (("Subject", "subject"), ("From", "from"), ("To", "to"), ("Cc", "cc"), ("Date", "date"))
+SHOWN_HEADERS = (("Subject", "subject"), ("From", "from"), ("To", "to"), ("Cc", "cc"), ("Date", "date"))
 
 
 def parse_eml(data: bytes, fmt: Format) -> ParsedDocument:
@@ -33,18 +33,31 @@ def parse_eml(data: bytes, fmt: Format) -> ParsedDocument:
         assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage
         fields = _header_fields(message)
         body = _body_text(message)
-    header_block = "\n".join(f"{label}: {fields[key]}" for label, key in _SHOWN_HEADERS if fields[key])
+    return message_document("mail", fields, body, fmt.mime)
+
+
+def message_document(parser: str, fields: dict[str, MetadataValue], body: str, mime: str) -> ParsedDocument:
+    """A message as the mail readers lay it out: the shown header fields (``subject``, ``from``, ``to``,
+    ``cc``, ``date``), then the body; the fields are its metadata."""
+    header_block = "\n".join(f"{label}: {fields[key]}" for label, key in SHOWN_HEADERS if fields.get(key))
     text, segments = join_blocks([Block(header_block), Block(body)])
-    if not body.strip() and not fields["subject"]:
+    if not body.strip() and not fields.get("subject"):
         raise SourceRejected("no_text", "message has no subject and no text body")
-    metadata = blank_metadata("mail")
+    metadata = blank_metadata(parser)
     metadata.update(fields)
-    return document("mail", text, segments, metadata, fmt.mime)
+    return document(parser, text, segments, metadata, mime)
+
+
+def html_to_text(content: str) -> str:
+    """An HTML body as the HTML reader shows it."""
+    from knowledge.sources.html_page import make_soup, visible_text
+
+    return visible_text(make_soup(content))
 
 
 def _header_fields(message: EmailMessage) -> dict[str, MetadataValue]:
     fields: dict[str, MetadataValue] = {}
-    for label, key in _SHOWN_HEADERS:
+    for label, key in SHOWN_HEADERS:
         value = _header(message, label)
         fields[key] = clean_value(value)
     date = message.get("Date")
@@ -69,9 +82,7 @@ def _body_text(message: EmailMessage) -> str:
         return ""
     content = _content(part)
     if part.get_content_subtype() == "html":
-        from knowledge.sources.html_page import make_soup, visible_text
-
-        return visible_text(make_soup(content))
+        return html_to_text(content)
     return content
 
 

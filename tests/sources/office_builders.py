@@ -136,3 +136,91 @@ def make_eml(subject: str, *, plain: str = "", html: str = "", attachment: bytes
     if attachment:
         message.add_attachment(attachment, maintype="application", subtype="octet-stream", filename="a.bin")
     return message.as_bytes(policy=SMTP)
+
+
+Attachment = tuple[str, bytes]  # file name, content
+
+
+def make_msg(
+    subject: str,
+    *,
+    plain: str = "",
+    html: str = "",
+    sender: tuple[str, str] = ("Ada Lovelace", "ada@example.org"),
+    to: Sequence[tuple[str, str]] = (("Grace Hopper", "grace@example.org"),),
+    bcc: str = "secret@example.org",
+    sent: tuple[int, int, int, int, int] = (2024, 3, 5, 9, 30),  # UTC
+    attachments: Sequence[Attachment] = (),
+) -> bytes:
+    """An Outlook message (.msg: MAPI properties in a compound file, [MS-OXMSG]) written with the compound
+    file writer extract-msg ships; no transport headers, as a message saved from Outlook's drafts or sent
+    items has none, so the reader takes sender, recipients and date from the properties."""
+    import struct
+    import tempfile
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from extract_msg.ole_writer import OleWriter
+
+    def string(value: str) -> bytes:
+        return value.encode("utf-16-le")
+
+    def fixed(tag: int, value: bytes) -> bytes:
+        return struct.pack("<II", tag, 0x6) + value.ljust(8, b"\x00")  # flags: readable, writable
+
+    def variable(tag: int, size: int) -> bytes:
+        return struct.pack("<IIII", tag, 0x6, size, 0)
+
+    writer = OleWriter()
+    props: list[bytes] = []
+
+    def stream(path: str, tag: int, data: bytes) -> None:
+        writer.addEntry(path + f"__substg1.0_{tag:08X}", data=data)
+
+    def text_property(prefix: str, tag: int, value: str, into: list[bytes]) -> None:
+        stream(prefix, tag, string(value))
+        into.append(variable(tag, len(string(value)) + 2))
+
+    text_property("", 0x001A001F, "IPM.Note", props)
+    text_property("", 0x0037001F, subject, props)
+    text_property("", 0x0C1A001F, sender[0], props)
+    text_property("", 0x5D01001F, sender[1], props)
+    text_property("", 0x0E04001F, "; ".join(name for name, _ in to), props)
+    if bcc:
+        text_property("", 0x0E02001F, bcc, props)
+    if plain:
+        text_property("", 0x1000001F, plain, props)
+    if html:
+        stream("", 0x10130102, html.encode("utf-8"))
+        props.append(variable(0x10130102, len(html.encode("utf-8"))))
+    when = datetime(*sent, tzinfo=UTC)
+    filetime = int((when - datetime(1601, 1, 1, tzinfo=UTC)).total_seconds() * 10_000_000)
+    props.append(fixed(0x00390040, struct.pack("<Q", filetime)))  # client submit time: the date sent
+    props.append(fixed(0x0E060040, struct.pack("<Q", filetime)))  # delivery time
+    props.append(fixed(0x0E070003, struct.pack("<I", 1)))  # message flags: read, not unsent
+    for n, (name, address) in enumerate(to):
+        prefix = f"__recip_version1.0_#{n:08X}/"
+        writer.addEntry(prefix[:-1], storage=True)
+        recipient: list[bytes] = [fixed(0x0C150003, struct.pack("<I", 1))]  # recipient type: To
+        text_property(prefix, 0x3001001F, name, recipient)
+        text_property(prefix, 0x3003001F, address, recipient)
+        text_property(prefix, 0x39FE001F, address, recipient)
+        writer.addEntry(prefix + "__properties_version1.0", data=b"\x00" * 8 + b"".join(recipient))
+    for n, (name, content) in enumerate(attachments):
+        prefix = f"__attach_version1.0_#{n:08X}/"
+        writer.addEntry(prefix[:-1], storage=True)
+        attached: list[bytes] = [fixed(0x37050003, struct.pack("<I", 1))]  # attach method: by value
+        text_property(prefix, 0x3707001F, name, attached)
+        text_property(prefix, 0x3001001F, name, attached)
+        stream(prefix, 0x37010102, content)
+        attached.append(variable(0x37010102, len(content)))
+        writer.addEntry(prefix + "__properties_version1.0", data=b"\x00" * 8 + b"".join(attached))
+    writer.addEntry("__nameid_version1.0", storage=True)
+    for tag in ("00020102", "00030102", "00040102"):
+        writer.addEntry(f"__nameid_version1.0/__substg1.0_{tag}", data=b"")
+    header = b"\x00" * 8 + struct.pack("<IIII", len(to), len(attachments), len(to), len(attachments)) + b"\x00" * 8
+    writer.addEntry("__properties_version1.0", data=header + b"".join(props))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "message.msg"
+        writer.write(path)
+        return path.read_bytes()

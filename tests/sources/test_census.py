@@ -22,7 +22,7 @@ from knowledge.sources.census import (
 from knowledge.sources.formats import Format
 
 from .builders import image_bytes, make_docx, make_epub, make_pdf
-from .office_builders import make_eml, make_odt, make_pptx, make_rtf, make_xlsx
+from .office_builders import make_eml, make_msg, make_odt, make_pptx, make_rtf, make_xlsx
 
 FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "text": lambda: parse_bytes(b"plain words\n", name="a.txt"),
@@ -40,6 +40,7 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "odt": lambda: parse_bytes(make_odt(["body"], title="T"), name="a.odt"),
     "rtf": lambda: parse_bytes(make_rtf(["body"]), name="a.rtf"),
     "mail": lambda: parse_bytes(make_eml("S", plain="body"), name="a.eml"),
+    "outlook": lambda: parse_bytes(make_msg("S", plain="body"), name="a.msg"),
 }
 
 PDF_INFO_KEYS = [
