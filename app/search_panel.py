@@ -8,7 +8,8 @@ cut. A query the syntax refuses is answered on the status line. Hits come
 back grouped by document (the best document first, at most ``PASSAGES_PER_DOCUMENT`` passages each);
 relevance is shown as the document's rank and a bar relative to the best hit — fusion scores mean
 nothing to a person. "Open at location" opens a PDF at the hit's page and a text file at its line where
-the platform allows (``app.open_at``); "Show in document" opens the chunk viewer at that chunk.
+the platform allows (``app.open_at``); "Show in document" (or a double-click) opens the in-app document
+viewer on the hit, where it stands (``app.document_viewer``).
 
 Threading contract: main thread. Searches run in an ``Op`` (the first one loads the query encoder off the
 main thread); one runs at a time, the latest typed query waits, and every request carries a sequence
@@ -297,9 +298,9 @@ def owned_copy_for(quire: Quire, copies: PrivateCopies, base_id: int, item_id: i
 
 
 class SearchPanel(QWidget):
-    """See the module docstring. ``show_chunk`` asks the window to open the chunk viewer."""
+    """See the module docstring. ``show_hits`` asks the window to open the document viewer."""
 
-    show_chunk = Signal(int, int, str, int)  # base id, item id, title, chunk id
+    show_hits = Signal(int, list, int)  # base id, the shown hits of one document, the chosen hit's chunk id
     searched = Signal(list)  # the hits just shown (tests and screenshots wait on it)
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
@@ -542,9 +543,14 @@ class SearchPanel(QWidget):
         self.search_button.setEnabled(self.ctx.base is not None and self.ctx.base.status == "ok")
 
     def open_source(self) -> None:
+        hit = self.current_hit()
+        if hit is not None:
+            self.open_hit(hit)
+
+    def open_hit(self, hit: Hit) -> None:
         """Open the hit's source at its page or line (``app.open_at``), or the base's copy when it is gone."""
-        hit, base, quire = self.current_hit(), self.ctx.base, self.ctx.quire
-        if hit is None or base is None or quire is None:
+        base, quire = self.ctx.base, self.ctx.quire
+        if base is None or quire is None:
             return
         if hit.source_path and Path(hit.source_path).is_file():
             self._open_at(hit, Path(hit.source_path))
@@ -567,7 +573,7 @@ class SearchPanel(QWidget):
             self.ctx.warn(path)  # the item's name is no document the desktop may open: nothing was copied
             return
         if path is None:
-            self.show_in_document()  # a note, or nothing kept: the chunk is the document
+            self.show_hit(hit)  # a note, or nothing kept: the viewer shows its text
             return
         self.ctx.info(f"The original of {hit.item_name!r} is gone; opening the copy the base keeps.")
         self._open_at(hit, path)
@@ -577,6 +583,13 @@ class SearchPanel(QWidget):
         self.copies.remove()
 
     def show_in_document(self) -> None:
-        hit, base = self.current_hit(), self.ctx.base
-        if hit is not None and base is not None:
-            self.show_chunk.emit(base.id, hit.item_id, hit.item_name, hit.chunk_id)
+        hit = self.current_hit()
+        if hit is not None:
+            self.show_hit(hit)
+
+    def show_hit(self, hit: Hit) -> None:
+        """Ask for the document viewer on ``hit``, with the listed hits of the same document beside it."""
+        base = self.ctx.base
+        if base is not None:
+            same = [h for h in self.results.hits if h.item_id == hit.item_id] or [hit]
+            self.show_hits.emit(base.id, same if hit in same else [hit, *same], hit.chunk_id)

@@ -41,6 +41,7 @@ from app.backup_menu import BackupMenu
 from app.bases_panel import BasesPanel
 from app.chunk_viewer import ChunkViewer
 from app.context import AppContext, why_base_refuses_changes
+from app.document_viewer import DocumentViewer
 from app.first_run import FirstRunPage
 from app.folder_runs_panel import FolderRunsPanel
 from app.item_model import ItemTreeModel
@@ -60,8 +61,10 @@ from app.worker_process import WorkerProcess
 from knowledge import lifecycle
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
+from knowledge.search import Hit
 
 log = logging.getLogger(__name__)
+
 
 class MainWindow(QMainWindow):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
@@ -84,7 +87,7 @@ class MainWindow(QMainWindow):
         self.start_worker = start_worker
         self.worker = WorkerProcess(data_dir, self)
         self.model = ItemTreeModel(self)
-        self._viewers: list[ChunkViewer] = []
+        self._viewers: list[ChunkViewer | DocumentViewer] = []
         self._closed = False
         self._parked: dict[int, list[int]] = {}
         self.startup_result: StartupResult | None = None
@@ -214,7 +217,7 @@ class MainWindow(QMainWindow):
         self.tree.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         self.tree.paths_dropped.connect(self.add_paths)
         self.tree.doubleClicked.connect(self._double_clicked)
-        self.search_panel.show_chunk.connect(self.open_chunk_viewer)
+        self.search_panel.show_hits.connect(self.open_document_viewer)
         self.worker.state_changed.connect(lambda state: self.status.worker_label.setText(f"Worker: {state}"))
         self.poller.polled.connect(self._show_progress)
         self.ctx.bases_changed.connect(self._show_first_run)
@@ -421,6 +424,15 @@ class MainWindow(QMainWindow):
 
     def open_chunk_viewer(self, base_id: int, item_id: int, title: str, chunk_id: int) -> ChunkViewer:
         viewer = ChunkViewer(self.ctx, base_id, item_id, title, chunk_id if chunk_id >= 0 else None, self)
+        self._viewers.append(viewer)
+        viewer.destroyed.connect(lambda *_: self._viewers.remove(viewer) if viewer in self._viewers else None)
+        viewer.show()
+        viewer.load()
+        return viewer
+
+    def open_document_viewer(self, base_id: int, hits: list[Hit], chunk_id: int) -> DocumentViewer:
+        """The in-app viewer on one document's hits, at ``chunk_id``'s (``app.document_viewer``)."""
+        viewer = DocumentViewer(self.ctx, base_id, hits, chunk_id, self.search_panel.open_hit, self)
         self._viewers.append(viewer)
         viewer.destroyed.connect(lambda *_: self._viewers.remove(viewer) if viewer in self._viewers else None)
         viewer.show()

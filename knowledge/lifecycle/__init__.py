@@ -43,6 +43,7 @@ from knowledge.lifecycle.operations import (
     list_items,
     reindex_items,
 )
+from knowledge.lifecycle.passages import DocumentPassages, Passage, open_passages
 from knowledge.lifecycle.recovery import (
     INTERRUPTED,
     QUARANTINED,
@@ -68,8 +69,10 @@ __all__ = [
     "QUARANTINED",
     "AddOutcome",
     "Changes",
+    "DocumentPassages",
     "ItemInput",
     "NoteInput",
+    "Passage",
     "PathInput",
     "Retried",
     "Stamps",
@@ -82,6 +85,7 @@ __all__ = [
     "is_stale",
     "list_item_chunks",
     "list_items",
+    "open_passages",
     "register",
     "reindex_failed",
     "reindex_items",

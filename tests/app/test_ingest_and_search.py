@@ -13,6 +13,7 @@ from PySide6.QtCore import QModelIndex, Qt
 from pytestqt.qtbot import QtBot
 
 from app.chunk_viewer import ChunkViewer
+from app.document_viewer import DocumentViewer
 from app.item_model import STATUS, StatusRole
 from app.open_at import OpenRequest
 from app.search_panel import HTML_ROLE, LOCATION, RELEVANCE, SNIPPET, SOURCE
@@ -175,11 +176,11 @@ def test_search_finds_the_expected_document_and_a_deleted_item_vanishes_at_once(
     opened = prompter.opened_at[0]
     assert isinstance(opened, OpenRequest) and opened.path == Path(hits[0].source_path)
     panel.show_in_document()
-    viewer = window.findChild(ChunkViewer, "chunkViewer")
-    assert viewer is not None
-    qtbot.waitUntil(lambda: viewer.loaded, timeout=10_000)
-    assert viewer.current_chunk() is not None and viewer.current_chunk()["chunk_id"] == hits[0].chunk_id
-    viewer.close()
+    shown = window.findChild(DocumentViewer, "documentViewer")
+    assert shown is not None
+    qtbot.waitUntil(lambda: shown.loaded, timeout=10_000)
+    assert shown.passage() is not None and shown.passage().chunk_id == hits[0].chunk_id  # type: ignore[union-attr]
+    shown.close()
 
     # the original is gone: "Open source" opens the base's own copy, under the file's name
     Path(hits[0].source_path).unlink()
