@@ -41,6 +41,7 @@ SKIP_CODES = frozenset(
         "binary",  # binary data behind a text suffix
         "not_regular_file",  # a device, pipe or socket
         "symlink_not_followed",  # a link to a folder, or one pointing outside the folder
+        "encrypted",  # locked with a password Quire does not have (an encrypted archive member)
     }
 )
 

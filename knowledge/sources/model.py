@@ -38,6 +38,7 @@ RejectCode = Literal[
     "parse_error",
     "no_text",
     "decompression_bomb",
+    "encrypted",
 ]
 REJECT_CODES: frozenset[str] = frozenset(get_args(RejectCode))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import tarfile
+import zipfile
 from typing import TYPE_CHECKING
 
 import docx
@@ -176,3 +178,21 @@ def noise_image(seed: int = 0, size: tuple[int, int] = (900, 1200)) -> PILImage:
 
     pixels = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0]), dtype=np.uint8)
     return Image.fromarray(pixels)
+
+
+def zip_of(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def tar_of(files: dict[str, bytes], mode: str = "w") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tf:  # type: ignore[call-overload]
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -81,7 +81,7 @@ def test_source_rejected_shape() -> None:
         SourceRejected("empty", "   ")
     assert {
         "too_large", "empty", "binary", "unsupported_type", "invalid_encoding", "unreadable",
-        "not_regular_file", "parse_error", "no_text", "decompression_bomb", "symlink_not_followed",
+        "not_regular_file", "parse_error", "no_text", "decompression_bomb", "symlink_not_followed", "encrypted",
     } == REJECT_CODES  # fmt: skip
 
 
