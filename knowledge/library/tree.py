@@ -19,11 +19,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Integer, and_, bindparam, cast, func, insert, select, text, update
+from sqlalchemy import Connection, Integer, and_, bindparam, cast, delete, func, insert, select, text, update
 
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional, sanitize_reason
 from knowledge.errors import NotFound
+from knowledge.library import index
 from knowledge.library.ids import BaseId, ItemId, RunId
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
@@ -246,7 +247,7 @@ def set_status(
         reconcile_above(conn, item_ids)
 
 
-def reset_values(status: str, *, error: Reason | None = None) -> dict[str, Any]:
+def _reset_values(status: str, *, error: Reason | None = None) -> dict[str, Any]:
     """What every reset of an item writes (reindex, prepare-root's re-expansion, a sync "changed"): the new
     status (or a terminal one for ``error``), no error, no chunks, no job, a fresh death count (the person
     or the file asked for a new start) and the next generation (which fences out any late job)."""
@@ -272,6 +273,84 @@ def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[ItemId]:
             .values(status="deleting", updated_at=time.time())
         )
     return ids
+
+
+class FileStat(NamedTuple):
+    """A file's size and mtime as last seen, so a later look can tell whether it changed."""
+
+    size: int | None
+    mtime: float | None
+
+
+def reset_leaves(
+    conn: Connection,
+    base_id: int,
+    item_ids: Sequence[int],
+    *,
+    error: Reason | None = None,
+    stat: FileStat | None = None,
+) -> None:
+    """Make these leaves ready to be indexed again: their material goes (vectors stashed by text hash, so
+    unchanged chunks are not embedded twice) and each row is reset to ``processing`` (or born terminal
+    for ``error``), with ``stat`` recorded when given. No reconciliation: the caller schedules them."""
+    index.clear_items_material(conn, base_id, item_ids, keep_vectors=True)
+    values = _reset_values("processing", error=error)
+    if stat is not None:
+        values.update(size=stat.size, mtime=stat.mtime)
+    for start in range(0, len(item_ids), 500):
+        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(**values))
+
+
+def reset_container(conn: Connection, item_id: int) -> None:
+    """Make a folder ``preparing`` again, for its prepare-root job to walk it anew."""
+    conn.execute(update(items).where(items.c.id == item_id).values(**_reset_values("preparing")))
+
+
+def mark_expanded(conn: Connection, root_id: int) -> None:
+    """A folder's walk is done: it is ``processing`` now, and its children's statuses decide its own."""
+    conn.execute(update(items).where(items.c.id == root_id).values(status="processing", updated_at=time.time()))
+
+
+def attach_job(conn: Connection, item_ids: Sequence[int], job_id: JobId, *, status: str | None = None) -> None:
+    """Record the job that will advance these items (in its enqueueing transaction), optionally with the
+    status it takes them up in. An item's job is what recovery and the orphan scan judge it by."""
+    values: dict[str, Any] = {"job_id": job_id} if status is None else {"job_id": job_id, "status": status}
+    for start in range(0, len(item_ids), 500):
+        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(**values))
+
+
+def count_death(conn: Connection, item_ids: Sequence[int]) -> None:
+    """These items were in flight when a worker died: one more death each (two quarantine an item)."""
+    for start in range(0, len(item_ids), 500):
+        conn.execute(
+            update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=items.c.deaths + 1)
+        )
+
+
+def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
+    """The worker survived these items: their death count starts over."""
+    for start in range(0, len(item_ids), 500):
+        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=0))
+
+
+def set_parent(conn: Connection, item_id: int, parent_id: int) -> None:
+    """Hang an item under another folder of the same tree (where a new walk found it)."""
+    conn.execute(update(items).where(items.c.id == item_id).values(parent_id=parent_id))
+
+
+def adopt_subtree(conn: Connection, adopted_id: int, root: Item, relative: str) -> None:
+    """An earlier root of its own becomes a child of the folder ``root`` at ``relative``: its whole subtree
+    joins ``root``'s tree (relative paths re-based on it) and it gives up its identity as a root."""
+    for member in subtree_items(conn, [adopted_id]):
+        rel = relative if member.id == adopted_id else f"{relative}/{member.relative_path}"
+        conn.execute(update(items).where(items.c.id == member.id).values(root_id=root.id, relative_path=rel))
+    conn.execute(update(items).where(items.c.id == adopted_id).values(parent_id=root.id, source_key=None))
+
+
+def remove_rows(conn: Connection, item_ids: Sequence[int]) -> None:
+    """Delete these rows; the caller has purged their material and owned files first."""
+    for start in range(0, len(item_ids), 500):
+        conn.execute(delete(items).where(items.c.id.in_(item_ids[start : start + 500])))
 
 
 def reconcile_above(conn: Connection, item_ids: Iterable[int]) -> None:

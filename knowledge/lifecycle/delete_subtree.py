@@ -7,11 +7,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection
 
 from jobs.runtime import JobContext
 from knowledge.library import blobs, index, tree
-from knowledge.store.schema import items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -59,7 +58,6 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
     ids = [i.id for i in batch]
     shas = blobs.shas_of_items(conn, ids)
     index.clear_items_material(conn, base_id, [i.id for i in leaves])
-    for start in range(0, len(ids), 500):
-        conn.execute(delete(items).where(items.c.id.in_(ids[start : start + 500])))
+    tree.remove_rows(conn, ids)
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
     return len(ids)

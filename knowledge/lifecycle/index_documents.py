@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, select
 
 from jobs.backoff import retry_transient
 from jobs.errors import Superseded
@@ -145,8 +145,7 @@ def _commit_outcomes(
         else:
             commit_prepared(conn, quire.blobs_dir, base, outcome, now)
         written.append(item_id)
-    for start in range(0, len(written), 500):  # the worker survived them: their death count starts over
-        conn.execute(update(items).where(items.c.id.in_(written[start : start + 500])).values(deaths=0))
+    tree.clear_deaths(conn, written)
     tree.reconcile_above(conn, written)
     return len(written)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, select
 
 from jobs.queue import JobId
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
@@ -394,7 +394,7 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
         else:
             ids = [e[0] for e in entries]
             job = quire.queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": base.id, "item_ids": ids}, base_id=base.id)
-        conn.execute(update(items).where(items.c.id.in_([e[0] for e in entries])).values(job_id=job.job_id))
+        tree.attach_job(conn, [e[0] for e in entries], job.job_id)
         changes.job_ids.append(job.job_id)
 
 

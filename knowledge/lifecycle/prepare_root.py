@@ -5,13 +5,12 @@ item per source), and schedule the leaves."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, delete, func, select, update
+from sqlalchemy import Connection, and_, func, select
 
 from jobs.runtime import JobContext
 from knowledge import preferences
@@ -63,7 +62,7 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         if root is None or root.status == "deleting":  # delete won the race: no children under it
             return {"skipped": "deleting"}
         plan = _expand(quire, conn, base, root, found)
-        conn.execute(update(items).where(items.c.id == root_id).values(status="processing", updated_at=time.time()))
+        tree.mark_expanded(conn, root_id)
     changes = Changes(base_id)
     try:
         schedule(quire, base, plan.to_schedule, changes, sizes=plan.sizes)
@@ -84,7 +83,7 @@ def _walk_or_none(folder: Path, data_dir: Path, ignore: list[str]) -> Walk | Non
     return None if "." in found.unreadable_dirs else found
 
 
-# Not read, by design or because something is wrong: ``create_item``/``_reset_leaf`` turn the code into
+# Not read, by design or because something is wrong: ``create_item``/``tree.reset_leaves`` turn the code into
 # ``skipped`` or ``failed`` (``items.terminal_status_for``): only the dangling link is a failure.
 _KIND_FAILURES: dict[str, Reason] = {
     "link_to_dir": Reason("symlink_not_followed", "a link to a folder is not followed"),
@@ -155,7 +154,7 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
                 seen.add(old.id)
                 parents[entry.relative] = old.id
                 if old.parent_id != parent_id:
-                    conn.execute(update(items).where(items.c.id == old.id).values(parent_id=parent_id))
+                    tree.set_parent(conn, old.id, parent_id)
             else:
                 parents[entry.relative] = _create_child(conn, root, entry, "directory", parent_id, None)
                 plan.created += 1
@@ -164,11 +163,11 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
         if old is not None and not old.is_container:
             seen.add(old.id)
             if old.parent_id != parent_id:  # adopted (or its folder was re-created): hang it where it lies
-                conn.execute(update(items).where(items.c.id == old.id).values(parent_id=parent_id))
+                tree.set_parent(conn, old.id, parent_id)
             if failure is None and _unchanged(old, entry, base):
                 plan.kept += 1
                 continue
-            _reset_leaf(conn, base.id, old.id, failure)
+            tree.reset_leaves(conn, base.id, [old.id], error=failure)
             plan.reset += 1
             item_id = old.id
         else:
@@ -208,11 +207,7 @@ def adopt_roots_below(conn: Connection, root: tree.Item, found: Walk) -> list[It
         current = tree.load_item(conn, row.id)
         if current is None or current.parent_id is not None:
             continue  # adopted already, with a folder adopted before it
-        members = tree.subtree_items(conn, [row.id])
-        for member in members:
-            rel = relative if member.id == row.id else f"{relative}/{member.relative_path}"
-            conn.execute(update(items).where(items.c.id == member.id).values(root_id=root.id, relative_path=rel))
-        conn.execute(update(items).where(items.c.id == row.id).values(parent_id=root.id, source_key=None))
+        tree.adopt_subtree(conn, row.id, root, relative)
         adopted.append(row.id)
     if adopted:
         log.info("folder %s adopted %d root(s) it holds", root.id, len(adopted))
@@ -244,11 +239,6 @@ def _create_child(
     )
 
 
-def _reset_leaf(conn: Connection, base_id: int, item_id: int, failure: Reason | None) -> None:
-    index.clear_items_material(conn, base_id, [item_id], keep_vectors=True)
-    conn.execute(update(items).where(items.c.id == item_id).values(**tree.reset_values("processing", error=failure)))
-
-
 def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:
     """Remove children whose source vanished: material, owned files, then rows (leaves first)."""
     if not gone:
@@ -260,7 +250,7 @@ def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence
             remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
             if remaining.scalar_one():
                 continue  # something still below it (a deleting descendant, or a kept child that moved)
-        conn.execute(delete(items).where(items.c.id == item.id))
+        tree.remove_rows(conn, [item.id])
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
     return len(gone)
 

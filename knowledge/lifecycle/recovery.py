@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, and_, or_, select
 
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs
@@ -107,17 +107,14 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
             park_interrupted(conn, [r.id for r in mine], record.id)
             continue
         in_flight = [r for r in mine if r.status in IN_FLIGHT]
-        if in_flight:
-            conn.execute(
-                update(items).where(items.c.id.in_([r.id for r in in_flight])).values(deaths=items.c.deaths + 1)
-            )
+        tree.count_death(conn, [r.id for r in in_flight])
         culprits = [r.id for r in in_flight if r.deaths + 1 >= DEATHS_BEFORE_QUARANTINE]
         tree.set_status(conn, culprits, "failed", error_code=QUARANTINED, error_message=QUARANTINED_MESSAGE)
         singles = [[r.id] for r in in_flight if r.deaths + 1 < DEATHS_BEFORE_QUARANTINE]
         waiting = [r.id for r in mine if r.status not in IN_FLIGHT]
         for group in [*singles, *([waiting] if waiting else [])]:
             job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": int(base_id), "item_ids": group}, base_id=base_id)
-            conn.execute(update(items).where(items.c.id.in_(group)).values(status="processing", job_id=job.job_id))
+            tree.attach_job(conn, group, job.job_id, status="processing")
         if culprits:
             log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
 

@@ -7,13 +7,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection
 
 from jobs.runtime import JobContext
-from knowledge.library import index, tree
+from knowledge.library import tree
 from knowledge.library.bases import find_base
 from knowledge.lifecycle.operations import Changes, Scheduled, schedule
-from knowledge.store.schema import items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -63,10 +62,10 @@ def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.It
 
 
 def _reset_roots(conn: Connection, base_id: int, roots: Sequence[tree.Item]) -> list[Scheduled]:
-    leaves = [r.id for r in roots if not r.is_container]
-    index.clear_items_material(conn, base_id, leaves, keep_vectors=True)
-    for root in roots:  # a reindex is the person's explicit retry: a quarantined item starts afresh
-        status = "preparing" if root.is_container else "processing"
-        conn.execute(update(items).where(items.c.id == root.id).values(**tree.reset_values(status)))
+    # a reindex is the person's explicit retry: a quarantined item starts afresh
+    tree.reset_leaves(conn, base_id, [r.id for r in roots if not r.is_container])
+    for root in roots:
+        if root.is_container:
+            tree.reset_container(conn, root.id)
     tree.reconcile_above(conn, [r.id for r in roots])
     return [Scheduled(r.id, r.type, None) for r in roots]

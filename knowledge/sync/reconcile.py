@@ -40,7 +40,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 from jobs.sanitize import sanitize_error, sanitize_optional
 from jobs.sessions import live_session_ids
 from knowledge.errors import Conflict, NotFound
-from knowledge.library import audit, index, tree
+from knowledge.library import audit, tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
 from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
@@ -416,12 +416,7 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
                 conn.execute(update(items).where(items.c.id == item.id).values(size=c.size, mtime=c.mtime))
                 applied += 1
                 continue
-            index.clear_items_material(conn, root.base_id, [item.id], keep_vectors=True)
-            conn.execute(
-                update(items)
-                .where(items.c.id == item.id)
-                .values(**tree.reset_values("processing"), size=c.size, mtime=c.mtime)
-            )
+            tree.reset_leaves(conn, root.base_id, [item.id], stat=tree.FileStat(c.size, c.mtime))
             to_index.append(item.id)
             touched.append(item.id)
         elif c.kind == "removed":
