@@ -27,6 +27,7 @@ from jobs.transport import Transport, WakeTransport
 from knowledge import preferences
 from knowledge.ingest import encode_watch
 from knowledge.ingest.parse_worker import ParseWorkers
+from knowledge.library.vector_file import VectorFiles
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi, settings
@@ -53,7 +54,8 @@ class Quire:
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
-    # What search holds in memory of each base's vectors (filled on a base's first vector search).
+    # What search holds of each base's vectors: mapped from the base's file (a local store), or read from
+    # its rows into memory (a team store); filled on a base's first vector search.
     vectors: VectorIndex = field(default_factory=VectorIndex)
     # Keyword search's term counts per base (used on large bases only).
     terms: TermStats = field(default_factory=TermStats)
@@ -78,7 +80,9 @@ class Quire:
         registry = Registry()
         session = Session.for_this_process(hosts_worker=hosts_worker)
         queue = JobQueue(db, transport, registry, session)
-        quire = cls(data_dir, db, transport, registry, queue, doorbell=Doorbell.for_directory(data_dir))
+        vectors = VectorIndex(VectorFiles(db, data_dir))  # mapped from each base's file in the data directory
+        doorbell = Doorbell.for_directory(data_dir)
+        quire = cls(data_dir, db, transport, registry, queue, vectors=vectors, doorbell=doorbell)
         queue.on_enqueue = quire._ring_after_commit
         from knowledge.library.bases import verify_base_indexes
 

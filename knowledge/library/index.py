@@ -6,6 +6,10 @@ Everything here runs inside the caller's write transaction, so an item's rows, c
 keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
 pages are ordinary pages of the same database; FACTS.md "vec0 writes").
 
+Each base's vectors are also in a memory-mapped file search reads (:mod:`knowledge.library.vector_file`),
+derived from these rows: it is appended after every commit that wrote material and rebuilt from the rows
+whenever it does not match them.
+
 Two stamps let a search process keep its in-memory copy fresh cheaply, both written in the same
 transactions as the material: every write or clear of a base's chunks bumps the base's
 ``vectors.version.<base id>`` setting, and chunk ids are never reused (``chunks.next_id``), so "what
@@ -27,7 +31,9 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
 
 from knowledge.library import index_postgres as pg
+from knowledge.library.vector_file import RemoveAfterCommit, SyncAfterCommit
 from knowledge.store import settings
+from knowledge.store.database import after_commit
 from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
@@ -78,6 +84,8 @@ def drop_base_index(conn: Connection, base_id: int) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007
     settings.remove(conn, version_key(base_id))
+    if not _on_postgres(conn) and conn.in_transaction():
+        after_commit(conn, RemoveAfterCommit(base_id))
 
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
@@ -183,7 +191,15 @@ def write_item_material(
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
     )
     bump_version(conn, base_id)
+    _sync_file_after_commit(conn, base_id, check_dead=False)
     return ids
+
+
+def _sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool) -> None:
+    """Append the new rows to the base's vector file once they are committed (``knowledge.library.vector_file``;
+    a search that finds the file behind syncs it itself, so a crash before this runs loses nothing)."""
+    if not _on_postgres(conn) and conn.in_transaction():
+        after_commit(conn, SyncAfterCommit(base_id, check_dead=check_dead))
 
 
 def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int], *, keep_vectors: bool = False) -> int:
@@ -215,6 +231,7 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
         removed += len(chunk_ids)
     if removed:
         bump_version(conn, base_id)
+        _sync_file_after_commit(conn, base_id, check_dead=True)
     return removed
 
 

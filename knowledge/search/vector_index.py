@@ -6,9 +6,11 @@ grows with k (≈ 9 ms at k = 10, 37 ms at k = 100, 66 ms at k = 200) and readin
 for rescoring costs ~0.6 ms each, so a quantized search through vec0 costs 100 ms and more. The same
 work over numpy arrays in memory takes a few milliseconds.
 
-What is held per base (about 0.8 KB per chunk: ~80 MB for 100,000 chunks): the chunk ids, the vectors'
-sign bits packed in uint64 words (48 bytes for 384 dimensions) and their float16 copies
-(``chunks.vector_f16``, written with the material by :mod:`knowledge.library.index`).
+What is held per base (about 0.8 KB per chunk): the chunk ids, the vectors' sign bits packed in uint64
+words (48 bytes for 384 dimensions) and their float16 copies. On a local store they are views of the
+base's memory-mapped vector file (:mod:`knowledge.library.vector_file`), so opening a base reads nothing
+and only the pages a search touches become resident (the sign bits, and the few float16 rows rescored);
+on a team store they are read from ``chunks.vector_f16`` into memory.
 
 Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
 copies, ≤ 30 MB, · query) — exact up to float16 rounding (|Δcos| < 1e-3, below the bf16 model's own
@@ -20,11 +22,13 @@ abstract chunks): x10 0.956, x20 0.982, x40 0.992 on SciFact's own vectors; x40 
 
 Freshness: every write or clear of a base's chunks bumps its version (:func:`knowledge.library.index.vectors_version`)
 in the same transaction, and chunk ids are never reused. A search reads the version inside its own
-read snapshot; if it moved, the chunks with ids above the last one held are read and appended as a new
-segment (an ingest adds a few hundred at a time). Deleted chunks stay held — search joins every hit to
-its live chunk row in the same snapshot, so they are never returned — until they are more than a
-quarter of what is held; then the base is read again from scratch. A base is known by (id, created_at),
-so a new base that reuses a deleted one's id starts afresh.
+read snapshot. With a file: a mapping at that version or later serves it (rows its snapshot lacks are
+dropped by the join); otherwise the file is mapped again and, if it is still behind (the writer's
+after-commit append did not run), synced by the search itself. Without one: the chunks with ids above the
+last one held are read and appended as a new segment, and the base is read again from scratch once its
+dead chunks are more than a quarter of what is held. Either way deleted chunks may stay held — search
+joins every hit to its live chunk row in the same snapshot, so they are never returned. A base is known
+by (id, created_at), so a new base that reuses a deleted one's id starts afresh.
 
 Threading: one lock serialises refreshes; the held arrays are never modified, only replaced, so a
 search running meanwhile keeps a consistent view.
@@ -32,6 +36,7 @@ search running meanwhile keeps a consistent view.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 
@@ -42,6 +47,11 @@ from sqlalchemy import Connection, text
 from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
 from knowledge.library.index import vec_table, vectors_version
+from knowledge.library.vector_file import BaseKey, Mapped, VectorFiles, sign_bits
+
+__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "sign_bits"]
+
+log = logging.getLogger(__name__)
 
 EXACT_SCAN_MAX = 20_000
 OVERSAMPLE = 40
@@ -87,21 +97,14 @@ class _Held:
         return sum(len(s.ids) for s in self.segments)
 
 
-def sign_bits(vectors: npt.NDArray[np.floating]) -> Bits:
-    """One bit per dimension (positive → 1), packed little-endian into uint64 words."""
-    packed = np.packbits(np.asarray(vectors) > 0, axis=-1, bitorder="little")
-    pad = (-packed.shape[-1]) % 8
-    if pad:
-        packed = np.pad(packed, [(0, 0)] * (packed.ndim - 1) + [(0, pad)])
-    return np.ascontiguousarray(packed).view(np.uint64)
-
-
 class VectorIndex:
     """The held vectors of every base this process searched (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: VectorFiles | None = None) -> None:
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
+        # None: read every base's vectors out of its rows into memory (a team store: no local files)
+        self._files = files
 
     def nearest(self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         """The k nearest held chunks as (chunk id, cosine distance), nearest first (deleted ones included)."""
@@ -135,16 +138,44 @@ class VectorIndex:
         key = (base.id, base.created_at)
         version = vectors_version(conn, base.id)
         held = self._held.get(base.id)
-        if held is not None and held.key == key and held.version == version:
+        if held is not None and held.key == key and self._fresh(held, version):
             return held
         with self._lock:
             held = self._held.get(base.id)
-            if held is None or held.key != key:
+            if held is not None and held.key == key and self._fresh(held, version):
+                return held
+            if self._files is not None:
+                held = self._from_file(conn, base, key, version)
+            elif held is None or held.key != key:
                 held = _load(conn, base, key, version)
             elif held.version != version:
                 held = _refresh(conn, base, held, version)
             self._held[base.id] = held
             return held
+
+    def _fresh(self, held: _Held, version: int) -> bool:
+        """A file may be ahead of the caller's snapshot (appended after a later commit): the rows it does
+        not see are dropped by the join to live chunks, so the mapping serves older snapshots too."""
+        return held.version == version or (self._files is not None and held.version > version)
+
+    def _from_file(self, conn: Connection, base: Base, key: tuple[int, float], version: int) -> _Held:
+        """The base's vector file mapped, synced first if it is behind this snapshot or not the rows'."""
+        assert self._files is not None
+        files = self._files
+        mapped = files.peek(BaseKey(base.id, base.created_at, base.dimension))
+        try:
+            if mapped is None or mapped.version < version or not files.matches_rows(conn, mapped):
+                mapped = files.sync(base.id)
+        except OSError:  # no room, no permission: search from rows in memory, as without files
+            log.warning("the vector file of base %s could not be written; reading rows", base.id, exc_info=True)
+            return _load(conn, base, key, version)
+        if mapped is None or mapped.version < version:  # the base is gone, or the file lags still
+            return _load(conn, base, key, version)
+        return _Held.build(key, mapped.version, mapped.header.last_id, _mapped_segments(mapped))
+
+
+def _mapped_segments(mapped: Mapped) -> tuple[_Segment, ...]:
+    return (_Segment(mapped.ids, mapped.bits, mapped.halves),) if mapped.header.count else ()
 
 
 def _rows(conn: Connection, base: Base, after: int) -> tuple[list[int], Halves]:
