@@ -118,7 +118,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--queries-file", type=Path, help='JSON lines {"id", "text"}: one JSON line {"id", "hits", "elapsed_ms"} each'
     )
-    p.add_argument("--mode", choices=MODES, default="hybrid")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid: both rankings, fused as fitted on judged queries; hybrid-rrf: both, by reciprocal-rank fusion",
+    )
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--subtree", type=int, help="only inside this item")
     p.set_defaults(func=cmd_search)

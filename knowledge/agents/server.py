@@ -234,7 +234,8 @@ class QuireMCP:
 
         @mcp.tool(
             description=(
-                "Search one knowledge base. mode: hybrid (default), vector or keyword. limit: 1-25. subtree: an "
+                "Search one knowledge base. mode: hybrid (default: both rankings, fused as fitted on judged queries), "
+                "hybrid-rrf (both, by reciprocal-rank fusion), vector or keyword. limit: 1-25. subtree: an "
                 "item id (a folder) to search under. The query takes the syntax of README 'Search syntax': "
                 '"exact phrase" (required), -word (leave out documents with it), type:pdf, in:"folder name", '
                 "tag:project (note tags), from:ana (mail sender), after:2024-01, before:2025 (file modification "

@@ -1,4 +1,9 @@
-"""Search over a base: vector (cosine), keyword (FTS5, BM25) and hybrid (weighted reciprocal-rank fusion).
+"""Search over a base: vector (cosine), keyword (FTS5, BM25) and hybrid (the two fused).
+
+Hybrid fuses the two rankings with the fusion fitted on SciFact's training queries
+(:mod:`knowledge.search.fusion`, its numbers in ``resources/fusion/``); ``hybrid-rrf`` fuses them by
+weighted reciprocal-rank fusion, as hybrid did before, and is what hybrid falls back to when the fusion
+data cannot be loaded.
 
 Visibility: hits are joined to their items and ``deleting`` items are dropped inside the same read
 snapshot, so nothing whose delete has committed is ever returned. Both rankings are over-fetched and
@@ -32,9 +37,12 @@ can make one search cost an unbounded FTS5 OR-query or encoder call.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +54,7 @@ from knowledge.library.bases import Base, assert_base_can_run_runtime_operation,
 from knowledge.library.index import fts_table
 from knowledge.library.links import Backlink, backlinks
 from knowledge.library.location import Location, read_by_ocr
+from knowledge.search import fusion
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
 from knowledge.search.snippets import WORD, make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse, plain
@@ -55,8 +64,9 @@ from knowledge.search.vector_index import VectorIndex
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
-MODES = ("hybrid", "vector", "keyword")
-# Hybrid: reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
+MODES = ("hybrid", "vector", "keyword", "hybrid-rrf")
+HYBRID_MODES = frozenset({"hybrid", "hybrid-rrf"})
+# hybrid-rrf: reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
 # ranking, equal weights. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py,
 # results/hybrid_tuning.json): nDCG@10 is flat for k from 2 to 10 (0.720-0.725) and falls towards the
 # classic k = 60 (0.714-0.716), so k = 5 — a small k lets each ranking's first places decide, which suits
@@ -332,6 +342,45 @@ def fuse(
     return [(rows[cid], scores[cid]) for cid in ordered]
 
 
+_RRF = fusion.rrf(RRF_K, VECTOR_WEIGHT)
+_TEXTS = text("SELECT id, text FROM chunks WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
+
+
+def _texts(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, str]:
+    ids = list(dict.fromkeys(chunk_ids))
+    return {int(r[0]): str(r[1]) for r in conn.execute(_TEXTS, {"ids": ids}).all()} if ids else {}
+_log = logging.getLogger(__name__)
+
+
+@functools.cache
+def active_fusion(path: Path | None = None) -> fusion.Fusion:
+    """The fusion ``hybrid`` uses: the shipped data file's (``path``: another file), loaded once per
+    process; a file that does not load is logged once and hybrid falls back to RRF."""
+    try:
+        return fusion.load_fusion(path or fusion.default_path())
+    except fusion.FusionDataError as exc:
+        _log.warning("%s", exc)
+        return _RRF
+
+
+def fuse_with(
+    fuser: fusion.Fusion,
+    by_vector: Ranked,
+    by_keyword: Ranked,
+    depth: int,
+    texts: dict[int, str] | None = None,
+    terms: Sequence[str] = (),
+) -> Ranked:
+    """The candidates of both rankings ordered by ``fuser``'s scores, shifted so the worst candidate scores
+    0 (the window's relevance bar divides by the best; a learned score can be negative). ``texts`` (by
+    chunk id) and ``terms`` feed the coverage features, when the fusion uses them."""
+    rows, features = fusion.candidate_features(by_vector, by_keyword, texts or {}, terms)
+    if not rows:
+        return []
+    scores = fuser.scores(features)
+    return fusion.order(rows, scores - float(scores.min()), depth)
+
+
 # -- entry point -------------------------------------------------------------------------------
 
 
@@ -356,7 +405,10 @@ def search(
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
-    depth = limit if mode != "hybrid" else max(limit, HYBRID_DEPTH)
+    hybrid = mode in HYBRID_MODES
+    depth = max(limit, HYBRID_DEPTH) if hybrid else limit
+    fuser = (active_fusion() if mode == "hybrid" else _RRF) if hybrid else None
+    terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
 
     def keyword(conn: Connection, scope: Scope) -> Ranked:
         return keyword_candidates(conn, base, parsed, depth, scope, stats=quire.terms)
@@ -367,21 +419,20 @@ def search(
         # hybrid: the keyword part runs on the search thread, in its own read snapshot, while this thread
         # encodes the query and scans the vectors (SQLite and torch both release the GIL): hybrid then costs
         # about its slower half, not the sum of both
-        background = (
-            _KEYWORD_THREAD.submit(_in_snapshot, quire, base, parsed, subtree, keyword, 0) if mode == "hybrid" else None
-        )
+        background = _KEYWORD_THREAD.submit(_in_snapshot, quire, base, parsed, subtree, keyword, 0) if hybrid else None
         vector = quire.query_encoder(base).encode_query(parsed.text)
 
         def both(conn: Connection, scope: Scope) -> Ranked:
             by_vector = vector_candidates(conn, base, vector, depth, scope, index=quire.vectors)
-            if background is None:
+            if background is None or fuser is None:
                 return by_vector
-            return fuse([by_vector, background.result()], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+            by_keyword = background.result()
+            if fuser.kind == "rrf":
+                return fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
+            texts = _texts(conn, [c.id for c, _s in (*by_vector, *by_keyword)]) if fuser.needs_texts else {}
+            return fuse_with(fuser, by_vector, by_keyword, depth, texts, terms)
 
-        found = _in_snapshot(
-            quire, base, parsed, subtree, both, limit, exact_first=mode == "hybrid" and _looks_up(parsed)
-        )
-    terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
+        found = _in_snapshot(quire, base, parsed, subtree, both, limit, exact_first=hybrid and _looks_up(parsed))
     marked = [*parsed.phrases, *parsed.identifiers]
     hits = [_hit(row, score, mode, terms, marked) for row, score in found]
     return _with_backlinks(quire, base, hits)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytestqt.qtbot import QtBot
@@ -92,3 +93,27 @@ def test_a_hit_tells_which_notes_link_to_its_document(
     assert names == ["alpha.md"]
     tip = panel.results.data(panel.results.index(0, SOURCE), Qt.ItemDataRole.ToolTipRole)
     assert tip.endswith("\nLinked from: delta.md"), tip
+
+
+def test_the_mode_box_offers_both_fusions_and_the_search_gets_the_one_chosen(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    modes = [panel.mode.itemText(n) for n in range(panel.mode.count())]
+    assert modes[0] == "hybrid" and "hybrid-rrf" in modes  # the fitted fusion is the default
+    asked: list[str] = []
+    real = panel.search_fn
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs["mode"])
+        return real(*args, **kwargs)
+
+    panel.search_fn = recording
+    scores = {}
+    for mode in ("hybrid", "hybrid-rrf"):
+        names, _status = _search(qtbot, panel, "harbour dredging silt", mode)
+        assert names, mode
+        scores[mode] = [round(h.score, 6) for h in panel.results.hits]
+    assert asked == ["hybrid", "hybrid-rrf"]
+    assert scores["hybrid"] != scores["hybrid-rrf"]  # two fusions, not one under two names

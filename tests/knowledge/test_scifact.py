@@ -79,7 +79,7 @@ def test_known_queries_find_their_documents(quire: Quire, tmp_path: Path) -> Non
 
     found: dict[str, float] = {}
     quality: dict[str, float] = {}
-    for mode in ("hybrid", "vector", "keyword"):
+    for mode in ("hybrid", "hybrid-rrf", "vector", "keyword"):
         hits, gain = 0, 0.0
         for _qid, text, relevant in queries:
             ranked = _documents_in_order(search(quire, "kb", text, mode=mode, limit=10))
@@ -95,3 +95,6 @@ def test_known_queries_find_their_documents(quire: Quire, tmp_path: Path) -> Non
     # single mode, so hybrid has to beat the better of the two by a clear margin, and find as many
     assert quality["hybrid"] >= max(quality["vector"], quality["keyword"]) + 0.015, quality
     assert found["hybrid"] >= max(found["vector"], found["keyword"]), found
+    # the fitted fusion (resources/fusion/) must not fall below the reciprocal-rank fusion it replaced; a
+    # fusion file that did not load would make the two equal, and fail here too
+    assert quality["hybrid"] > quality["hybrid-rrf"], quality

@@ -123,3 +123,43 @@ def test_a_hit_shows_the_notes_that_link_to_its_document(opened: Quire, indexed:
     assert hit["item_name"] == "alpha.md" and [b["name"] for b in hit["linked_from"]] == ["delta.md"]
     text = quire_cli("search", "kb", '"tidal silt budget"', "--mode", "keyword", data_dir=indexed).stdout
     assert "linked from: delta.md" in text
+
+
+FUSION_QUERY = "harbour dredging silt"
+
+
+def _ranked(hits: list[dict[str, object]]) -> list[tuple[object, float]]:
+    return [(h["chunk_id"], round(float(h["score"]), 6)) for h in hits]  # type: ignore[arg-type]
+
+
+def test_the_fusion_chosen_reaches_the_search_on_every_surface(opened: Quire, indexed: Path) -> None:
+    """``hybrid`` (the fitted fusion) and ``hybrid-rrf`` score differently; the CLI and MCP return exactly what
+    the operation returns for the mode they were given, so each passes the choice through."""
+    expected = {
+        mode: [(h.chunk_id, round(h.score, 6)) for h in search(opened, "kb", FUSION_QUERY, mode=mode, limit=LIMIT)]
+        for mode in ("hybrid", "hybrid-rrf")
+    }
+    assert expected["hybrid"] != expected["hybrid-rrf"]
+    # RRF's scores are sums of 0.5 / (5 + rank): the best is at most 1/6
+    assert 0 < expected["hybrid-rrf"][0][1] <= 1 / 6 + 1e-6
+    for mode, want in expected.items():
+        result = quire_cli(
+            "--json", "search", "kb", FUSION_QUERY, "--mode", mode, "--limit", str(LIMIT), data_dir=indexed
+        )
+        assert result.returncode == 0, result.stderr
+        assert _ranked(json.loads(result.stdout)["hits"]) == want, mode
+
+    server = QuireMCP(opened, agent="claude").server
+    by_mcp: dict[str, list[tuple[object, float]]] = {}
+
+    async def session() -> None:
+        async with Client(server) as client:
+            for mode in expected:
+                result = await client.call_tool(
+                    "search", {"base": "kb", "query": FUSION_QUERY, "mode": mode, "limit": LIMIT}
+                )
+                answer = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
+                by_mcp[mode] = [(h["chunk_id"], round(float(h["score"]), 6)) for h in answer["hits"]]
+
+    run(session)
+    assert by_mcp == expected

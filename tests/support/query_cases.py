@@ -105,6 +105,10 @@ CASES: list[Case] = [
     Case("report_v2.pdf", top="gamma"),
     Case("parse_query", mode="keyword", docs=frozenset({"gamma"})),
     Case("Foo::bar", top="gamma"),
+    # the same syntax holds whichever way hybrid fuses its two rankings
+    Case('"tidal silt budget"', mode="hybrid-rrf", docs=frozenset({"alpha"})),
+    Case('harbour in:"Lab notes"', mode="hybrid-rrf", docs=frozenset({"gamma", "delta"})),
+    Case("ABC-1234", mode="hybrid-rrf", top="alpha"),
     # bad queries: a message, never an exception
     Case('harbour "silt budget', error="unmatched quote"),
     Case("harbour after:notadate", error="after:notadate is not a date"),
