@@ -452,7 +452,8 @@ def fusion_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
         "cache holds both rankings and the chunk texts, so fitting never encodes). nDCG@10 over documents. "
         "Single rankings over the same candidates: "
         + ", ".join(f"{m} {v:.4f}" for m, v in r["single_modes_ndcg@10"].items())
-        + ". A variant may be adopted only if it beats shipped RRF in every fold.",
+        + ". A variant may be adopted only if it beats shipped RRF in every fold; of those, the simplest (the "
+        "table runs from fewest fitted numbers to most) within 0.005 of the best is.",
         "",
         table(["variant", "CV nDCG@10", "vs shipped RRF", "per fold", "wins every fold"], rows),
         "",
