@@ -173,6 +173,46 @@ def test_importing_the_core_loads_neither_qt_nor_torch() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def _job_types() -> dict[str, tuple[str, str]]:
+    """Each job type a room registers (``JobType(NAME, …)``): the constant's name -> (its room, its value)."""
+    registered: set[tuple[str, str]] = set()
+    constants: dict[tuple[str, str], str] = {}
+    for path in (REPO / "knowledge").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        room = room_of(path)
+        for node in ast.walk(tree):
+            is_job_type = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "JobType" and node.args
+            if is_job_type and isinstance(node.args[0], ast.Name):  # type: ignore[attr-defined]
+                registered.add((room, node.args[0].id))  # type: ignore[attr-defined]
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name) and isinstance(stmt.value.value, str):
+                        constants[(room, target.id)] = stmt.value.value
+    return {name: (room, constants[(room, name)]) for room, name in registered}
+
+
+def test_no_room_enqueues_another_rooms_job_by_name() -> None:
+    """A room schedules another room's work through that room's verbs (``lifecycle.schedule_index``,
+    ``schedule_delete``, ``sync.schedule_reconcile``…), never by its job type: neither the constant nor
+    the type's string appears outside the room that registers it (the app included)."""
+    job_types = _job_types()
+    assert {"INDEX_DOCUMENTS", "DELETE_SUBTREE", "SYNC_ROOT"} <= set(job_types), job_types
+    values = {value: room for room, value in job_types.values()}
+    violations: list[str] = []
+    for package in ("knowledge", "app"):
+        for path in (REPO / package).rglob("*.py"):
+            room = room_of(path) if package == "knowledge" else "app"
+            for name in imports_of(path):
+                owner = job_types.get(name.split(".")[-1])
+                if owner is not None and name.startswith("knowledge.") and owner[0] != room:
+                    violations.append(f"{path.relative_to(REPO)} imports {name}")
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and values.get(node.value, room) != room:  # type: ignore[arg-type]
+                    violations.append(f"{path.relative_to(REPO)} names the job type {node.value!r}")
+    assert not violations, "\n".join(sorted(set(violations)))
+
+
 def test_app_writes_no_sql() -> None:
     for path in Path(REPO / "app").rglob("*.py"):
         source = path.read_text()

@@ -43,14 +43,12 @@ TABLE_OWNERS: dict[str, str] = {
 
 SHARED_FOR_NOW: dict[str, set[str]] = {
     "items": {
-        "knowledge.folder_runs.commit",
         "knowledge.ingest.material",
         "knowledge.library.bases",
         "knowledge.portable.import_",
         "knowledge.portable.import_stages",
         "knowledge.portable.relocate",
         "knowledge.portable.salvage",
-        "knowledge.sync.reconcile",
     },
     "bases": {"knowledge.lifecycle.ocr_language", "knowledge.portable.import_"},
     "identities": {"knowledge.portable.import_"},

@@ -19,7 +19,6 @@ from knowledge.ingest.material import Prepared, commit_prepared
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
-from knowledge.store.schema import items
 from knowledge.store.schema_runs import (
     folder_run_outcomes,
     folder_runs,
@@ -186,7 +185,7 @@ def _ensure_container(conn: Connection, ctx: JobContext, run: RunRecord, agent: 
             run_id=run.id,
         ),
     )
-    conn.execute(update(items).where(items.c.id == container).values(job_id=ctx.job_id))
+    tree.attach_job(conn, [container], ctx.job_id)
     conn.execute(
         update(folder_runs)
         .where(folder_runs.c.id == run.id)

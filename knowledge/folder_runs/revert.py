@@ -12,7 +12,8 @@ from knowledge.folder_runs.ledger import load_run, run_containers, size_and_coun
 from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.library import audit, tree
 from knowledge.library.bases import assert_base_writable, load_base
-from knowledge.lifecycle.operations import DELETE_SUBTREE, idempotency_key
+from knowledge.library.ids import ItemId
+from knowledge.lifecycle import schedule_delete
 from knowledge.principal import Principal
 
 if TYPE_CHECKING:
@@ -49,16 +50,10 @@ def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
         roots = [
             c for c in run_containers(conn, run.id) if (item := tree.load_item(conn, c)) and item.status != "deleting"
         ]
-        marked = tree.mark_deleting(conn, roots) if roots else []
+        marked: list[ItemId] = []
         job_id: int | None = None
         if roots:
-            job_id = quire.queue.enqueue(
-                conn,
-                DELETE_SUBTREE,
-                {"base_id": base.id, "root_ids": sorted(roots)},
-                base_id=base.id,
-                key=idempotency_key(base.id, roots, "delete"),
-            ).job_id
+            marked, job_id = schedule_delete(quire.queue, conn, base.id, roots)
         transition(
             conn,
             run.id,

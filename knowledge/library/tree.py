@@ -333,6 +333,30 @@ def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
         conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=0))
 
 
+def set_file_stat(conn: Connection, item_id: int, stat: FileStat) -> None:
+    """Record a file's size and mtime as seen now (its bytes, and so its index, unchanged)."""
+    conn.execute(update(items).where(items.c.id == item_id).values(size=stat.size, mtime=stat.mtime))
+
+
+def move(
+    conn: Connection, item_id: int, *, parent_id: int, source_path: str, relative_path: str, stat: FileStat
+) -> None:
+    """A file or folder renamed or moved within its tree: its place changes, its index stays."""
+    conn.execute(
+        update(items)
+        .where(items.c.id == item_id)
+        .values(
+            relative_path=relative_path,
+            source_path=source_path,
+            name=relative_path.rsplit("/", 1)[-1],
+            parent_id=parent_id,
+            size=stat.size,
+            mtime=stat.mtime,
+            updated_at=time.time(),
+        )
+    )
+
+
 def set_parent(conn: Connection, item_id: int, parent_id: int) -> None:
     """Hang an item under another folder of the same tree (where a new walk found it)."""
     conn.execute(update(items).where(items.c.id == item_id).values(parent_id=parent_id))

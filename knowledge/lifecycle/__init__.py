@@ -28,10 +28,6 @@ from knowledge.lifecycle import delete_subtree, index_documents, prepare_root, r
 from knowledge.lifecycle.identity import ALREADY_COVERED, ALREADY_PRESENT, CREATED, AddOutcome
 from knowledge.lifecycle.ocr_language import installed_languages, set_ocr_language
 from knowledge.lifecycle.operations import (
-    DELETE_SUBTREE,
-    INDEX_DOCUMENTS,
-    PREPARE_ROOT,
-    REINDEX_SUBTREE,
     Changes,
     ItemInput,
     NoteInput,
@@ -56,6 +52,15 @@ from knowledge.lifecycle.recovery import (
     requeue_interrupted_index,
 )
 from knowledge.lifecycle.retry_failed import Retried, reindex_failed
+from knowledge.lifecycle.scheduling import (
+    DELETE_SUBTREE,
+    INDEX_BATCH,
+    INDEX_DOCUMENTS,
+    PREPARE_ROOT,
+    REINDEX_SUBTREE,
+    schedule_delete,
+    schedule_index,
+)
 from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
 
 if TYPE_CHECKING:
@@ -65,6 +70,7 @@ __all__ = [
     "ALREADY_COVERED",
     "ALREADY_PRESENT",
     "CREATED",
+    "INDEX_BATCH",
     "INTERRUPTED",
     "QUARANTINED",
     "AddOutcome",
@@ -90,6 +96,8 @@ __all__ = [
     "reindex_failed",
     "reindex_items",
     "reindex_stale",
+    "schedule_delete",
+    "schedule_index",
     "set_ocr_language",
     "stale_items",
 ]

@@ -60,24 +60,24 @@ from knowledge.lifecycle.identity import (
 from knowledge.lifecycle.reading import get_item as get_item
 from knowledge.lifecycle.reading import list_item_chunks as list_item_chunks
 from knowledge.lifecycle.reading import list_items as list_items
+from knowledge.lifecycle.scheduling import DELETE_SUBTREE as DELETE_SUBTREE
+from knowledge.lifecycle.scheduling import INDEX_BATCH as INDEX_BATCH
+from knowledge.lifecycle.scheduling import INDEX_BATCH_BYTES as INDEX_BATCH_BYTES
+from knowledge.lifecycle.scheduling import INDEX_DOCUMENTS as INDEX_DOCUMENTS
+from knowledge.lifecycle.scheduling import PREPARE_ROOT as PREPARE_ROOT
+from knowledge.lifecycle.scheduling import REINDEX_SUBTREE as REINDEX_SUBTREE
+from knowledge.lifecycle.scheduling import UNKNOWN_SIZE as UNKNOWN_SIZE
+from knowledge.lifecycle.scheduling import (
+    schedule_delete,
+    schedule_index,
+    schedule_prepare,
+    schedule_reindex,
+)
 from knowledge.principal import require_person
 from knowledge.store.schema import TERMINAL_STATUSES, items
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
-
-PREPARE_ROOT = "knowledge.prepare-root"
-INDEX_DOCUMENTS = "knowledge.index-documents"
-REINDEX_SUBTREE = "knowledge.reindex-subtree"
-DELETE_SUBTREE = "knowledge.delete-subtree"
-
-# Leaves per index-documents job: at most INDEX_BATCH, and about INDEX_BATCH_BYTES of source bytes (an
-# unknown size counts as UNKNOWN_SIZE). Big jobs keep the encoder in long, length-sorted runs of full
-# batches (measured: ~10 % more chunks/s at ~240 chunks per call than at ~60) and cost fewer
-# transactions; the byte budget keeps a job of large files from holding too much text in memory.
-INDEX_BATCH = 128
-INDEX_BATCH_BYTES = 512 * 1024
-UNKNOWN_SIZE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,6 @@ class Scheduled(NamedTuple):
     item_id: ItemId
     kind: str
     invalid: Reason | None
-
-
-def idempotency_key(base_id: int, root_ids: Sequence[int], action: str) -> str:
-    return f"knowledge:{base_id}:{','.join(str(i) for i in sorted(root_ids))}:{action}"
 
 
 # -- add ---------------------------------------------------------------------------------------
@@ -267,14 +263,7 @@ def _answered_by_existing(
 
 
 def _refresh(quire: Quire, conn: Connection, base: Base, item_id: ItemId, changes: Changes) -> None:
-    job = quire.queue.enqueue(
-        conn,
-        REINDEX_SUBTREE,
-        {"base_id": base.id, "root_ids": [item_id]},
-        base_id=base.id,
-        key=idempotency_key(base.id, [item_id], "reindex"),
-    )
-    changes.job_ids.append(job.job_id)
+    changes.job_ids.append(schedule_reindex(quire.queue, conn, base.id, [item_id]))
 
 
 def _answered_by_covering(
@@ -390,12 +379,10 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
             changes.statuses[item_id] = status
             return
         if kind == "directory":
-            job = quire.queue.enqueue(conn, PREPARE_ROOT, {"base_id": base.id, "item_id": item_id}, base_id=base.id)
+            job_id = schedule_prepare(quire.queue, conn, base.id, item_id)
         else:
-            ids = [e[0] for e in entries]
-            job = quire.queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": base.id, "item_ids": ids}, base_id=base.id)
-        tree.attach_job(conn, [e[0] for e in entries], job.job_id)
-        changes.job_ids.append(job.job_id)
+            job_id = schedule_index(quire.queue, conn, base.id, [e[0] for e in entries])
+        changes.job_ids.append(job_id)
 
 
 def _fail_unscheduled(quire: Quire, item_ids: Sequence[ItemId], changes: Changes) -> None:
@@ -421,16 +408,9 @@ def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> 
             changes.noop = True
             return changes
         root_ids = sorted(r.id for r in roots)
-        marked = tree.mark_deleting(conn, root_ids)
-        job = quire.queue.enqueue(
-            conn,
-            DELETE_SUBTREE,
-            {"base_id": base.id, "root_ids": root_ids},
-            base_id=base.id,
-            key=idempotency_key(base.id, root_ids, "delete"),
-        )
+        marked, job_id = schedule_delete(quire.queue, conn, base.id, root_ids)
         changes.statuses = {i: "deleting" for i in marked}
-        changes.job_ids.append(job.job_id)
+        changes.job_ids.append(job_id)
         return changes
 
 
@@ -459,12 +439,5 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
             return changes
         assert_subtrees_can_reindex(conn, roots)
         root_ids = sorted(r.id for r in roots)
-        job = quire.queue.enqueue(
-            conn,
-            REINDEX_SUBTREE,
-            {"base_id": base.id, "root_ids": root_ids},
-            base_id=base.id,
-            key=idempotency_key(base.id, root_ids, "reindex"),
-        )
-        changes.job_ids.append(job.job_id)
+        changes.job_ids.append(schedule_reindex(quire.queue, conn, base.id, root_ids))
         return changes

@@ -16,11 +16,7 @@ from sqlalchemy import Connection, and_, or_, select
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs
 from knowledge.library import blobs, index, tree
-from knowledge.lifecycle.operations import (
-    DELETE_SUBTREE,
-    INDEX_DOCUMENTS,
-    idempotency_key,
-)
+from knowledge.lifecycle.scheduling import DELETE_SUBTREE, enqueue_delete, schedule_index
 from knowledge.store import settings
 from knowledge.store.schema import ACTIVE_STATUSES, bases, items
 
@@ -113,8 +109,7 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
         singles = [[r.id] for r in in_flight if r.deaths + 1 < DEATHS_BEFORE_QUARANTINE]
         waiting = [r.id for r in mine if r.status not in IN_FLIGHT]
         for group in [*singles, *([waiting] if waiting else [])]:
-            job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": int(base_id), "item_ids": group}, base_id=base_id)
-            tree.attach_job(conn, group, job.job_id, status="processing")
+            schedule_index(queue, conn, int(base_id), group, status="processing")
         if culprits:
             log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
 
@@ -157,13 +152,7 @@ def repair_deleting_roots(queue: JobQueue, limit: int) -> int:
             for row in rows:
                 if row.id in covered or enqueued >= limit:
                     continue
-                queue.enqueue(
-                    conn,
-                    DELETE_SUBTREE,
-                    {"base_id": row.base_id, "root_ids": [row.id]},
-                    base_id=row.base_id,
-                    key=idempotency_key(row.base_id, [row.id], "delete"),
-                )
+                enqueue_delete(queue, conn, row.base_id, [row.id])
                 enqueued += 1
     return enqueued
 

@@ -43,7 +43,7 @@ from knowledge.errors import Conflict, NotFound
 from knowledge.library import audit, tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
 from knowledge.library.tree import NewItem, create_item
-from knowledge.lifecycle.operations import DELETE_SUBTREE, INDEX_BATCH, INDEX_DOCUMENTS, idempotency_key
+from knowledge.lifecycle import INDEX_BATCH, schedule_delete, schedule_index
 from knowledge.principal import require_person
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
@@ -357,7 +357,6 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
     touched: list[int] = []
     removed: list[int] = []
     applied = 0
-    now = time.time()
     for c in batch:
         if c.kind == "added":
             if _live_at(conn, tree_root_id, c.relative) is not None:
@@ -381,7 +380,7 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
                 ),
             )
             if not c.is_dir:
-                conn.execute(update(items).where(items.c.id == new_id).values(size=c.size, mtime=c.mtime))
+                tree.set_file_stat(conn, new_id, tree.FileStat(c.size, c.mtime))
                 if c.failure is None:
                     to_index.append(new_id)
             touched.append(new_id)
@@ -392,18 +391,13 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
                 continue
             if _live_at(conn, tree_root_id, c.relative) is not None:
                 continue
-            conn.execute(
-                update(items)
-                .where(items.c.id == item.id)
-                .values(
-                    relative_path=c.relative,
-                    source_path=str(c.path),
-                    name=c.relative.rsplit("/", 1)[-1],
-                    parent_id=parent,
-                    size=c.size,
-                    mtime=c.mtime,
-                    updated_at=now,
-                )
+            tree.move(
+                conn,
+                item.id,
+                parent_id=parent,
+                source_path=str(c.path),
+                relative_path=c.relative,
+                stat=tree.FileStat(c.size, c.mtime),
             )
             touched.append(item.id)
             if item.parent_id is not None:
@@ -413,7 +407,7 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
             if item is None:
                 continue
             if c.same_bytes:
-                conn.execute(update(items).where(items.c.id == item.id).values(size=c.size, mtime=c.mtime))
+                tree.set_file_stat(conn, item.id, tree.FileStat(c.size, c.mtime))
                 applied += 1
                 continue
             tree.reset_leaves(conn, root.base_id, [item.id], stat=tree.FileStat(c.size, c.mtime))
@@ -427,20 +421,9 @@ def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence
         applied += 1
     if removed:
         outermost = [r.id for r in tree.outermost_selected(conn, root.base_id, removed)]
-        tree.mark_deleting(conn, outermost)
-        quire.queue.enqueue(
-            conn,
-            DELETE_SUBTREE,
-            {"base_id": root.base_id, "root_ids": sorted(outermost)},
-            base_id=root.base_id,
-            key=idempotency_key(root.base_id, outermost, "delete"),
-        )
+        schedule_delete(quire.queue, conn, root.base_id, outermost)
     for start in range(0, len(to_index), INDEX_BATCH):
-        ids = to_index[start : start + INDEX_BATCH]
-        job = quire.queue.enqueue(
-            conn, INDEX_DOCUMENTS, {"base_id": root.base_id, "item_ids": ids}, base_id=root.base_id
-        )
-        conn.execute(update(items).where(items.c.id.in_(ids)).values(job_id=job.job_id))
+        schedule_index(quire.queue, conn, root.base_id, to_index[start : start + INDEX_BATCH])
     live_parents = [i for i in touched if tree.load_item(conn, i) is not None]
     tree.reconcile_above(conn, live_parents)
     if removed:
