@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPen, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -46,7 +46,10 @@ from knowledge.search import Hit
 CURRENT_FILL = QColor(255, 200, 0, 110)
 OTHER_FILL = QColor(255, 241, 168, 90)
 CURRENT_EDGE = QColor(214, 120, 0)
-PAGE_WIDTH_PX = 900  # pages are drawn at this width (about 110 dpi for a letter page)
+PAGE_WIDTH_PX = 900  # the viewer's first width: a letter page at about 110 dpi
+MIN_PAGE_WIDTH_PX = 400
+EXCERPT_CHARS = 60_000  # text shown on each side of a hit in a long document (see _set_window)
+_KEEP = QTextCursor.MoveMode.KeepAnchor
 
 
 class PageCanvas(QWidget):
@@ -69,11 +72,17 @@ class PageCanvas(QWidget):
             return
         painter = QPainter(self)
         painter.drawImage(0, 0, self.page.image)
-        for highlight in sorted(self.page.highlights, key=lambda h: h.current):
-            painter.setPen(QPen(CURRENT_EDGE, 1.5) if highlight.current else Qt.PenStyle.NoPen)
-            painter.setBrush(CURRENT_FILL if highlight.current else OTHER_FILL)
+        others = QPainterPath()  # one filled shape: where two hits overlap, the colour is not doubled
+        others.setFillRule(Qt.FillRule.WindingFill)
+        for highlight in self.page.highlights:
             for rect in highlight.rects:
-                painter.drawRect(rect.adjusted(-2, -2, 2, 2))
+                if not highlight.current:
+                    others.addRect(rect.adjusted(-2, -2, 2, 2))
+        painter.fillPath(others.simplified(), OTHER_FILL)
+        painter.setPen(QPen(CURRENT_EDGE, 1.5))
+        painter.setBrush(CURRENT_FILL)
+        for rect in self.current_rects():
+            painter.drawRect(rect.adjusted(-2, -2, 2, 2))
         painter.end()
 
 
@@ -112,6 +121,9 @@ class DocumentViewer(QDialog):
         self._shown_seq = 0  # the request whose page is on screen
         self.loaded = False  # the document (or the reason it cannot be shown) has arrived
         self.shown = Shown("message")
+        self._window = (0, 0)  # the part of the extracted text the text view holds
+        self._excerpt = ""
+        self.first_line = 1  # the text view's first line, counted in the extracted text
         self.setWindowTitle(f"{hits[0].item_name} — Quire")
         self._build()
         ctx.changes_made.connect(self._changes_made)
@@ -206,6 +218,7 @@ class DocumentViewer(QDialog):
         self._release_pdf()
         self.canvas.set_page(None)
         self.text.clear()
+        self._window, self._excerpt = (0, 0), ""
         self.message.setText(text)
         self.header.setText(text)
         self.stack.setCurrentWidget(self.message)
@@ -241,7 +254,8 @@ class DocumentViewer(QDialog):
         self.page_index = index
         self._page_seq += 1
         seq = self._page_seq
-        Op(pdf.render, index, PAGE_WIDTH_PX, self._wanted(index)).bound_to(self).on_success(
+        width = max(MIN_PAGE_WIDTH_PX, self.page_area.viewport().width() - 8)  # the view's width: no sideways scroll
+        Op(pdf.render, index, width, self._wanted(index)).bound_to(self).on_success(
             lambda page: self._page_rendered(seq, page)
         ).on_failure(self._unreadable).run()
         self._update_controls()
@@ -274,47 +288,64 @@ class DocumentViewer(QDialog):
 
     def _show_text(self, document: DocumentPassages) -> None:
         self.loaded = True
-        self.text.setPlainText(document.text)
         self.stack.setCurrentWidget(self.text)
-        self._mark_all(document)
+        self._window = (0, 0)
         if document.passages:
             self._select(document.passages[self.current])
+        else:
+            self._set_window(document, 0, 0)
         self._update_controls()
 
-    def _mark_all(self, document: DocumentPassages) -> None:
-        """Every hit of the document in a soft colour; the current one is the selection on top."""
+    def _set_window(self, document: DocumentPassages, start: int, end: int) -> None:
+        """Show the text around ``start``..``end``: at most ``EXCERPT_CHARS`` on each side, cut at line
+        breaks. Setting text costs the main thread about 0.2 ms per kilobyte (measured: 515 ms for
+        2.3 MB under load), so a long document is shown as an excerpt around the hit."""
+        text = document.text
+        low = 0 if start <= EXCERPT_CHARS else text.rfind("\n", 0, start - EXCERPT_CHARS) + 1
+        high = len(text) if len(text) - end <= EXCERPT_CHARS else text.find("\n", end + EXCERPT_CHARS)
+        high = len(text) if high < 0 else high
+        if (low, high) == self._window:
+            return
+        self._window = (low, high)
+        self._excerpt = text[low:high]
+        self.text.setPlainText(self._excerpt)
+        self.first_line = text.count("\n", 0, low) + 1
         marks = []
-        for passage in document.passages:
-            mark = QTextEdit.ExtraSelection()
-            mark.format = QTextCharFormat()
-            mark.format.setBackground(OTHER_FILL)
-            mark.cursor = self._cursor(document, passage)
-            marks.append(mark)
+        for passage in document.passages:  # every hit in a soft colour; the current one is the selection
+            if low <= passage.start and passage.end <= high:
+                mark = QTextEdit.ExtraSelection()
+                mark.format = QTextCharFormat()
+                mark.format.setBackground(OTHER_FILL)
+                mark.cursor = self._cursor(document, passage)
+                marks.append(mark)
         self.text.setExtraSelections(marks)
 
     def _select(self, passage: Passage) -> None:
         document = self.document
         if document is None:
             return
+        self._set_window(document, passage.start, passage.end)
         cursor = self._cursor(document, passage)
         self.text.setTextCursor(cursor)
         self.text.centerCursor()
         kind = "text" if document.kind == "pdf" else document.kind  # a PDF shown as text: pdfium failed
         self.shown = Shown(kind, selection=(cursor.selectionStart(), cursor.selectionEnd()))
-        self.header.setText(f"{self._hit_label()} · {passage.location.describe() or 'in the text'}")
+        low, high = self._window
+        excerpt = "" if (low, high) == (0, len(document.text)) else " · an excerpt around it"
+        self.header.setText(f"{self._hit_label()} · {passage.location.describe() or 'in the text'}{excerpt}")
 
     def _cursor(self, document: DocumentPassages, passage: Passage) -> QTextCursor:
-        """The passage as a selection; a line-based document's selection is its whole lines."""
+        """The passage as a selection in the shown excerpt; a line-based document's is its whole lines."""
+        low = self._window[0]
+        excerpt = self._excerpt
         cursor = QTextCursor(self.text.document())
-        start, end = _utf16(document.text, passage.start), _utf16(document.text, max(passage.start, passage.end - 1))
-        cursor.setPosition(start)
+        cursor.setPosition(_utf16(excerpt, passage.start - low))
         if document.kind == "lines":
             cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
-        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
-        if document.kind == "lines":
-            cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+            cursor.setPosition(_utf16(excerpt, max(passage.start, passage.end - 1) - low), _KEEP)
+            cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, _KEEP)
         else:
-            cursor.setPosition(_utf16(document.text, passage.end), QTextCursor.MoveMode.KeepAnchor)
+            cursor.setPosition(_utf16(excerpt, passage.end - low), _KEEP)
         return cursor
 
     def _hit_label(self) -> str:

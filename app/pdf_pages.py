@@ -133,9 +133,38 @@ def _page_chars(textpage: pdfium.PdfTextPage) -> str:
 
 
 def _boxes(textpage: pdfium.PdfTextPage, first: int, last: int) -> tuple[Box, ...]:
-    """pdfium's text rectangles (one per run of a line) for characters ``first``..``last``."""
+    """pdfium's text rectangles for characters ``first``..``last``, joined into one per line run."""
     count = textpage.count_rects(first, last - first + 1)
-    return tuple(textpage.get_rect(i) for i in range(count))
+    return _join_lines([textpage.get_rect(i) for i in range(count)])
+
+
+def _join_lines(boxes: list[Box]) -> tuple[Box, ...]:
+    """pdfium gives a rectangle per text object, which for some writers is a glyph: join the ones that
+    share a line (overlapping by half their height) and nearly touch (a gap under two line heights),
+    so a highlight reads as a marker stroke per line, and never bridges two columns."""
+    lines: list[list[Box]] = []
+    for box in sorted(boxes, key=lambda b: -(b[1] + b[3])):
+        line = lines[-1] if lines else None
+        if line is not None and _same_line(line[0], box):
+            line.append(box)
+        else:
+            lines.append([box])
+    joined: list[Box] = []
+    for line in lines:
+        runs: list[Box] = []
+        for box in sorted(line, key=lambda b: b[0]):
+            if runs and box[0] - runs[-1][2] < 2 * (box[3] - box[1]):
+                left, bottom, right, top = runs[-1]
+                runs[-1] = (left, min(bottom, box[1]), max(right, box[2]), max(top, box[3]))
+            else:
+                runs.append(box)
+        joined.extend(runs)
+    return tuple(joined)
+
+
+def _same_line(a: Box, b: Box) -> bool:
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return overlap > 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 
 def _to_pixels(convert: pdfium.PdfPosConv, box: Box) -> QRectF:

@@ -5,8 +5,9 @@ It builds a small demo in a temporary data directory — a base with the sample 
 OCR; a holiday photo with no text, an archive, an empty file and an ignored draft, all skipped quietly)
 indexed by the real worker process, and a folder run over a copy of the same notes into a second base —
 then grabs the main window with its menu bar, the search panel (results grouped by document), the chunk
-viewer, the folder-run panel, the Preferences dialog, and the main window in the dark palette. Run it offscreen
-(``QT_QPA_PLATFORM=offscreen``); it takes a minute, mostly the worker loading the model.
+viewer, the document viewer on a PDF hit, the folder-run panel, the Preferences dialog, and the main
+window in the dark palette. Run it offscreen (``QT_QPA_PLATFORM=offscreen``); it takes a minute, mostly
+the worker loading the model.
 """
 
 from __future__ import annotations
@@ -74,12 +75,75 @@ def _text_image(lines: list[str], size: tuple[int, int] = (1240, 700)) -> Any:
     return image
 
 
+ORCHARD_GUIDE = [
+    [
+        "A small orchard through the year",
+        "",
+        "Choosing trees",
+        "A garden orchard starts with rootstocks as much as varieties. A dwarfing stock such",
+        "as M9 keeps an apple tree below two metres and fruiting from its third year; a",
+        "vigorous one makes a tree for a meadow that will outlive the person who planted it.",
+        "Buy two-year-old trees with a clean graft union and plant them while dormant, with",
+        "the union a hand's width above the soil so the variety does not root on its own.",
+        "Most apples and pears need a partner of another variety that flowers at the same",
+        "time; the nursery's pollination groups tell which ones do.",
+        "",
+        "Winter pruning of apples and pears",
+        "Apple and pear trees are pruned in late winter, while they are dormant and before",
+        "the buds swell. Cut out dead, damaged and crossing branches first, then thin the",
+        "centre so light and air reach every part of the crown. Never remove more than a",
+        "quarter of the canopy in one winter: hard cuts answer with a thicket of upright",
+        "water shoots the following summer. Cut just above an outward-facing bud, sloping",
+        "away from it, and leave the branch collar so the wound can close.",
+        "",
+        "Stone fruit is pruned in summer",
+        "Plums, cherries, apricots and peaches are the exception. They are pruned in summer,",
+        "in dry weather after fruiting, because the wounds of a winter cut let in silver",
+        "leaf and bacterial canker, which enter through open cuts in cold, wet months.",
+        "Keep their pruning light: shorten long shoots and remove whatever is dead, and let",
+        "the tree keep its natural shape.",
+    ],
+    [
+        "Feeding and mulching",
+        "In early spring spread a ring of compost around each tree, a hand's width clear of",
+        "the trunk, and top it with bark mulch to hold the moisture in. Grass competes hard",
+        "for water and nitrogen: keep a clear circle a metre across for the first years.",
+        "Young trees need watering through their first two summers; a deep soak once a week",
+        "does more good than a daily splash that never reaches the roots.",
+        "",
+        "Thinning the fruit",
+        "When the June drop is over, thin apples to one or two fruits a cluster, a hand",
+        "apart. The tree sets more than it can fill; thinned fruit grows larger and the",
+        "tree crops again next year instead of resting every other one.",
+    ],
+]
+
+
+def write_text_pdf(path: Path, pages: list[list[str]]) -> None:
+    """A PDF with a real text layer (drawn by Qt's PDF writer), as a word processor would export it."""
+    from PySide6.QtGui import QFont, QPageSize, QPainter, QPdfWriter
+
+    writer = QPdfWriter(str(path))
+    writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
+    writer.setResolution(72)  # painter units are PDF points
+    painter = QPainter(writer)
+    for number, lines in enumerate(pages):
+        if number:
+            writer.newPage()
+        for row, line in enumerate(lines):
+            painter.setFont(QFont("Sans Serif", 16 if row == 0 else 10, 700 if row == 0 else 400))
+            painter.drawText(30, 40 + 18 * row, line)
+    painter.end()
+
+
 def add_real_folder_files(folder: Path) -> None:
     """What real folders hold besides notes: read by OCR, or skipped with a reason (never a red row)."""
     import io
     import zipfile
 
     from PIL import Image, ImageDraw
+
+    write_text_pdf(folder / "orchard-guide.pdf", ORCHARD_GUIDE)
 
     whiteboard = _text_image(["Garden plan for spring", "tomatoes by the south wall", "water the seedlings daily"])
     try:
@@ -182,6 +246,7 @@ def _shoot(window: object, out_dir: Path, notes: Path, project: Path) -> list[Pa
 
     shots.append(_search(window, out_dir))
     shots.append(_chunks(window, out_dir))
+    shots.append(_document_viewer(window, out_dir))
     shots.append(_folder_run(window, out_dir, project))
     shots.append(_preferences(window, out_dir))
     shots.append(_dark(window, out_dir))
@@ -259,6 +324,27 @@ def _chunks(window: object, out_dir: Path) -> Path:
     viewer = window.open_chunk_viewer(window.ctx.base.id, hit.item_id, hit.item_name, hit.chunk_id)
     spin_until(lambda: viewer.loaded, "the chunk viewer")
     path = out_dir / "chunk-viewer.png"
+    grab(viewer, path)
+    viewer.close()
+    return path
+
+
+def _document_viewer(window: object, out_dir: Path) -> Path:
+    """A PDF hit in the document viewer: its page, the passage painted over the text."""
+    from app.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    panel = window.search_panel
+    found: list[list[Any]] = []
+    panel.searched.connect(found.append)
+    panel.query.setText("when should plum trees be pruned")
+    spin_until(lambda: found, "search results for the orchard guide")
+    hits = [h for h in found[-1] if h.item_name == "orchard-guide.pdf"]
+    assert hits and window.ctx.base is not None, "the orchard guide was not found"
+    viewer = window.open_document_viewer(window.ctx.base.id, hits, hits[0].chunk_id)
+    viewer.resize(900, 640)
+    spin_until(lambda: viewer.loaded and not viewer.rendering, "the document viewer")
+    path = out_dir / "document-viewer.png"
     grab(viewer, path)
     viewer.close()
     return path

@@ -67,7 +67,9 @@ def open_passages(quire: Quire, base_ref: str | int, item_id: int, chunk_ids: li
         item = tree.load_item(conn, item_id)
         if item is None or item.base_id != base.id or item.status == "deleting":
             raise NotFound(f"item {item_id} was deleted; it is no longer in {base.name!r}")
-        if item.is_container or item.status != "completed":
+        if item.is_container:
+            raise GuardRejected(f"{item.name!r} is a folder; open one of its documents")
+        if item.status != "completed":
             raise GuardRejected(f"{item.name!r} is {item.status}; search again when it is indexed")
         rows = conn.execute(
             select(chunks).where(and_(chunks.c.item_id == item.id, chunks.c.id.in_(wanted))).order_by(chunks.c.ordinal)

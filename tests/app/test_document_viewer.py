@@ -11,8 +11,10 @@ import random
 from pathlib import Path
 
 import pypdfium2 as pdfium
+import pytest
 from pytestqt.qtbot import QtBot
 
+from app import document_viewer
 from app.document_viewer import DocumentViewer, Shown
 from app.window import MainWindow
 from knowledge import app_queries, lifecycle
@@ -181,25 +183,46 @@ def test_a_pdf_hit_opens_at_its_page_with_its_passage_highlighted_and_steps_to_t
 
 
 def test_a_markdown_hit_opens_at_its_lines_and_a_deleted_items_hit_opens_nothing(
-    qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path, prompter: ScriptedPrompter
+    qtbot: QtBot,
+    open_window: WindowFactory,
+    data_dir: Path,
+    tmp_path: Path,
+    prompter: ScriptedPrompter,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     create_base(data_dir, "notes")
-    lines = _filler(7, 160)
-    lines[120:123] = TARGET
+    monkeypatch.setattr(document_viewer, "EXCERPT_CHARS", 3_000)  # a long document, at a test's size
+    lines = _filler(7, 300)  # ~18,000 characters: the viewer shows an excerpt around the hit
+    lines[250:253] = TARGET
     path = tmp_path / "season.md"
     path.write_text("\n".join(lines) + "\n")
+    page = tmp_path / "quinces.html"
+    page.write_text(
+        "<html><body><h1>Quinces</h1><p>" + " ".join(_filler(9, 30)) + "</p>"
+        "<p>Quinces ripen late in autumn and keep for weeks in a cool shed.</p></body></html>"
+    )
     window = open_window(start_worker=True)
-    _index(qtbot, window, [path])
+    _index(qtbot, window, [path, page])
+
+    # a web page is shown as its extracted text, the passage selected
+    html_hit = _search(qtbot, window, "quinces ripen late in autumn")[0]
+    assert Path(html_hit.source_path or "").name == "quinces.html"
+    viewer = _open_top_hit(qtbot, window)
+    assert viewer.shown.kind == "text"
+    assert viewer.text.textCursor().selectedText().replace("\u2029", "\n") == html_hit.text
+    viewer.close()
 
     top = _search(qtbot, window, QUERY)[0]
     assert Path(top.source_path or "").name == "season.md"
     assert top.line_start is not None and top.line_end is not None
-    assert top.line_start <= 121 and top.line_end >= 123  # the target's lines (1-based)
+    assert top.line_start <= 251 and top.line_end >= 253  # the target's lines (1-based)
     viewer = _open_top_hit(qtbot, window)
     assert viewer.shown.kind == "lines"
     cursor = viewer.text.textCursor()
     assert cursor.selectedText() == "\u2029".join(lines[top.line_start - 1 : top.line_end])  # whole lines
-    assert viewer.text.document().findBlock(cursor.selectionStart()).blockNumber() == top.line_start - 1
+    first_block = viewer.text.document().findBlock(cursor.selectionStart()).blockNumber()
+    assert viewer.first_line > 1 and viewer.first_line + first_block == top.line_start  # an excerpt, lines kept
+    assert len(viewer.text.toPlainText()) < len("\n".join(lines)) and "excerpt" in viewer.header.text()
     assert viewer.text.verticalScrollBar().value() > 0  # scrolled down to them
     assert viewer.text.viewport().rect().intersects(viewer.text.cursorRect())  # and they are in view
     assert f"lines {top.line_start}-{top.line_end}" in viewer.header.text()

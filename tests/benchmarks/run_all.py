@@ -20,7 +20,7 @@ import traceback
 
 from tests.benchmarks.common import log
 
-BENCHMARKS = ("ingest", "quality", "fusion", "latency", "app", "drop", "portable", "ocr", "sync")
+BENCHMARKS = ("ingest", "quality", "fusion", "latency", "app", "drop", "viewer", "portable", "ocr", "sync")
 # Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min.
 ON_PURPOSE = ("encoders",)
 

@@ -22,6 +22,7 @@ NAMES = (
     "latency",
     "app",
     "drop",
+    "viewer",
     "portable",
     "ocr",
     "sync",
@@ -217,6 +218,34 @@ def drop_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
             "has finds it. Two warm-up drops are not counted.",
             "",
             table(["drops", "p50 s", "p95 s", "max s", "found by hybrid search"], rows),
+        ]
+    )
+
+
+def viewer_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    """The document viewer (``bench_viewer.py``): the real window, no worker running."""
+    v = doc["results"]["viewer"]["summary"]
+    rows = [
+        ["first page shown, 300-page PDF, hit on page 250", v["open_ms"]["median"], v["open_ms"]["max"]],
+        ["next page shown", v["turn_median_ms"]["median"], v["turn_max_ms"]["max"]],
+        [
+            f"Markdown hit shown ({v['text_characters']:,}-character excerpt)",
+            v["text_open_ms"]["median"],
+            v["text_open_ms"]["max"],
+        ],
+        ["main-thread max lateness (10 ms heartbeat)", v["heartbeat_max_ms"]["median"], v["heartbeat_max_ms"]["max"]],
+    ]
+    return "\n".join(
+        [
+            "## Document viewer",
+            "",
+            _load_line(doc),
+            "",
+            "A hit opened in the viewer of the real window (offscreen): from `open_document_viewer` until the page "
+            "is rendered and set (PDF) or the lines are selected (a 2.4 MB Markdown file, shown as an excerpt "
+            f"around the hit); {v['runs']} probe processes, each opening both and turning 20 pages.",
+            "",
+            table(["what", "median ms", "max ms"], rows),
         ]
     )
 
@@ -676,6 +705,7 @@ def write(quick: bool = False) -> Path:
             "latency": [("latency", plot_latency)],
             "app": [("app", plot_app)],
             "drop": [],
+            "viewer": [],
             "portable": [],
             "ocr": [],
             "sync": [],
@@ -727,6 +757,7 @@ def write(quick: bool = False) -> Path:
         "latency": latency_section,
         "app": app_section,
         "drop": drop_section,
+        "viewer": viewer_section,
         "portable": portable_section,
         "ocr": ocr_section,
         "sync": sync_section,
