@@ -21,8 +21,9 @@ import traceback
 from tests.benchmarks.common import log
 
 BENCHMARKS = ("ingest", "quality", "fusion", "latency", "app", "drop", "viewer", "portable", "ocr", "sync")
-# Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min.
-ON_PURPOSE = ("encoders",)
+# Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min;
+# bench_multilingual the extra "multilingual".
+ON_PURPOSE = ("encoders", "multilingual")
 
 
 def main(argv: list[str] | None = None) -> int:
