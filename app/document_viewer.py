@@ -10,10 +10,11 @@ Opened from a search hit ("Show in document", a double-click). What it shows dep
 The other hits of the same document are highlighted too; "Previous hit"/"Next hit" step through them in
 reading order. "Open in default app" hands the source to the desktop as the search panel does.
 
-Threading contract: main thread. The document is read by an ``Op`` (``lifecycle.open_passages``, which
-refuses a deleted or re-indexed item), and every PDF page is opened and rendered by an ``Op`` too, one
-page at a time when it is shown; a page that arrives after another was asked for is dropped (sequence
-numbers). When the GUI deletes the item, the viewer drops what it shows at once.
+Threading contract: main thread. One ``Op`` (:func:`open_document`) reads the hits
+(``lifecycle.open_passages``, which refuses a deleted or re-indexed item) and, for a PDF, opens it and
+renders the hit's page; every other page is rendered by an ``Op`` when it is shown, and a page that
+arrives after another was asked for is dropped (sequence numbers). When the GUI deletes the item, the
+viewer drops what it shows at once.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from app.ops import Op, describe_error
 from app.pdf_pages import PdfPages, PdfUnreadable, RenderedPage, Wanted
 from knowledge import lifecycle
 from knowledge.lifecycle import Changes, DocumentPassages, Passage
+from knowledge.runtime import Quire
 from knowledge.search import Hit
 
 CURRENT_FILL = QColor(255, 200, 0, 110)
@@ -180,24 +182,22 @@ class DocumentViewer(QDialog):
         quire = self.ctx.quire
         if quire is None:
             return
-        Op(lifecycle.open_passages, quire, self.base_id, self.item_id, list(self.hits)).bound_to(self).on_success(
-            self._opened
-        ).on_failure(self._refused).run()
+        width = self._page_width()
+        Op(open_document, quire, self.base_id, self.item_id, list(self.hits), self.current_chunk_id, width).bound_to(
+            self
+        ).on_success(self._opened).on_failure(self._refused).run()
 
-    def _opened(self, document: DocumentPassages) -> None:
-        self.document = document
-        ids = [p.chunk_id for p in document.passages]
-        self.current = ids.index(self.current_chunk_id) if self.current_chunk_id in ids else 0
-        if document.kind == "pdf" and document.original is not None:
-            Op(PdfPages, document.original).bound_to(self).on_success(self._pdf_opened).on_failure(
-                self._unreadable
-            ).run()
-            return
-        self._show_text(document)
-
-    def _pdf_opened(self, pdf: PdfPages) -> None:
-        self.pdf = pdf
-        self.go_to_hit(self.current)
+    def _opened(self, opened: Opened) -> None:
+        self.document, self.current = opened.document, opened.current
+        if opened.unreadable is not None:
+            self._unreadable(PdfUnreadable(opened.unreadable))
+        elif opened.pdf is not None and opened.first_page is not None:
+            self.pdf, self.page_index = opened.pdf, opened.first_page.index
+            self._page_seq += 1
+            self._page_rendered(self._page_seq, opened.first_page)
+            self._update_controls()
+        else:
+            self._show_text(opened.document)
 
     def _refused(self, exc: BaseException) -> None:
         self._show_message(describe_error(exc))
@@ -254,21 +254,17 @@ class DocumentViewer(QDialog):
         self.page_index = index
         self._page_seq += 1
         seq = self._page_seq
-        width = max(MIN_PAGE_WIDTH_PX, self.page_area.viewport().width() - 8)  # the view's width: no sideways scroll
-        Op(pdf.render, index, width, self._wanted(index)).bound_to(self).on_success(
+        Op(pdf.render, index, self._page_width(), self._wanted(index)).bound_to(self).on_success(
             lambda page: self._page_rendered(seq, page)
         ).on_failure(self._unreadable).run()
         self._update_controls()
 
     def _wanted(self, index: int) -> list[Wanted]:
-        """The hits that start on page ``index`` (0-based) or run on to it from the page before."""
         passages = self.document.passages if self.document else ()
-        current = self.passage()
-        return [
-            Wanted(p.text, p.location.page == index + 1, p is current)
-            for p in passages
-            if p.location.page in (index + 1, index)
-        ]
+        return wanted_on(passages, index, self.passage())
+
+    def _page_width(self) -> int:
+        return max(MIN_PAGE_WIDTH_PX, self.page_area.viewport().width() - 8)  # the view's width: no sideways scroll
 
     def _page_rendered(self, seq: int, page: RenderedPage) -> None:
         if seq != self._page_seq or self.pdf is None:
@@ -387,6 +383,51 @@ class DocumentViewer(QDialog):
     def done(self, result: int) -> None:
         self._release_pdf()
         super().done(result)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What the first trip off the main thread brings: the hits, and for a PDF its hit's page."""
+
+    document: DocumentPassages
+    current: int  # index of the chosen hit in ``document.passages``
+    pdf: PdfPages | None = None
+    first_page: RenderedPage | None = None
+    unreadable: str | None = None  # why pdfium cannot show the PDF (its text is shown instead)
+
+
+def open_document(
+    quire: Quire, base_id: int, item_id: int, chunk_ids: list[int], current_chunk_id: int, width: int
+) -> Opened:
+    """In an ``Op``: read the hits, and for a PDF open it and render the chosen hit's page, in one trip
+    (each hop back through the main thread's queue costs a frame or more on a busy machine)."""
+    document = lifecycle.open_passages(quire, base_id, item_id, chunk_ids)
+    ids = [p.chunk_id for p in document.passages]
+    current = ids.index(current_chunk_id) if current_chunk_id in ids else 0
+    if document.kind != "pdf" or document.original is None or not document.passages:
+        return Opened(document, current)
+    try:
+        pdf = PdfPages(document.original)
+    except PdfUnreadable as exc:
+        return Opened(document, current, unreadable=str(exc))
+    passage = document.passages[current]
+    index = min(max((passage.location.page or 1) - 1, 0), pdf.count - 1)
+    try:
+        page = pdf.render(index, width, wanted_on(document.passages, index, passage))
+    except PdfUnreadable as exc:
+        pdf.close()
+        return Opened(document, current, unreadable=str(exc))
+    return Opened(document, current, pdf, page)
+
+
+def wanted_on(passages: Sequence[Passage], index: int, current: Passage | None) -> list[Wanted]:
+    """The hits that start on page ``index`` (0-based) or run on to it from the page before."""
+    chosen = None if current is None else current.chunk_id
+    return [
+        Wanted(p.text, p.location.page == index + 1, p.chunk_id == chosen)
+        for p in passages
+        if p.location.page in (index + 1, index)
+    ]
 
 
 def _utf16(text: str, index: int) -> int:
