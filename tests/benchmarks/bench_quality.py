@@ -15,7 +15,8 @@ from pathlib import Path
 from tests.benchmarks import bench_ingest, corpus, metrics
 from tests.benchmarks.common import Result, log, quire, run_benchmark, target
 
-MODES = ("vector", "keyword", "hybrid")
+# hybrid is the fitted fusion (resources/fusion/), hybrid-rrf the reciprocal-rank fusion it replaced
+MODES = ("vector", "keyword", "hybrid", "hybrid-rrf")
 
 
 def rankings(
@@ -74,4 +75,11 @@ def _run(result: Result, quick: bool) -> None:
         margin = s["hybrid"]["ndcg@10"] - max(s["vector"]["ndcg@10"], s["keyword"]["ndcg@10"])
         result.targets.append(
             target(f"hybrid nDCG@10 above both vector and keyword ({precision} base): margin", margin, at_least=1e-4)
+        )
+        result.targets.append(
+            target(
+                f"fitted fusion nDCG@10 above RRF's ({precision} base): margin",
+                s["hybrid"]["ndcg@10"] - s["hybrid-rrf"]["ndcg@10"],
+                at_least=1e-4,
+            )
         )

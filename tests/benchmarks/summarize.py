@@ -443,7 +443,8 @@ def quality_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
     rows = [
         [precision, mode, s[precision][mode]["ndcg@10"], s[precision][mode]["recall@100"]]
         for precision in ("bf16", "fp32")
-        for mode in ("vector", "keyword", "hybrid")
+        for mode in ("vector", "keyword", "hybrid", "hybrid-rrf")
+        if mode in s[precision]  # hybrid-rrf: results since hybrid's fusion was fitted
     ]
     out = [
         "## Search quality (SciFact training queries)",
