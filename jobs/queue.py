@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, insert, select, text, update
 
 from jobs.errors import EnqueueError, JobNotFound
 from jobs.registry import Registry
@@ -27,7 +27,7 @@ from jobs.transport import WakeTransport
 class DatabaseLike(Protocol):
     """What the job layer needs from the store (knowledge.store.Database satisfies it)."""
 
-    def write(self) -> Any: ...  # context manager yielding a Connection in BEGIN IMMEDIATE
+    def write(self, *, store_lock: bool = True) -> Any: ...  # a Connection in BEGIN IMMEDIATE (or row locks)
     def read(self) -> Any: ...  # context manager yielding a Connection in a read snapshot
 
 
@@ -222,3 +222,73 @@ class JobQueue:
         if except_types:
             query = query.where(jobs.c.type.not_in(list(except_types)))
         return self.cancel(conn, [r.id for r in conn.execute(query).all()])
+
+
+# -- claims ----------------------------------------------------------------------------------
+# Claiming a job: ``pending`` → ``running`` with ``attempt + 1`` (the fence token) and a lease, per engine.
+#
+# Both engines claim only from ``pending`` and only once ``available_at`` has come; the attempt bump is what
+# fences out any earlier attempt (``JobContext.write`` re-checks ``(id, attempt, status='running')``).
+#
+# * SQLite: the caller's ``BEGIN IMMEDIATE`` is the one writer; pick the oldest runnable id (or the one a
+#   wake-up named) and update it.
+# * PostgreSQL: one statement, ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED) RETURNING *``, run
+#   without the store's write lock (``db.write(store_lock=False)``): workers on many machines claim at
+#   once, each skipping the rows another is claiming, and a claim never queues behind an indexing write.
+#   That is safe because a claim changes only the row it locked and reads nothing else: every other writer
+#   of a job row either changes it under a condition re-checked on the locked row (``WHERE attempt = …``,
+#   ``status = 'pending'``) or treats ``pending`` and ``running`` alike (cancel).
+
+
+def claim_job(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
+    """Claim ``job_id`` (a wake-up's) or else the oldest runnable job; the claimed row, or ``None``."""
+    if conn.dialect.name == "postgresql":
+        return _claim_postgres(conn, job_id, owner=owner, now=now, lease_seconds=lease_seconds)
+    return _claim_sqlite(conn, job_id, owner=owner, now=now, lease_seconds=lease_seconds)
+
+
+def _claim_sqlite(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
+    if job_id is None:
+        job_id = conn.execute(
+            select(jobs.c.id)
+            .where(and_(jobs.c.status == "pending", jobs.c.available_at <= now))
+            .order_by(jobs.c.id)
+            .limit(1)
+        ).scalar()
+        if job_id is None:
+            return None
+    claimed = conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.id == job_id, jobs.c.status == "pending", jobs.c.available_at <= now))
+        .values(
+            status="running",
+            attempt=jobs.c.attempt + 1,
+            lease_owner=owner,
+            lease_expires_at=now + lease_seconds,
+            started_at=now,
+            updated_at=now,
+        )
+    ).rowcount
+    if claimed != 1:
+        return None
+    return conn.execute(select(jobs).where(jobs.c.id == job_id)).one()
+
+
+_CLAIM_POSTGRES = """
+UPDATE jobs SET status = 'running', attempt = attempt + 1, lease_owner = :owner,
+       lease_expires_at = :expires, started_at = :now, updated_at = :now
+ WHERE id = (SELECT id FROM jobs
+              WHERE status = 'pending' AND available_at <= :now {only}
+              ORDER BY id LIMIT 1
+                FOR UPDATE SKIP LOCKED)
+   AND status = 'pending'
+RETURNING *
+"""
+
+
+def _claim_postgres(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
+    params: dict[str, Any] = {"owner": owner, "expires": now + lease_seconds, "now": now}
+    only = ""
+    if job_id is not None:
+        only, params["id"] = "AND id = :id", int(job_id)
+    return conn.execute(text(_CLAIM_POSTGRES.format(only=only)), params).first()

@@ -2,8 +2,9 @@
 
 Runs on every app or worker start, before the worker takes jobs.
 
-* A job is *left behind* when it is ``running`` under a session that is no longer alive (or whose
-  lease ran out with no live owner), or ``pending`` and enqueued by a worker-hosting process (the
+* A job is *left behind* when it is ``running`` under a session that ended or is no longer alive (by its
+  pid and start time on this host), or under another host's session whose lease ran out (a pid means
+  nothing across machines: the lease decides there), or ``pending`` and enqueued by a worker-hosting process (the
   app, a worker — e.g. child jobs a handler scheduled) that has since ended. Jobs enqueued by a
   one-shot CLI command wait for any worker: nobody started them, so nothing was interrupted.
 * ``abandon`` jobs left behind are cancelled and their type's ``on_abandon`` hook runs in the same
@@ -25,7 +26,7 @@ from sqlalchemy import Connection, and_, or_, select, update
 
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs, worker_sessions
-from jobs.sessions import live_session_ids
+from jobs.sessions import host_of, live_session_ids, this_host
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,11 @@ def fail_exhausted(conn: Connection, job_id: int, attempt: int, now: float) -> N
 
 def _left_behind(record: JobRecord, live: set[str], worker_hosts: set[str], now: float) -> bool:
     if record.status == "running":
-        return record.lease_owner not in live  # a live worker holds it even if its lease looks old
+        if record.lease_owner not in live:  # ended, or dead by its pid here / its heartbeat elsewhere
+            return True
+        if record.lease_owner is not None and host_of(record.lease_owner) != this_host():
+            return record.lease_expires_at is None or record.lease_expires_at < now  # no pid to ask there
+        return False  # a live worker here holds it even if its lease looks old
     # pending: only abandon jobs scheduled by a worker-hosting process that is gone are left behind
     if record.recovery != "abandon":
         return False

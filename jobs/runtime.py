@@ -5,7 +5,8 @@ Threading contract
   job at a time: a huey wake-up names a job id; when the queue is empty the executor also scans the
   ``jobs`` table (the source of truth), so a lost message never strands a job.
 * Claim: ``UPDATE jobs SET status='running', attempt=attempt+1, lease_owner=…`` in ``BEGIN
-  IMMEDIATE``, only from ``pending``. The attempt number is the fence token.
+  IMMEDIATE``, only from ``pending`` (on PostgreSQL ``FOR UPDATE SKIP LOCKED``: ``jobs.queue.claim_job``). The
+  attempt number is the fence token.
 * Every write an attempt makes goes through ``JobContext.write()``, which re-checks
   ``(id, attempt, status='running')`` inside the write transaction before yielding. A superseded or
   cancelled attempt gets ``Superseded`` and stands down without writing anything.
@@ -33,7 +34,7 @@ from sqlalchemy import Connection, and_, select, update
 from jobs.backoff import full_jitter
 from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
-from jobs.queue import DatabaseLike, JobQueue, JobRecord
+from jobs.queue import DatabaseLike, JobQueue, JobRecord, claim_job
 from jobs.recovery import fail_exhausted, recover
 from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
@@ -273,34 +274,13 @@ class Worker:
             record = self._claim(job_id)
             if record is not None:
                 return record
-        with self.queue.db.read() as conn:
-            row = conn.execute(
-                select(jobs.c.id)
-                .where(and_(jobs.c.status == "pending", jobs.c.available_at <= time.time()))
-                .order_by(jobs.c.id)
-                .limit(1)
-            ).first()
-        return None if row is None else self._claim(row.id)
+        return self._claim(None)  # the jobs table is the truth: a lost wake-up strands nothing
 
-    def _claim(self, job_id: int) -> JobRecord | None:
-        now = time.time()
-        with self.queue.db.write() as conn:
-            claimed = conn.execute(
-                update(jobs)
-                .where(and_(jobs.c.id == job_id, jobs.c.status == "pending", jobs.c.available_at <= now))
-                .values(
-                    status="running",
-                    attempt=jobs.c.attempt + 1,
-                    lease_owner=self.session.id,
-                    lease_expires_at=now + self.lease_seconds,
-                    started_at=now,
-                    updated_at=now,
-                )
-            ).rowcount
-            if claimed != 1:
-                return None
-            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).one()
-        return JobRecord.from_row(row)
+    def _claim(self, job_id: int | None) -> JobRecord | None:
+        """Claim ``job_id`` or the oldest runnable job (``jobs.queue.claim_job``: per engine, the same fence)."""
+        with self.queue.db.write(store_lock=False) as conn:
+            row = claim_job(conn, job_id, owner=self.session.id, now=time.time(), lease_seconds=self.lease_seconds)
+        return None if row is None else JobRecord.from_row(row)
 
     def _execute(self, record: JobRecord) -> None:
         ctx = JobContext(self, record)

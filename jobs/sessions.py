@@ -4,6 +4,11 @@ A session id is ``host/pid/process-start-time/n``. Liveness on this host is deci
 its start time (so a reused pid is not mistaken for the old process); a session on another host is
 alive while its heartbeat is fresh. This is what lets startup recovery act at once after a SIGKILL
 instead of waiting for a lease to run out, while never touching a live worker's jobs.
+
+A pid means nothing on another machine, so a job *running* under another host's session is judged by its
+lease alone (``jobs.recovery``): left behind once the lease ran out, never before. The host is the name
+this machine goes by in the store, ``QUIRE_HOST`` if set, else its hostname — set ``QUIRE_HOST`` where
+machines sharing one store also share a hostname (containers), or their pids would be compared.
 """
 
 from __future__ import annotations
@@ -21,6 +26,17 @@ from jobs.schema import worker_sessions
 
 _counter = itertools.count(1)
 STALE_HEARTBEAT_SECONDS = 120.0
+HOST_ENV = "QUIRE_HOST"
+
+
+def this_host() -> str:
+    """The name this machine goes by in the store's sessions (see the module docstring)."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
+def host_of(session_id: str) -> str:
+    """The host part of a session id (``host/pid/start/n``)."""
+    return session_id.rsplit("/", 3)[0]
 
 
 def process_start_time(pid: int) -> float:
@@ -39,7 +55,7 @@ class Session:
     def for_this_process(cls, *, hosts_worker: bool) -> Session:
         pid = os.getpid()
         started = process_start_time(pid)
-        host = socket.gethostname()
+        host = this_host()
         return cls(f"{host}/{pid}/{started:.3f}/{next(_counter)}", host, pid, started, hosts_worker)
 
     def register(self, conn: Connection) -> None:
@@ -66,7 +82,7 @@ def is_alive(host: str, pid: int, process_started_at: float, heartbeat_at: float
     """Whether the process behind a session row still runs (an ended session is not alive)."""
     if ended_at is not None:
         return False
-    if host != socket.gethostname():
+    if host != this_host():
         return time.time() - heartbeat_at < STALE_HEARTBEAT_SECONDS
     try:
         return abs(process_start_time(pid) - process_started_at) < 1.0

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ import apsw
 from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy import exc as sa_exc
 
-from jobs.sessions import is_alive, process_start_time
+from jobs.sessions import is_alive, process_start_time, this_host
 from knowledge.errors import Conflict, InvalidInput
 from knowledge.library import blobs, index
 from knowledge.library.bases import ENDPOINT_UNCONFIRMED, INGEST_AGENT_NAME, load_base, validate_name
@@ -135,7 +134,7 @@ def _owner_values() -> dict[str, Any]:
 
     pid = os.getpid()
     return {
-        "host": socket.gethostname(),
+        "host": this_host(),
         "pid": pid,
         "process_started_at": process_start_time(pid),
         "heartbeat_at": time.time(),

@@ -153,8 +153,12 @@ class Database:
     # -- transactions -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``); nested calls on one thread become savepoints."""
+    def write(self, *, store_lock: bool = True) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls on one thread become savepoints.
+
+        ``store_lock=False`` is for a statement that locks the very rows it changes and checks nothing
+        else (a job claim, ``jobs.queue.claim_job``): an engine with row locks may then skip the store's one write
+        lock. SQLite has only that lock, so it changes nothing there."""
         self._check_write_thread()
         outer: Connection | None = getattr(self._local, "write_conn", None)
         if outer is not None:
@@ -167,7 +171,7 @@ class Database:
                 raise
             return
         with _mapped_errors(), self.engine.connect() as conn:
-            self._begin_write(conn)
+            self._begin_write(conn, store_lock=store_lock)
             self._local.write_conn = conn
             _hooks(conn).clear()
             try:
@@ -212,7 +216,7 @@ class Database:
             finally:
                 conn.rollback()
 
-    def _begin_write(self, conn: Connection) -> None:
+    def _begin_write(self, conn: Connection, *, store_lock: bool = True) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     def _begin_read(self, conn: Connection) -> None:

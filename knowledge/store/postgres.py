@@ -122,9 +122,10 @@ class PostgresDatabase(Database):
         with self.engine.connect() as conn:
             return conn.exec_driver_sql("SELECT to_regclass('schema_migrations') IS NOT NULL").scalar() is True
 
-    def _begin_write(self, conn: Connection) -> None:
+    def _begin_write(self, conn: Connection, *, store_lock: bool = True) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+        if store_lock:  # without it: a claim, whose FOR UPDATE SKIP LOCKED row lock is all it needs
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
 
     def _begin_read(self, conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
