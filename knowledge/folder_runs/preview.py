@@ -24,6 +24,7 @@ from knowledge.library.bases import Base
 from knowledge.principal import Principal
 from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported
 from knowledge.sources.files import read_source
+from knowledge.sources.formats import is_container
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -158,6 +159,9 @@ def _judge_entry(root: Path, entry: Entry, limit: int = MAX_SOURCE_BYTES) -> Pre
     if not is_supported(entry.path):
         suffix = entry.path.suffix.lower() or "(no extension)"
         return PreviewEntry(entry.relative, "file", entry.size, None, f"unsupported file type {suffix}")
+    if is_container(entry.path.name):  # its files would be children a run's one-source commit cannot schedule
+        reason = "an archive or mailbox is read when its folder is added (quire add), not yet by a folder run"
+        return PreviewEntry(entry.relative, "file", entry.size, None, reason)
     if entry.size is not None and entry.size > limit:
         mib = limit // (1024 * 1024)
         return PreviewEntry(entry.relative, "file", entry.size, None, f"larger than the {mib} MB a source may have")

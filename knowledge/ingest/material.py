@@ -37,7 +37,8 @@ from knowledge.library.index import ChunkRow
 from knowledge.library.tree import Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_note
 from knowledge.sources.files import read_source
-from knowledge.sources.formats import COMPRESSIONS
+from knowledge.sources.formats import COMPRESSIONS, is_container
+from knowledge.sources.model import Member, Refused
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class Prepared:
     copied_from: int | None = None
     mtime: float | None = None
     fresh_texts: int = 0  # how many chunk texts had to be embedded
+    members: tuple[Member, ...] = ()  # a container's files: its children (lifecycle/members.py)
+    refused: tuple[Refused, ...] = ()
 
 
 @dataclass
@@ -104,7 +107,10 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
     A file found in a folder is read only inside that folder: one turned into a link pointing out of it
     since the walk is ``skipped`` (``symlink_not_followed``), its target never read, and the old copy is
     not used in its place (the walk would not list it either)."""
-    assert item.source_path is not None
+    if item.source_path is None:  # a container's member: its owned copy is all there is
+        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).is_file():
+            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        raise SourceRejected("unreadable", "the base's own copy of this file inside its archive is missing")
     if item.source_unverified:  # imported: its path is someone else's word, so only the owned copy is read
         if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).is_file():
             return blobs.read(quire.blobs_dir, item.blob_sha256), None
@@ -151,7 +157,10 @@ def _suffix(name: str) -> str:
 
 
 def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | None:
-    """A completed item of this base with the same bytes and current parser/chunker/model stamps."""
+    """A completed item of this base with the same bytes and current parser/chunker/model stamps (never
+    for a container: its children are made from its bytes, not copied)."""
+    if is_container(item.name):
+        return None
     with quire.db.read() as conn:
         rows = conn.execute(
             select(items.c.id, items.c.name, items.c.parser, items.c.parser_version).where(
@@ -305,6 +314,8 @@ def chunk_parsed(
         metadata=dict(doc.metadata),
         rows=rows,
         mtime=mtime,
+        members=doc.members,
+        refused=doc.refused,
     )
 
 
@@ -315,6 +326,8 @@ def write_blob_files(blobs_dir: Path, prepared: Sequence[Prepared]) -> None:
         if p.raw is not None and p.raw_sha is not None:
             blobs.write_file(blobs_dir, p.raw_sha, p.raw)
         blobs.write_file(blobs_dir, p.text_sha, p.text.encode("utf-8"))
+        for member in p.members:  # a container's files: their owned copies are what its children read
+            blobs.write_file(blobs_dir, blobs.sha256_bytes(member.data), member.data)
 
 
 def _copy_material(

@@ -487,3 +487,34 @@ def create_item(conn: Connection, new: NewItem) -> ItemId:
     if new.root_id is None:
         conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
     return item_id
+
+
+def create_member(conn: Connection, container: Item, name: str, blob_sha: str | None, error: Reason | None) -> ItemId:
+    """A file inside the container file ``container`` (an archive's member, a mailbox's message): a child
+    with no path of its own — no ``source_path`` (its bytes are the owned copy ``blob_sha``) and no
+    ``relative_path`` (so a folder's walk and sync's scan, which match files by that path, never take it
+    for a file on disk). ``name`` is its safe name inside the container."""
+    item_id = create_item(
+        conn,
+        NewItem(
+            container.base_id,
+            "file",
+            name,
+            "processing",
+            parent_id=container.id,
+            root_id=container.root_id,
+            owner=container.owner,
+            run_id=container.run_id,
+            error=error,
+        ),
+    )
+    if blob_sha is not None:
+        conn.execute(update(items).where(items.c.id == item_id).values(blob_sha256=blob_sha))
+    return item_id
+
+
+def delete_rows(conn: Connection, item_ids: Sequence[int]) -> None:
+    """Delete item rows whose material the caller has already cleared."""
+    ids = list(item_ids)
+    for start in range(0, len(ids), 500):
+        conn.execute(delete(items).where(items.c.id.in_(ids[start : start + 500])))

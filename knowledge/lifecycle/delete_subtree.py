@@ -49,9 +49,12 @@ def delete_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
 
 
 def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequence[int]) -> int:
-    """Purge one batch: leaves first (material, owned files, rows), then the containers."""
+    """Purge one batch: leaves first (material, owned files, rows), then what has children — an archive's
+    members before the archive (its row would take theirs with it, leaving their material), folders last."""
     subtree = tree.subtree_items(conn, root_ids)
-    leaves = [i for i in subtree if not i.is_container][:DELETE_BATCH]
+    parents = {i.parent_id for i in subtree}
+    files = sorted((i for i in subtree if not i.is_container), key=lambda i: i.id in parents)
+    leaves = files[:DELETE_BATCH]
     batch = leaves or [i for i in subtree if i.is_container]
     if not batch:
         return 0

@@ -21,6 +21,7 @@ from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import NewItem, Reason, create_item
+from knowledge.lifecycle.members import purge_members
 from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.sources import PARSER_VERSIONS, is_supported
 from knowledge.store.schema import items
@@ -240,9 +241,13 @@ def _create_child(
 
 
 def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence[tree.Item]) -> int:
-    """Remove children whose source vanished: material, owned files, then rows (leaves first)."""
+    """Remove children whose source vanished: material, owned files, then rows (leaves first); an archive
+    among them takes its members (which no walk lists) with it."""
     if not gone:
         return 0
+    for item in gone:
+        if not item.is_container:
+            purge_members(conn, quire.blobs_dir, base_id, item.id)
     shas = blobs.shas_of_items(conn, [i.id for i in gone])
     index.clear_items_material(conn, base_id, [i.id for i in gone if not i.is_container])
     for item in sorted(gone, key=lambda i: i.is_container):

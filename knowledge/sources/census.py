@@ -376,8 +376,22 @@ _OUTLOOK = ParserCensus(
     ),
 )
 
+_CONTAINER = ParserCensus(
+    "container",
+    (
+        stored("files read from it (its children)", "files"),
+        stored("entries not read (links, devices, bombs, encrypted, over a limit)", "not_read"),
+    ),
+    (
+        excluded("member contents", "each file inside is read as a child item of its own"),
+        excluded("member dates, owners and permissions", "archive bookkeeping, not what the files say"),
+        excluded("ZIP archive comment and extra fields", "tool-specific annotations with no agreed meaning"),
+        excluded("mbox From_ lines", "the envelope sender and date; each message's own headers are read"),
+    ),
+)
+
 _DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
-_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL, _OUTLOOK)
+_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL, _OUTLOOK, _CONTAINER)
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 
 

@@ -37,7 +37,7 @@ def _on_first_use(module: str, name: str) -> Parser:
     imports together) is imported when the first such file is parsed, not by every process that
     imports this package (the CLI, the app)."""
 
-    def parse(data: bytes, fmt: Format, **options: str) -> ParsedDocument:
+    def parse(data: bytes, fmt: Format, **options: str | int) -> ParsedDocument:
         real: Callable[..., ParsedDocument] = getattr(importlib.import_module(module), name)
         return real(data, fmt, **options)
 
@@ -64,6 +64,7 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
     "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
     "outlook": (_on_first_use("knowledge.sources.outlook", "parse_msg"), "Outlook message"),
+    "container": (_on_first_use("knowledge.sources.members", "parse_container"), "archive or mailbox"),
 }
 
 
@@ -87,7 +88,9 @@ def parse_bytes(
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
     parse, label = _PARSERS[fmt.parser]
-    options = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
+    options: dict[str, str | int] = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
+    if fmt.parser == "container":  # which container (zip, tar and its compression, mbox) is in the name
+        options = {"name": name, "max_bytes": max_bytes}
     with failing_as(f"{label} could not be parsed (unexpected content)"):
         parsed = parse(data, fmt, **options)
     assert_declared(parsed.parser, parsed.metadata)

@@ -29,6 +29,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "rtf": "rtf-1",
     "mail": "mail-1",
     "outlook": "outlook-1",
+    "container": "container-1",
 }
 
 
@@ -70,6 +71,10 @@ _OFFICE_SUFFIXES = {
     ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
     ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
     ".eml": ("mail", "message/rfc822"), ".msg": ("outlook", "application/vnd.ms-outlook"),
+    # containers: their files become child items (knowledge/sources/members.py, lifecycle/members.py)
+    ".zip": ("container", "application/zip"), ".tar": ("container", "application/x-tar"),
+    ".tgz": ("container", "application/gzip"), ".tbz2": ("container", "application/x-bzip2"),
+    ".txz": ("container", "application/x-xz"), ".mbox": ("container", "application/mbox"),
 }  # fmt: skip
 _HTML_SUFFIXES = {".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml"}
 
@@ -126,6 +131,8 @@ def format_for(name: str) -> Format | None:
         return FORMATS.get(suffix)
     inner = inner_name(name)
     inner_suffix = suffix_of(inner)
+    if inner_suffix == ".tar":  # a compressed tar is a container: its reader unpacks the stream itself
+        return FORMATS[".tar"]
     if inner_suffix in _ARCHIVE_SUFFIXES or not inner.strip("."):
         return None
     return replace(FORMATS.get(inner_suffix) or FORMATS[".txt"], compression=compression)
@@ -134,6 +141,12 @@ def format_for(name: str) -> Format | None:
 def inner_name(name: str) -> str:
     """The name of the file inside a compressed one: ``notes.md.gz`` → ``notes.md``."""
     return PurePath(name).stem
+
+
+def is_container(name: str) -> bool:
+    """Whether ``name`` is an archive or mailbox whose files become child items."""
+    fmt = format_for(name)
+    return fmt is not None and fmt.parser == "container"
 
 
 def is_supported(path: PurePath) -> bool:

@@ -13,9 +13,11 @@ Limits (the bomb checks of ``archive.py`` and ``compressed.py``, counted over th
 members included):
 
 * at most ``MAX_MEMBERS`` entries are looked at: more refuses the container (``too_large``), never a prefix;
-* a ZIP member expanding more than ``archive.MAX_RATIO`` times past ``archive.RATIO_FLOOR`` refuses the
-  container (``decompression_bomb``), judged on the sizes it declares and again on what it really yields;
-  a compressed tar is unpacked by ``compressed.decompress`` under the same rule;
+* a ZIP member expanding more than ``archive.MAX_RATIO`` times past ``archive.RATIO_FLOOR`` is refused by
+  itself (``decompression_bomb``), judged on the sizes it declares and again on what it really yields, so
+  it never expands in memory and the archive's other files are still read; a compressed tar is unpacked by
+  ``compressed.decompress`` under the same rule, which refuses the whole tar (its members cannot be
+  reached without unpacking the stream);
 * a member over ``max_bytes`` (a file's size limit) is refused by itself (``too_large``); all members
   together over ``archive.MAX_UNPACKED_BYTES`` refuse the container (``too_large``);
 * an archive inside an archive is unpacked one level (its members named ``inner.zip/x``); one level
@@ -34,10 +36,11 @@ import stat
 import tarfile
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from knowledge.sources import archive
-from knowledge.sources.model import RejectCode, SourceRejected, failing_as
+from knowledge.sources.formats import Format
+from knowledge.sources.model import Member, ParsedDocument, Refused, SourceRejected, failing_as
 
 MAX_MEMBERS = 10_000
 MAX_NAME_CHARS = 255
@@ -46,19 +49,6 @@ _MIB = 1024 * 1024
 _TAR_COMPRESSIONS = {".tgz": "gzip", ".tbz2": "bzip2", ".txz": "xz"}
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _MBOX_FROM = re.compile(rb"^>+From ", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Member:
-    name: str  # the safe name inside the container (see safe_name): a label, never a path
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Refused:
-    name: str
-    code: RejectCode
-    reason: str
 
 
 @dataclass
@@ -207,20 +197,22 @@ def _zip_entries(data: bytes, max_bytes: int, budget: _Budget) -> Iterator[Membe
         if info.flag_bits & 0x1:
             yield Refused(name, "encrypted", "encrypted inside the archive (no password to open it); not read")
             continue
-        _check_ratio(info.file_size, info.compress_size, name)
+        if _bomb(info.file_size, info.compress_size):
+            yield _bomb_refusal(name)
+            continue
         if info.file_size > max_bytes:
             yield _too_large(name, info.file_size, max_bytes)
             continue
         yield _read_zip_member(zf, info, name, max_bytes, budget)
 
 
-def _check_ratio(size: int, packed: int, name: str) -> None:
-    if size > archive.RATIO_FLOOR and size > archive.MAX_RATIO * max(packed, 1):
-        raise SourceRejected(
-            "decompression_bomb",
-            f"archive looks like a decompression bomb ({name} expands more than {archive.MAX_RATIO} times); "
-            "not unpacked",
-        )
+def _bomb(size: int, packed: int) -> bool:
+    return size > archive.RATIO_FLOOR and size > archive.MAX_RATIO * max(packed, 1)
+
+
+def _bomb_refusal(name: str) -> Refused:
+    reason = f"looks like a decompression bomb (expands more than {archive.MAX_RATIO} times); not unpacked"
+    return Refused(name, "decompression_bomb", reason)
 
 
 def _read_zip_member(
@@ -232,11 +224,10 @@ def _read_zip_member(
         with zf.open(info) as handle:
             while chunk := handle.read(_READ_STEP):
                 out += chunk
-                _check_ratio(len(out), info.compress_size, name)
+                if _bomb(len(out), info.compress_size):
+                    return _bomb_refusal(name)
                 if len(out) > max_bytes:
                     return _too_large(name, len(out), max_bytes)
-    except SourceRejected:
-        raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError, RuntimeError):
         return Refused(name, "parse_error", "damaged inside the archive (bad data or unsupported compression)")
     budget.keep(len(out))
@@ -385,3 +376,23 @@ def _msg_attachments(data: bytes, found: Unpacked) -> list[tuple[str | None, byt
         finally:
             message.close()
     return pairs
+
+
+# -- the container as a document ---------------------------------------------------------------
+
+
+def parse_container(data: bytes, fmt: Format, *, name: str, max_bytes: int) -> ParsedDocument:
+    """The container's own document: a list of what it holds (so a search for a file's name finds its
+    archive), one line each, with the members to become its children and the refused ones with reasons."""
+    from knowledge.sources.census import blank_metadata
+    from knowledge.sources.textutil import document, line_segments
+
+    found = unpack(data, name, max_bytes=max_bytes)  # each member within a file's size limit
+    if not found.members and not found.refused:
+        raise SourceRejected("empty", "holds no files")
+    lines = [m.name for m in found.members] + [f"{r.name} (not read: {r.reason})" for r in found.refused]
+    text = "\n".join(lines) + "\n"
+    metadata = blank_metadata("container")
+    metadata.update(files=len(found.members), not_read=len(found.refused))
+    doc = document("container", text, line_segments(text), metadata, fmt.mime)
+    return replace(doc, members=tuple(found.members), refused=tuple(found.refused))

@@ -57,8 +57,26 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class Member:
+    """A file inside a container (an archive's member, a mailbox's message): read like a file, by its name."""
+
+    name: str  # a safe label inside the container (knowledge.sources.members.safe_name), never a path
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A member of a container that is not read, and why (as a :class:`SourceRejected` would say)."""
+
+    name: str
+    code: RejectCode
+    reason: str
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
-    """Extracted text with its locations and the census-declared metadata of one source."""
+    """Extracted text with its locations and the census-declared metadata of one source. A container's
+    document also carries its ``members`` (to become child items) and the ``refused`` ones."""
 
     text: str
     segments: tuple[Segment, ...]
@@ -66,6 +84,8 @@ class ParsedDocument:
     parser: str
     parser_version: str
     mime: str
+    members: tuple[Member, ...] = ()
+    refused: tuple[Refused, ...] = ()
 
 
 class SourceRejected(Exception):

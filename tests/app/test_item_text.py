@@ -33,8 +33,8 @@ def test_summary_counts_skipped_apart_and_a_folder_of_completed_and_skipped_is_d
 
 
 def test_skipped_rows_are_grey_with_their_reason_and_failed_ones_red() -> None:
-    skipped = _item(status="skipped", error_code="unsupported_type", error_message="unsupported file type .zip")
-    assert details_text(skipped, {}) == "unsupported file type .zip"
+    skipped = _item(status="skipped", error_code="unsupported_type", error_message="unsupported file type .7z")
+    assert details_text(skipped, {}) == "unsupported file type .7z"
     assert STATUS_COLORS["skipped"] != STATUS_COLORS["failed"] and STATUS_COLORS["skipped"] == "#9e9e9e"
     assert progress_of(skipped, {}) == 1.0
 

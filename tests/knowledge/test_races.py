@@ -157,7 +157,9 @@ def test_late_job_never_overwrites_a_newer_generation(quire: Quire) -> None:
     with quire.db.write() as conn:
         from knowledge.library.bases import get_base
 
-        written = index_documents._commit_outcomes(quire, conn, get_base(quire.db, "kb"), [stale], {item_id: 0})
+        written, _members = index_documents._commit_outcomes(
+            quire, conn, get_base(quire.db, "kb"), [stale], {item_id: 0}
+        )
     assert written == 0
     assert item_statuses(quire)[item_id] == "processing"
 

@@ -53,7 +53,7 @@ def test_a_real_folder_completes_with_the_right_files_skipped_and_a_corrupt_pdf_
             "b.md": "# Beta\n\nmore notes",
             "receipt.png": image_bytes(["Receipt from the marmalade shop"]),
             "holiday.jpg": b"",  # replaced below by a photo with no text
-            "bundle.zip": _zip(),
+            "bundle.7z": _zip(),
             "empty.txt": "",
             ".quireignore": "secret.txt\nbuild/\n",
             "secret.txt": "not to be read",
@@ -77,14 +77,14 @@ def test_a_real_folder_completes_with_the_right_files_skipped_and_a_corrupt_pdf_
         "sub/c.txt": ("completed", None),
         "receipt.png": ("completed", None),  # read by OCR
         "holiday.jpg": ("skipped", "no_text"),
-        "bundle.zip": ("skipped", "unsupported_type"),
+        "bundle.7z": ("skipped", "unsupported_type"),
         "empty.txt": ("skipped", "empty"),
         "secret.txt": ("skipped", "excluded"),
     }
     assert {p: (items[p].status, items[p].error_code) for p in expected} == expected
     assert items["secret.txt"].error_message == "excluded by .quireignore"
     assert items["holiday.jpg"].error_message == "no text found: OCR found nothing in the image"
-    assert items["bundle.zip"].error_message == "unsupported file type .zip"
+    assert items["bundle.7z"].error_message == "unsupported file type .7z"
     assert "build" not in items and "build/out.txt" not in items  # an ignored folder is not walked
     assert items["receipt.png"].metadata["ocr"] == "eng" and items["receipt.png"].chunk_count >= 1
 
@@ -93,7 +93,7 @@ def test_a_real_folder_completes_with_the_right_files_skipped_and_a_corrupt_pdf_
     assert items["ok.txt"].status == "completed"
 
     skipped = operations.list_items(quire, "kb", status="skipped", flat=True)
-    assert sorted(i.name for i in skipped) == ["bundle.zip", "empty.txt", "holiday.jpg", "secret.txt"]
+    assert sorted(i.name for i in skipped) == ["bundle.7z", "empty.txt", "holiday.jpg", "secret.txt"]
 
 
 _WORDS = [
@@ -197,15 +197,15 @@ def test_reindex_failed_reruns_exactly_the_failed_items(quire: Quire, data_dir: 
             "ok.txt": "fine words",
             "report.pdf": good_pdf[: len(good_pdf) // 2],  # corrupt: failed
             "other/bad.pdf": b"%PDF-1.4 garbage",  # corrupt: failed
-            "bundle.zip": _zip(),  # skipped: never retried by --failed
+            "bundle.7z": _zip(),  # skipped: never retried by --failed
             "empty.txt": "",  # skipped
         },
     )
     operations.add_items(quire, "kb", [PathInput(folder)])
     drain(quire)
     before = by_path(quire)
-    assert {p: before[p].status for p in ("report.pdf", "other/bad.pdf", "bundle.zip", "ok.txt")} == {
-        "report.pdf": "failed", "other/bad.pdf": "failed", "bundle.zip": "skipped", "ok.txt": "completed",
+    assert {p: before[p].status for p in ("report.pdf", "other/bad.pdf", "bundle.7z", "ok.txt")} == {
+        "report.pdf": "failed", "other/bad.pdf": "failed", "bundle.7z": "skipped", "ok.txt": "completed",
     }  # fmt: skip
     generations = _generations(quire)
     (folder / "report.pdf").write_bytes(good_pdf)  # the user fixed one of them
@@ -221,7 +221,7 @@ def test_reindex_failed_reruns_exactly_the_failed_items(quire: Quire, data_dir: 
     assert bumped == ["other/bad.pdf", "report.pdf"]  # exactly the failed ones were reset and re-run
     assert after["report.pdf"].status == "completed"
     assert after["other/bad.pdf"].status == "failed"
-    assert after["bundle.zip"].status == "skipped" and after["empty.txt"].status == "skipped"
+    assert after["bundle.7z"].status == "skipped" and after["empty.txt"].status == "skipped"
     assert after["mixed"].status == "failed"  # bad.pdf is still broken
 
     # scoped to an item, and nothing failed there → a no-op that says so
@@ -236,14 +236,14 @@ def test_cli_items_status_skipped_json_carries_page_counts(quire: Quire, data_di
     make_base(quire)
     folder = write_tree(
         tmp_path / "cli",
-        {"scan.pdf": scanned_pdf([["one page of a scanned zebu memo"]]), "x.zip": _zip(), "a.txt": "words"},
+        {"scan.pdf": scanned_pdf([["one page of a scanned zebu memo"]]), "x.7z": _zip(), "a.txt": "words"},
     )
     operations.add_items(quire, "kb", [PathInput(folder)])
     drain(quire)
     listed = quire_cli("--json", "items", "kb", "--status", "skipped", data_dir=data_dir)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["items"]
-    assert [(r["name"], r["status"], r["error_code"]) for r in rows] == [("x.zip", "skipped", "unsupported_type")]
+    assert [(r["name"], r["status"], r["error_code"]) for r in rows] == [("x.7z", "skipped", "unsupported_type")]
     every = json.loads(quire_cli("--json", "items", "kb", data_dir=data_dir).stdout)["items"]
     scan = next(r for r in every if r["name"] == "scan.pdf")
     assert (scan["metadata"]["page_count"], scan["metadata"]["ocr_pages"]) == (1, "1")

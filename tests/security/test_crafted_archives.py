@@ -101,11 +101,11 @@ def test_a_zip_symlink_member_is_not_followed() -> None:
     ]
 
 
-def test_a_zip_bomb_is_refused_before_it_expands() -> None:
+def test_a_zip_bomb_member_is_refused_before_it_expands() -> None:
     bomb = zip_of({"report.pdf": b"%PDF-1.4 real", "zeros.txt": b"\x00" * (64 * 1024 * 1024)})
-    with pytest.raises(SourceRejected) as refused:
-        unpack(bomb, "x.zip", max_bytes=100 * 1024 * 1024)
-    assert refused.value.code == "decompression_bomb" and "zeros.txt" in refused.value.reason
+    found = unpack(bomb, "x.zip", max_bytes=100 * 1024 * 1024)  # the bomb by itself; the report is read
+    assert [(m.name, m.data) for m in found.members] == [("report.pdf", b"%PDF-1.4 real")]
+    assert [(r.name, r.code) for r in found.refused] == [("zeros.txt", "decompression_bomb")]
 
 
 def test_a_tar_gz_bomb_is_refused_while_unpacking() -> None:

@@ -21,7 +21,7 @@ from knowledge.sources.census import (
 )
 from knowledge.sources.formats import Format
 
-from .builders import image_bytes, make_docx, make_epub, make_pdf
+from .builders import image_bytes, make_docx, make_epub, make_pdf, zip_of
 from .office_builders import make_eml, make_msg, make_odt, make_pptx, make_rtf, make_xlsx
 
 FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
@@ -41,6 +41,7 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "rtf": lambda: parse_bytes(make_rtf(["body"]), name="a.rtf"),
     "mail": lambda: parse_bytes(make_eml("S", plain="body"), name="a.eml"),
     "outlook": lambda: parse_bytes(make_msg("S", plain="body"), name="a.msg"),
+    "container": lambda: parse_bytes(zip_of({"a.txt": b"words"}), name="a.zip"),
 }
 
 PDF_INFO_KEYS = [

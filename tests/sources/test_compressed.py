@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.sources import SourceRejected, archive, is_supported, parse_bytes, parse_source
+from knowledge.sources.formats import format_for
 
 from .builders import PNG_BYTES, make_pdf
 from .conftest import Writer, rejected, segment_at
@@ -21,8 +22,10 @@ MARKDOWN = b"---\ntitle: Release notes\n---\n# Changes\n\nFixed the frobnicator.
 def test_which_compressed_names_are_read() -> None:
     for name in ("notes.md.gz", "changelog.gz", "changelog.Debian.gz", "x.txt.xz", "NEWS.bz2", "a.PDF.GZ"):
         assert is_supported(Path(name)), name
-    for name in ("archive.tar.gz", "archive.tar.xz", "x.zip.gz", "twice.md.gz.gz", ".gz", "a.tgz"):
+    for name in ("x.zip.gz", "twice.md.gz.gz", ".gz", "x.7z.xz"):
         assert not is_supported(Path(name)), name
+    for name in ("archive.tar.gz", "archive.tar.xz", "a.tgz"):  # containers: their files become children
+        assert is_supported(Path(name)) and format_for(name).parser == "container", name  # type: ignore[union-attr]
 
 
 def test_markdown_inside_gzip_is_markdown_with_its_source_lines(write: Writer) -> None:
