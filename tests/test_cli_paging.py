@@ -4,18 +4,24 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from knowledge import folder_runs
+from knowledge import folder_runs, sync
+from knowledge.agents import proposals
 from knowledge.lifecycle import operations
+from knowledge.principal import Principal
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.folder_runs.helpers import PERSON, doc_text, drain, make_base
 from tests.support.files import write_tree
+
+AGENT = Principal.agent("claude")
 
 
 def listing(data_dir: Path, *args: str) -> dict[str, Any]:
@@ -70,6 +76,29 @@ def test_every_listing_pages_with_limit_and_after(quire: Quire, data_dir: Path, 
     assert jobs == sorted(jobs) and len(jobs) == len(set(jobs)) >= 4
     entries = follow(data_dir, "entries", lambda e: e["id"], "audit")
     assert entries == sorted(entries) and len(entries) >= 9
+
+
+def test_bases_pending_changes_and_proposals_page_too(quire: Quire, data_dir: Path, tmp_path: Path) -> None:
+    for name in ("kb", "b2", "b3", "b4", "b5"):
+        make_base(quire, name)
+    bases = follow(data_dir, "bases", lambda b: b["id"], "base", "list")
+    assert len(bases) == 5 and bases == sorted(bases)
+
+    folder = write_tree(tmp_path / "f", {"keep.txt": "The kept file."})
+    item = operations.add_items(quire, "kb", [operations.PathInput(folder)]).created[0]
+    drain(quire)
+    root = sync.enable_sync(quire, "kb", item, mode="review")
+    drain(quire)
+    for n in range(5):
+        (folder / f"new{n}.txt").write_text(f"New file {n} about the estuary.")
+        os.utime(folder / f"new{n}.txt", (time.time() - 10, time.time() - 10))  # settled, not being written
+    assert sync.reconcile(quire, root.id, quire.db.write).pending == 5
+    pending = follow(data_dir, "pending", lambda p: p["path"], "sync", "pending", "kb")
+    assert sorted(pending) == [f"new{n}.txt" for n in range(5)] and len(set(pending)) == 5
+
+    made = [proposals.propose_note(quire, AGENT, "kb", f"note {n}").id for n in range(5)]
+    listed = follow(data_dir, "proposals", lambda p: p["id"], "proposals", "list")
+    assert listed == sorted(made, reverse=True)  # newest first, each page older than the one before
 
 
 def test_a_limit_out_of_range_is_a_usage_error(data_dir: Path) -> None:

@@ -45,6 +45,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=defaults.max_concurrency, help="requests in flight at most")
     p.set_defaults(func=cmd_base_create)
     p = bsub.add_parser("list", parents=[common], help="list bases")
+    add_paging(p)
     p.set_defaults(func=cmd_base_list)
     for action, fn in (
         ("show", cmd_base_show),
@@ -211,9 +212,14 @@ def _create_remote_base(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_base_list(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
-        rows = [b.as_dict() for b in bases.list_bases(quire.db)]
-    out.emit({"bases": rows}, lambda d: "\n".join(_base_text(b) for b in d["bases"]) or "no knowledge bases")
+        found = bases.page_bases(quire.db, limit=limit, after_id=args.after)
+    more = next_cursor(found, limit, lambda b: b.id)
+    out.emit(
+        paged("bases", [b.as_dict() for b in found], more),
+        lambda d: with_more("\n".join(_base_text(b) for b in d["bases"]) or "no knowledge bases", more),
+    )
     return 0
 
 

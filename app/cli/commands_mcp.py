@@ -18,6 +18,7 @@ from typing import Any
 from app.cli.commands_core import opened
 from app.cli.commands_runs import principal_of
 from app.cli.main import Output, UsageError, local_only
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.self_command import quire_command
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
@@ -50,7 +51,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     psub.required = True
     q = psub.add_parser("list", parents=[common], help="pending proposals (--all: every proposal)")
     q.add_argument("--all", action="store_true")
-    q.add_argument("--limit", type=int, default=200)
+    add_paging(q, most=1000)  # newest first: the next page holds older proposals
     q.set_defaults(func=cmd_proposals_list)
     for action, fn in (("accept", cmd_proposals_accept), ("dismiss", cmd_proposals_dismiss)):
         q = psub.add_parser(action, parents=[common], help=f"{action} a pending proposal")
@@ -112,10 +113,15 @@ def _proposal_line(p: dict[str, Any]) -> str:
 
 
 def cmd_proposals_list(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
+    status = None if args.all else "pending"
     with opened(args) as quire:
-        found = proposals.list_proposals(quire, status=None if args.all else "pending", limit=args.limit)
-    rows = [p.as_dict() for p in found]
-    out.emit({"proposals": rows}, lambda d: "\n".join(_proposal_line(p) for p in d["proposals"]) or "no proposals")
+        found = proposals.list_proposals(quire, status=status, limit=limit, before_id=args.after or None)
+    more = next_cursor(found, limit, lambda p: p.id)
+    out.emit(
+        paged("proposals", [p.as_dict() for p in found], more),
+        lambda d: with_more("\n".join(_proposal_line(p) for p in d["proposals"]) or "no proposals", more),
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.cli.commands_core import opened
 from app.cli.main import EXIT_CONFLICT, Output
+from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import sync
 from knowledge.library import bases
 
@@ -42,6 +43,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     q = ss.add_parser("pending", parents=[common], help="changes a review-mode folder found")
     q.add_argument("base", nargs="?")
+    add_paging(q)
     q.set_defaults(func=cmd_pending)
 
     q = ss.add_parser("apply", parents=[common], help="apply a review-mode folder's pending changes")
@@ -92,13 +94,18 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_pending(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
         roots = _roots(quire, args.base)
         by_id = {r.id: r.item_id for r in roots}
-        rows = [{**p, "item_id": by_id[p["root_id"]]} for p in sync.list_pending(quire, list(by_id))]
+        found = sync.page_pending(quire, list(by_id), limit=limit, after_id=args.after)
+    rows = [{**p, "item_id": by_id[p["root_id"]]} for p in found]
+    more = next_cursor(found, limit, lambda p: int(p["id"]))
     out.emit(
-        {"pending": rows},
-        lambda _d: "\n".join(f"{p['item_id']:>6} {p['kind']:<8} {p['path']}" for p in rows) or "nothing pending",
+        paged("pending", rows, more),
+        lambda _d: with_more(
+            "\n".join(f"{p['item_id']:>6} {p['kind']:<8} {p['path']}" for p in rows) or "nothing pending", more
+        ),
     )
     return 0
 

@@ -237,11 +237,16 @@ def _load(conn: Connection, proposal_id: int) -> Proposal:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def list_proposals(quire: Quire, *, status: str | None = "pending", limit: int = 200) -> list[Proposal]:
-    """Newest first; ``status=None`` lists every proposal."""
+def list_proposals(
+    quire: Quire, *, status: str | None = "pending", limit: int = 200, before_id: int | None = None
+) -> list[Proposal]:
+    """Newest first; ``status=None`` lists every proposal. ``before_id`` (the last id of the page before)
+    pages on towards older ones."""
     if not 1 <= limit <= 1000:
         raise InvalidInput("limit must be between 1 and 1000")
     query = select(agent_proposals).order_by(agent_proposals.c.id.desc()).limit(limit)
+    if before_id is not None:
+        query = query.where(agent_proposals.c.id < before_id)
     if status is not None:
         query = query.where(agent_proposals.c.status == status)
     with quire.db.read() as conn:

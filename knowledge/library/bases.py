@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 
 from jobs.queue import JobQueue
@@ -184,6 +184,13 @@ def resolve_base(conn: Connection, ref: str | int) -> Base:
 def list_bases(db: Database) -> list[Base]:
     with db.read() as conn:
         return [Base.from_row(r) for r in conn.execute(select(bases).where(_visible()).order_by(bases.c.name)).all()]
+
+
+def page_bases(db: Database, *, limit: int, after_id: int = 0) -> list[Base]:
+    """One page of the bases by id (a listing's keyset: ``after_id`` is the last id of the page before)."""
+    query = select(bases).where(and_(_visible(), bases.c.id > after_id)).order_by(bases.c.id).limit(limit)
+    with db.read() as conn:
+        return [Base.from_row(r) for r in conn.execute(query).all()]
 
 
 def get_base(db: Database, ref: str | int) -> Base:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.sync import job
-from knowledge.sync.reconcile import Outcome, StoodDown, apply_pending, dismiss, list_pending, reconcile
+from knowledge.sync.reconcile import Outcome, StoodDown, apply_pending, dismiss, list_pending, page_pending, reconcile
 from knowledge.sync.roots import (
     APPLY_BATCH,
     FULL_RECONCILE_SECONDS,
@@ -76,6 +76,7 @@ __all__ = [
     "enable_sync",
     "list_pending",
     "list_roots",
+    "page_pending",
     "polling_reason",
     "reconcile",
     "register",

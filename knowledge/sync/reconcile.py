@@ -522,6 +522,27 @@ def list_pending(quire: Quire, root_ids: Sequence[int]) -> list[dict[str, Any]]:
     ]
 
 
+def page_pending(quire: Quire, root_ids: Sequence[int], *, limit: int, after_id: int = 0) -> list[dict[str, Any]]:
+    """One page of the roots' pending changes by id (``after_id``: the last id of the page before)."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            select(sync_pending)
+            .where(
+                and_(
+                    sync_pending.c.root_id.in_(list(root_ids)),
+                    sync_pending.c.status == "pending",
+                    sync_pending.c.id > after_id,
+                )
+            )
+            .order_by(sync_pending.c.id)
+            .limit(limit)
+        ).all()
+    return [
+        {"id": r.id, "root_id": r.root_id, "path": r.relative_path, "kind": r.kind, **json.loads(r.detail or "{}")}
+        for r in rows
+    ]
+
+
 def dismiss(quire: Quire, root_id: int, paths: Sequence[str], actor: str) -> int:
     """Dismiss pending changes; each stays dismissed until its file changes again (its fingerprint)."""
     require_person("dismiss sync changes")

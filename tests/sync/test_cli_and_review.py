@@ -80,7 +80,7 @@ def test_cli_on_status_run_pending_and_add_sync(data_dir: Path, tmp_path: Path) 
     assert quire_cli("sync", "on", "kb", str(item["id"]), "--mode", "nope", data_dir=data_dir).returncode == 2
     review = quire_cli("--json", "sync", "on", "kb", str(item["id"]), "--mode", "review", data_dir=data_dir)
     assert json.loads(review.stdout)["mode"] == "review"
-    assert json.loads(quire_cli("--json", "sync", "pending", data_dir=data_dir).stdout) == {"pending": []}
+    assert json.loads(quire_cli("--json", "sync", "pending", data_dir=data_dir).stdout) == {"pending": [], "next": None}
     off = quire_cli("--json", "sync", "off", "kb", str(item["id"]), data_dir=data_dir)
     assert json.loads(off.stdout)["was_synced"] is True
     assert json.loads(quire_cli("--json", "sync", "status", data_dir=data_dir).stdout) == {"roots": []}
