@@ -1,13 +1,18 @@
 """Worker deaths per source of a folder run: the run's poison isolation (``items.deaths`` is the index job's).
 
-Before a group of sources is read, they are marked in flight for this attempt (``folder_run_in_flight``).
-When a later attempt enters the run (recovery handed the job back after the worker died, or a stale claim
-was taken over), every unsettled source an earlier attempt had in flight counts one death; at
-:data:`DEATHS_BEFORE_QUARANTINE` it settles ``quarantined`` (with its one outcome row, like any other
-disposition) and the run goes on. A source that died once is read alone from then on, so a second death
-names it exactly. The mark covers the group's window (up to ``GROUP_MAX_SOURCES``), so a source of the
-window the group had not reached counts a death too; it is then read alone, and only dying alone again
-quarantines it.
+An attempt marks in ``folder_run_in_flight`` exactly the sources it is working on at each moment
+(:class:`Flight`): the one being parsed and chunked, then the group's sources while their chunks are
+embedded together, then the one being settled. When a later attempt enters the run (recovery handed the
+job back after the worker died, or a stale claim was taken over), every unsettled source an earlier
+attempt left in flight counts one death; at :data:`DEATHS_BEFORE_QUARANTINE` it settles ``quarantined``
+(with its one outcome row, like any other disposition) and the run goes on. A source that died once is
+read alone from then on, so a second death names it exactly. A source the dead attempt had not reached,
+or had finished with while it worked on another, counts nothing.
+
+The marks ride on transactions the run takes anyway where they can: a source's mark on the coverage check
+after its bytes are read (made a write), the next source's mark on the settling transaction of the one
+before; only the group's embedding and the move from it to the first source to settle take one small
+write each per group.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from jobs.runtime import JobContext
 from knowledge.folder_runs.group import GROUP_MAX_SOURCES
 from knowledge.folder_runs.ledger import ManifestSource
 from knowledge.store.database import Database
@@ -59,10 +66,35 @@ def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: i
     )  # fmt: skip
 
 
-def mark_in_flight(conn: Connection, run_id: int, sources: Sequence[ManifestSource], attempt: int) -> None:
-    for source in sources:
-        statement = sqlite_insert(folder_run_in_flight).values(run_id=run_id, source_id=source.id, attempt=attempt)
+def set_in_flight(conn: Connection, run_id: int, attempt: int, source_ids: Sequence[int]) -> None:
+    """This attempt now has exactly ``source_ids`` in flight: they are marked, the rest it had are not (their
+    death counts stay)."""
+    conn.execute(
+        update(folder_run_in_flight)
+        .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
+        .where(folder_run_in_flight.c.source_id.not_in(list(source_ids)))
+        .values(attempt=None)
+    )
+    for source_id in source_ids:
+        statement = sqlite_insert(folder_run_in_flight).values(run_id=run_id, source_id=source_id, attempt=attempt)
         conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
+
+
+@dataclass(frozen=True)
+class Flight:
+    """The in-flight marks of one attempt of one run."""
+
+    ctx: JobContext
+    run_id: int
+
+    def now(self, conn: Connection, source_ids: Sequence[int]) -> None:
+        """Mark ``source_ids`` (only) in a transaction the caller takes anyway."""
+        set_in_flight(conn, self.run_id, self.ctx.attempt, source_ids)
+
+    def move(self, source_ids: Sequence[int]) -> None:
+        """Mark ``source_ids`` (only) in a transaction of their own (fenced on this attempt owning the job)."""
+        with self.ctx.write() as conn:
+            self.now(conn, source_ids)
 
 
 def clear_in_flight(db: Database, run_id: int, attempt: int) -> None:

@@ -2,8 +2,9 @@
 
 Sources are prepared a group at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the
 group's chunks) and settled one per transaction, in manifest order, with the cancellation check before
-each source. Each group is marked in flight first; a source in flight across two worker deaths settles
-``quarantined`` when the next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
+each source. The sources being worked on are marked in flight as they are (the one parsed, the group
+embedded, the one settled); a source in flight across two worker deaths settles ``quarantined`` when the
+next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from knowledge.folder_runs.commit import record_outcome, settle_source_in_tx
 from knowledge.folder_runs.deaths import (
     DEATHS_BEFORE_QUARANTINE,
     QUARANTINED,
+    Flight,
     clear_in_flight,
     count_deaths,
-    mark_in_flight,
     next_window,
     settle_quarantined,
 )
@@ -154,7 +155,7 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
         earlier = lineage_commits(conn, run.retry_of)
     if len(sources) != run.declared_size:
         raise RunFault("invariant violation: the manifest does not have the run's declared size")
-    tools = SourceTools(quire, base)
+    tools = SourceTools(quire, base, flight=Flight(ctx, run.id))
     done = len(settled)
     ctx.progress(done, run.declared_size, "ingesting")
     for source in sources:
@@ -173,11 +174,12 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
         while todo:
             ctx.check_cancelled()
             window = next_window(todo, deaths)
-            with ctx.write() as conn:
-                mark_in_flight(conn, run.id, window, ctx.attempt)
-            for source in prepare_group(tools, root, window):
+            group = prepare_group(tools, root, window)
+            Flight(ctx, run.id).move([group[0].id])  # embedded: from now on only the one being settled
+            for n, source in enumerate(group):
                 ctx.check_cancelled()
-                tally[_settle_source(ctx, run, tools, source, agent)] += 1
+                then = [s.id for s in group[n + 1 : n + 2]]
+                tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then)] += 1
                 done += 1
                 ctx.progress(done, run.declared_size, "ingesting")
             todo.extendleft(reversed(window))  # what the group did not take goes first next time
@@ -206,9 +208,18 @@ def _settle_already_committed(ctx: JobContext, run: RunRecord, source: ManifestS
     return True
 
 
-def _settle_source(ctx: JobContext, run: RunRecord, tools: SourceTools, source: ManifestSource, agent: str) -> str:
+def _settle_source(
+    ctx: JobContext,
+    run: RunRecord,
+    tools: SourceTools,
+    source: ManifestSource,
+    agent: str,
+    *,
+    then_in_flight: Sequence[int],
+) -> str:
     """Settle in one fenced transaction what its group prepared (a source that changed meanwhile is read
-    again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back."""
+    again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back. The same
+    transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle)."""
     quire = tools.quire
     root = Path(run.folder)
     for round_no in range(MAX_ROUNDS):
@@ -223,6 +234,7 @@ def _settle_source(ctx: JobContext, run: RunRecord, tools: SourceTools, source: 
                 disposition = settle_source_in_tx(
                     conn, ctx, run, tools, source, agent, work, reads, last_round=round_no == MAX_ROUNDS - 1
                 )
+                Flight(ctx, run.id).now(conn, then_in_flight)
                 fence_run(conn, run.id, ctx.attempt)  # immediately before commit, under the write lock
             return disposition
         except SourceChanged:

@@ -34,6 +34,7 @@ from knowledge.sources import SourceRejected
 from knowledge.sources.files import read_source
 
 if TYPE_CHECKING:
+    from knowledge.folder_runs.deaths import Flight
     from knowledge.ingest.embedding import Encoder
     from knowledge.runtime import Quire
 
@@ -42,11 +43,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SourceTools:
-    """Per-attempt, lazily loaded: the tokenizer's model directory and the document encoder; and the
-    sources a group prepared ahead (each taken once, by its source's first round)."""
+    """Per-attempt, lazily loaded: the tokenizer's model directory and the document encoder; the sources a
+    group prepared ahead (each taken once, by its source's first round); and the attempt's in-flight marks."""
 
     quire: Quire
     base: Base
+    flight: Flight | None = None
     ready: dict[int, SourceWork | None] = field(default_factory=dict)  # by source id; None: not visible
     _encoder: Encoder | None = None
     _model_path: str | None = None
@@ -107,9 +109,8 @@ def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> 
     if sha != source.content_sha256 or len(raw) != source.size:
         return SourceWork(ident=after, sha=sha, changed=True)
     work = SourceWork(ident=after if before == after else None, sha=sha)
-    with tools.quire.db.read() as conn:
-        if is_covered(conn, tools.base, sha):
-            return work  # nothing to parse: the transaction will settle it already_covered
+    if _covered(tools, source, sha):
+        return work  # nothing to parse: the transaction will settle it already_covered
     item = _placeholder_item(tools.base, path, source)
     try:
         parser = tools.quire.parsers.for_this_thread()  # a hang or crash costs this source, not the run
@@ -124,6 +125,17 @@ def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> 
     return work
 
 
+def _covered(tools: SourceTools, source: ManifestSource, sha: str) -> bool:
+    """Whether the base holds these bytes already; in a run, the same transaction marks the source the one
+    in flight (parsing and chunking come next), so the mark costs no round trip of its own."""
+    if tools.flight is None:
+        with tools.quire.db.read() as conn:
+            return is_covered(conn, tools.base, sha)
+    with tools.flight.ctx.write() as conn:
+        tools.flight.now(conn, [source.id])
+        return is_covered(conn, tools.base, sha)
+
+
 def finish_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> BatchStats:
     """Vectors for every prepared work in ONE encoder call (reused by text hash first), then the owned
     copies on disk. An embedding failure is narrowed to its culprit sources (the index job's bisection),
@@ -133,6 +145,8 @@ def finish_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> Batc
     prepared = [w.prepared for w in works if w is not None and w.prepared is not None]
     if not prepared:
         return stats
+    if tools.flight is not None and len(prepared) > 1:  # one alone is marked already, by its coverage check
+        tools.flight.move([-p.item.id for p in prepared])  # placeholder ids are the sources' ids, negated
     culprits = embed_narrowed(tools.quire, tools.base, prepared, tools.encoder, stats)
     for work in works:
         if work is not None and work.prepared is not None and work.prepared.item.id in culprits:

@@ -9,6 +9,10 @@ The kill points are drawn from a seeded random generator, so a failure reproduce
   next source, often inside its write transaction).
 Startup recovery in the next worker hands the dead attempt's claim back at once (its session's pid is
 gone), and the next attempt takes the run over and re-walks the manifest from the start.
+
+After each kill the test notes which sources the dead attempt left in flight (only the one being worked
+on, or the group being embedded: ``tests/folder_runs/test_source_deaths.py`` shows the marks are that
+precise); a source is quarantined exactly when it was in flight at two kills.
 """
 
 from __future__ import annotations
@@ -51,6 +55,18 @@ def started_entries(quire: Quire, run_id: int) -> int:
     return sum(1 for e in entries(quire, run_id) if e.action == audit.RUN_STARTED)
 
 
+def left_in_flight(quire: Quire, run_id: int) -> set[tuple[str, int]]:
+    """(source, attempt) of every unsettled source a dead attempt left marked in flight."""
+    found = rows(
+        quire,
+        "SELECT s.relative_path, f.attempt FROM folder_run_in_flight f JOIN folder_run_sources s ON s.id = f.source_id"
+        " WHERE f.run_id = :r AND f.attempt IS NOT NULL AND NOT EXISTS (SELECT 1 FROM folder_run_outcomes o"
+        " WHERE o.run_id = f.run_id AND o.source_id = f.source_id)",
+        r=run_id,
+    )
+    return {(str(path), int(attempt)) for path, attempt in found}
+
+
 def run_status(quire: Quire, run_id: int) -> str:
     return str(scalar(quire, "SELECT status FROM folder_runs WHERE id = :r", r=run_id))
 
@@ -81,6 +97,7 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Pa
 
         rng = random.Random(SEED)
         kills: list[dict[str, object]] = []
+        deaths: set[tuple[str, int]] = set()  # (source, attempt) it was in flight under when that attempt died
         while len(kills) < KILLS and run_status(quire, started.run_id) not in ("completed", "failed"):
             mode = rng.choices(MODES, WEIGHTS)[0]
             before_batches, before_started = batches(quire), started_entries(quire, started.run_id)
@@ -102,7 +119,11 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Pa
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.communicate(timeout=60)
             assert proc.returncode == -signal.SIGKILL
-            kills.append({"mode": mode, "committed_by_it": batches(quire) - before_batches})
+            in_flight = left_in_flight(quire, started.run_id)
+            deaths |= in_flight
+            kills.append(
+                {"mode": mode, "committed_by_it": batches(quire) - before_batches, "in_flight": len(in_flight)}
+            )
 
         final = spawn_worker(data_dir, "--until-idle")
         out, err = final.communicate(timeout=300)
@@ -110,8 +131,23 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(tmp_path: Pa
         assert json.loads(out.splitlines()[-1])["jobs_finished"] >= 1
 
         check_converged(quire, started.run_id, kills)
+        died = Counter(path for path, _attempt in deaths)
+        quarantined = {s.relative_path for s in folder_runs.show_run(quire, started.run_id).sources
+                       if s.disposition == "quarantined"}  # fmt: skip
+        # never a source that was not in flight at two kills; always one that was
+        assert quarantined == {path for path, n in died.items() if n >= 2}, (quarantined, died)
         elapsed = time.monotonic() - began
-        print(json.dumps({"kills": len(kills), "modes": Counter(k["mode"] for k in kills), "seconds": elapsed}))
+        print(
+            json.dumps(
+                {
+                    "kills": len(kills),
+                    "modes": Counter(k["mode"] for k in kills),
+                    "in_flight_per_kill": [k["in_flight"] for k in kills],
+                    "quarantined": len(quarantined),
+                    "seconds": elapsed,
+                }
+            )
+        )
         assert len(kills) >= 20, kills
     finally:
         quire.close()

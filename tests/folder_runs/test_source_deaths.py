@@ -1,5 +1,7 @@
 """A source whose processing killed the worker twice settles ``quarantined`` and the run goes on (real
-``quire worker`` processes SIGKILLed while one source's parse hangs; the other sources commit)."""
+``quire worker`` processes SIGKILLed while one source's parse hangs; the other sources commit). Only the
+source being worked on is in flight at a kill: its group's sources read before it, and those after it, count
+no death."""
 
 from __future__ import annotations
 
@@ -39,6 +41,18 @@ def _stuck(quire: Quire) -> tuple[int | None, int]:
     return (None, 0) if row is None else (row.attempt, int(row.deaths))
 
 
+def _marks(quire: Quire) -> dict[str, tuple[int | None, int]]:
+    """Every source's (attempt that has it in flight, deaths), by path."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT s.relative_path, f.attempt, f.deaths FROM folder_run_in_flight f"
+                " JOIN folder_run_sources s ON s.id = f.source_id"
+            )
+        ).all()
+    return {str(r.relative_path): (r.attempt, int(r.deaths)) for r in rows}
+
+
 def test_a_source_that_kills_the_worker_twice_is_quarantined_and_the_run_completes(
     quire: Quire,
     data_dir: Path,
@@ -58,13 +72,15 @@ def test_a_source_that_kills_the_worker_twice_is_quarantined_and_the_run_complet
     for deaths_before in (0, 1):
         worker = python_proc(*cli_argv("worker", data_dir=data_dir)[1:])
         try:  # in flight under this attempt with the deaths counted so far (the parse hangs: it stays)
-            wait_until(lambda d=deaths_before: _stuck(quire)[0] is not None and _stuck(quire)[1] == d, timeout=180)
+            wait_until(lambda d=deaths_before: _stuck(quire)[0] is not None and _stuck(quire)[1] == d, timeout=420)
             attempt = _stuck(quire)[0]
             wait_until(lambda a=attempt: scalar(quire, "SELECT owner_attempt FROM folder_runs") == a, timeout=60)
         finally:
             os.kill(worker.pid, signal.SIGKILL)
             worker.communicate(timeout=30)
         assert worker.returncode == -signal.SIGKILL
+        # the five sources read before it (one group with it) and the one after it are not in flight
+        assert {path for path, (at, _d) in _marks(quire).items() if at is not None} == {"stuck.hang"}
 
     last = bad_cli("worker", "--until-idle", data_dir=data_dir, timeout=600)
     assert last.returncode == 0, last.stderr
@@ -75,4 +91,5 @@ def test_a_source_that_kills_the_worker_twice_is_quarantined_and_the_run_complet
     assert set(got.values()) == {"committed"} and len(got) == 6  # every other source, also the one after it
     assert detail.summary.counts["quarantined"] == 1
     assert len(search(quire, "kb", "marker40x", mode="keyword")) == 1
+    assert {path: d for path, (_at, d) in _marks(quire).items() if d} == {"stuck.hang": 2}  # no collateral death
     assert integrity_ok(quire)
