@@ -22,8 +22,9 @@ from tests.benchmarks.common import log
 
 BENCHMARKS = ("ingest", "quality", "fusion", "latency", "app", "drop", "viewer", "portable", "ocr", "sync")
 # Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min;
-# bench_multilingual the extra "multilingual".
-ON_PURPOSE = ("encoders", "multilingual")
+# bench_multilingual the extra "multilingual"; bench_million builds a 1,000,000-chunk synthetic base first
+# (minutes; `python -m tests.benchmarks.bench_million --help`).
+ON_PURPOSE = ("encoders", "multilingual", "million")
 
 
 def main(argv: list[str] | None = None) -> int:

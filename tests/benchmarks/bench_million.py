@@ -1,0 +1,260 @@
+"""Search at scale: a SYNTHETIC base of ``--chunks`` chunks (default 1,000,000; ``synth_base.py``, from the
+SciFact ingest), the same queries through ``quire search --queries-file`` with the code before and after a
+change, each mode in a fresh process.
+
+``python -m tests.benchmarks.bench_million [--chunks N] [--before SRC_TREE] [--name NAME]``
+
+Per mode and code version: the first answer after process start (wall time from spawning the process to
+its first result line: interpreter, imports, opening the data directory, the model, the vectors), the first
+query's own ``elapsed_ms``, p50/p95/p99 of the other queries (warm-up dropped), and the process's peak RSS
+(``ru_maxrss`` of a wrapper's only child). ``--before`` is a source tree of the earlier code (e.g.
+``git archive <commit> | tar -x -C DIR``); the data directory is the same, so only the code differs. The
+OS page cache is left as it is (shared machine): "cold" means a fresh process, not a cold disk.
+
+Then, in this process, on the base's memory-mapped vector file: the exact scan (every float16 copy scored)
+against the sign-bit candidates rescored (what search runs), recall@10 and time per query; and the time to
+rebuild the file from rows (what a first search cost before, and what a damaged file costs once).
+Results: ``tests/benchmarks/results/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.benchmarks import bench_ingest, corpus
+from tests.benchmarks.bench_latency import stats
+from tests.benchmarks.common import REPO, Result, child_env, log, python_module, run_benchmark, target
+
+MODES = ("vector", "keyword", "hybrid")
+WARMUP = 10
+QUERIES = 300
+RECALL_QUERIES = 200
+_WRAP = (
+    "import resource, subprocess, sys\n"
+    "r = subprocess.run(sys.argv[1:])\n"
+    "sys.stderr.write('\\nMAXRSS_KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(r.returncode)\n"
+)
+
+
+def ensure_synth(chunks: int) -> tuple[Path, dict[str, Any]]:
+    source = bench_ingest.area(False) / "data-bf16"
+    data_dir = bench_ingest.area(False) / f"data-synth-{chunks}"
+    marker = data_dir / "synth.json"
+    if marker.exists():
+        info: dict[str, Any] = json.loads(marker.read_text())
+        if info.get("chunks") == chunks:
+            return data_dir, info
+    bench_ingest.fresh(data_dir)
+    log(f"building the synthetic {chunks:,}-chunk base")
+    info = python_module("tests.benchmarks.synth_base", str(data_dir), str(source), bench_ingest.BASE, str(chunks))
+    marker.write_text(json.dumps(info))
+    return data_dir, info
+
+
+def run_queries(code: Path, data_dir: Path, queries: Path, mode: str) -> dict[str, Any]:
+    """One fresh ``quire search --queries-file`` process on ``code``'s source tree."""
+    argv = [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), "search", "synth"]
+    argv += ["--queries-file", str(queries), "--mode", mode, "--limit", "10", "--json"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRAP, *argv],
+        cwd=code,
+        env=child_env({"PYTHONPATH": str(code)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read() if proc.stderr else ""))
+    reader.start()
+    first_line_s: float | None = None
+    rows = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if first_line_s is None:
+            first_line_s = time.perf_counter() - started
+        rows.append(json.loads(line))
+    proc.wait()
+    reader.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"search exited {proc.returncode}: {errors[0][-2000:]}")
+    rss_kb = int(errors[0].rsplit("MAXRSS_KB", 1)[1].split()[0])
+    measured = [float(r["elapsed_ms"]) for r in rows if not str(r["id"]).startswith("warmup-")]
+    return {
+        "first_answer_after_start_s": round(first_line_s or 0.0, 2),
+        "first_query_ms": round(float(rows[0]["elapsed_ms"]), 1),
+        **stats(measured),
+        "peak_rss_mb": round(rss_kb / 1024, 1),
+    }
+
+
+def scan_comparison(data_dir: Path, queries_file: Path) -> dict[str, Any]:
+    """Exact scan over the mapped float16 copies against the sign-bit candidates search uses."""
+    from knowledge.job_types import open_quire
+    from knowledge.library.bases import get_base
+    from knowledge.library.vector_file import BaseKey, VectorFiles
+
+    texts = [json.loads(line)["text"] for line in queries_file.read_text().splitlines() if line.strip()]
+    quire = open_quire(data_dir)
+    try:
+        base = get_base(quire.db, "synth")
+        files = VectorFiles(quire.db)
+        key = BaseKey(base.id, base.created_at, base.dimension)
+        path = files.path(base.id)
+        path.unlink()  # rebuilt from rows: the one-time cost a missing or damaged file has
+        t0 = time.perf_counter()
+        mapped = files.sync(base.id)
+        rebuild_s = time.perf_counter() - t0
+        assert mapped is not None and files.peek(key) is not None
+        encoder = quire.query_encoder(base)
+        vectors = [encoder.encode_query(t) for t in texts]
+        exact_ms, quantized_ms, overlap = [], [], []
+        for q in vectors:
+            t0 = time.perf_counter()
+            exact = _exact_top(mapped.ids, mapped.halves, q, 10)
+            exact_ms.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            with quire.db.read() as conn:
+                found = {cid for cid, _d in quire.vectors.nearest(conn, base, q, 10)}
+            quantized_ms.append((time.perf_counter() - t0) * 1000)
+            overlap.append(len(found & exact) / 10)
+        return {
+            "chunks": int(mapped.header.count),
+            "file_mb": round(path.stat().st_size / 2**20, 1),
+            "rebuild_from_rows_s": round(rebuild_s, 1),
+            "queries": len(vectors),
+            "exact_scan": stats(exact_ms[1:]),
+            "sign_bits_rescored": stats(quantized_ms[1:]),
+            "recall@10_vs_exact": round(sum(overlap) / len(overlap), 4),
+            "recall@10_min": min(overlap),
+        }
+    finally:
+        quire.close()
+
+
+def mapped_vs_in_memory(data_dir: Path, queries_file: Path) -> dict[str, Any]:
+    """The same searches through the mapped file and through the in-memory copy read from rows (the code
+    before), in one process, query by query in turn, so that the load of a shared machine hits both alike;
+    and the first search of each (what opening costs)."""
+    from knowledge.job_types import open_quire
+    from knowledge.library.bases import get_base
+    from knowledge.library.vector_file import VectorFiles
+    from knowledge.search.vector_index import VectorIndex
+
+    texts = [json.loads(line)["text"] for line in queries_file.read_text().splitlines() if line.strip()]
+    quire = open_quire(data_dir)
+    try:
+        base = get_base(quire.db, "synth")
+        encoder = quire.query_encoder(base)
+        vectors = [encoder.encode_query(t) for t in texts]
+        indexes = {"mapped": VectorIndex(VectorFiles(quire.db)), "in_memory": VectorIndex()}
+        first_ms: dict[str, float] = {}
+        times: dict[str, list[float]] = {name: [] for name in indexes}
+        for n, q in enumerate(vectors):
+            for name, index in indexes.items():
+                t0 = time.perf_counter()
+                with quire.db.read() as conn:
+                    index.nearest(conn, base, q, 13)  # what vector_candidates asks for 10 hits
+                elapsed = (time.perf_counter() - t0) * 1000
+                if n == 0:
+                    first_ms[name] = round(elapsed, 1)
+                else:
+                    times[name].append(elapsed)
+        return {
+            "queries": len(vectors) - 1,
+            "first_search_ms": first_ms,
+            **{name: stats(values) for name, values in times.items()},
+            "p50_ratio_mapped_over_in_memory": round(
+                stats(times["mapped"])["p50_ms"] / stats(times["in_memory"])["p50_ms"], 3
+            ),
+        }
+    finally:
+        quire.close()
+
+
+def _exact_top(ids: np.ndarray, halves: np.ndarray, query: np.ndarray, k: int, block: int = 65_536) -> set[int]:
+    best_scores = np.empty(0, dtype=np.float32)
+    best_ids = np.empty(0, dtype=np.int64)
+    q = np.asarray(query, dtype=np.float32)
+    for start in range(0, len(ids), block):
+        scores = halves[start : start + block].astype(np.float32) @ q
+        best_scores = np.concatenate([best_scores, scores])
+        best_ids = np.concatenate([best_ids, ids[start : start + block]])
+        if len(best_scores) > k:
+            keep = np.argpartition(-best_scores, k - 1)[:k]
+            best_scores, best_ids = best_scores[keep], best_ids[keep]
+    return {int(i) for i in best_ids}
+
+
+def run(quick: bool) -> Result:
+    """For ``run_all --only million`` (on purpose: building the base takes minutes): the code as it is."""
+    args = argparse.Namespace(chunks=100_000 if quick else 1_000_000, before=None, name="million", skip_scan=False)
+    return run_benchmark("million", quick, lambda result: _run(result, args))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--before", type=Path, help="source tree of the earlier code")
+    parser.add_argument("--name", default="million")
+    parser.add_argument("--skip-scan", action="store_true")
+    args = parser.parse_args(argv)
+    run_benchmark(args.name, False, lambda result: _run(result, args))
+    return 0
+
+
+def _run(result: Result, args: argparse.Namespace) -> None:
+    data_dir, synth = ensure_synth(args.chunks)
+    result.data["synthetic_base"] = synth
+    result.data["database_mb"] = round((data_dir / "quire.sqlite3").stat().st_size / 2**20, 1)
+    data = corpus.load(False)
+    queries = bench_ingest.area(False) / "queries.million.jsonl"
+    corpus.write_queries(data, queries, limit=QUERIES, warmup=WARMUP)
+    codes = {"after": REPO} if args.before is None else {"before": args.before, "after": REPO}
+    for label, code in codes.items():
+        result.data[label] = {}
+        for mode in MODES:
+            entry = run_queries(code, data_dir, queries, mode)
+            result.data[label][mode] = entry
+            log(f"{label} {mode}: {entry}")
+    if not args.skip_scan:
+        recall = bench_ingest.area(False) / "queries.million-recall.jsonl"
+        corpus.write_queries(data, recall, limit=RECALL_QUERIES)
+        result.data["scan"] = scan_comparison(data_dir, recall)
+        log(f"scan: {result.data['scan']}")
+        result.data["mapped_vs_in_memory"] = mapped_vs_in_memory(data_dir, recall)
+        log(f"mapped vs in memory: {result.data['mapped_vs_in_memory']}")
+    after = result.data["after"]
+    size = f"{synth['chunks']:,} chunks"
+    result.targets += [
+        target(
+            f"first hybrid answer after process start, {size}",
+            after["hybrid"]["first_answer_after_start_s"],
+            at_most=1.5,
+            unit="s",
+        ),
+        target(f"p95 hybrid, {size}, idle", after["hybrid"]["p95_ms"], at_most=80, unit="ms"),
+        target(f"p95 keyword, {size}, idle", after["keyword"]["p95_ms"], at_most=60, unit="ms"),
+    ]
+    if "scan" in result.data:
+        result.targets.append(
+            target(
+                f"sign-bit search recall@10 vs exact scan, {size} (synthetic)",
+                result.data["scan"]["recall@10_vs_exact"],
+                at_least=0.98,
+            )
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
