@@ -9,8 +9,8 @@ copies, the version stamps, the chunk-id counter) is the same SQL on both engine
   callers keep handing float32 arrays.
 * ``fts_base_{id}``: ``rowid``, ``text`` and a stored ``tsvector`` generated with the ``english``
   configuration (Snowball stemming: "proteins" finds "protein", as FTS5's porter tokenizer does), under a GIN
-  index. Ranking is ``ts_rank_cd`` — not BM25: keyword quality parity with FTS5 is not yet measured, so
-  a team store's keyword and hybrid rankings may differ from the desktop's until it is.
+  index, and ``words`` (the chunk's length for BM25). Ranking is BM25 with FTS5's constants, computed in
+  SQL (``keyword_matches``): ``ts_rank_cd`` missed FTS5's keyword nDCG@10 by 0.19 on SciFact.
 * An HNSW index on cosine for large bases is a later step (build after bulk load, iterative scan for
   filtered queries); today vector search reads the float16 copies into memory on both engines.
 """
@@ -26,11 +26,22 @@ TS_CONFIG = "english"
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
+# A chunk's length in words for BM25's length normalisation: its last word position. The parser numbers every
+# word, stopwords included, so this counts what FTS5 counts as a row's tokens (a stored generated column
+# needs an immutable function: this one only reads its argument).
+WORDS_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION quire_tsv_words(tsvector) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE "
+    "AS $$ SELECT coalesce(max(p), 0)::integer FROM unnest($1) AS u, unnest(u.positions) AS p $$"
+)
+
+
 def create_base_tables(conn: Connection, vec: str, fts: str, dimension: int) -> None:
     conn.exec_driver_sql(f"CREATE TABLE {vec} (rowid bigint PRIMARY KEY, embedding vector({int(dimension)}) NOT NULL)")
+    conn.exec_driver_sql(WORDS_FUNCTION)
     conn.exec_driver_sql(
         f"CREATE TABLE {fts} (rowid bigint PRIMARY KEY, text text NOT NULL, "
-        f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}', text)) STORED)"
+        f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}', text)) STORED, "
+        f"words integer GENERATED ALWAYS AS (quire_tsv_words(to_tsvector('{TS_CONFIG}', text))) STORED)"
     )
     conn.exec_driver_sql(f"CREATE INDEX {fts}_tsv ON {fts} USING gin (tsv)")
 
@@ -76,12 +87,47 @@ def _phrase_placeholder(phrase: str) -> str:
     return "\x00" + phrase + "\x00"
 
 
-def keyword_sql(fts: str) -> str:
-    """Chunks matching ``:q`` (a tsquery built by ``build_tsquery``), best first, with a score (higher is better)."""
-    return (
-        f"SELECT rowid, ts_rank_cd(tsv, q) AS s FROM {fts}, CAST(:q AS tsquery) q WHERE tsv @@ q "
-        "ORDER BY s DESC, rowid LIMIT :n"
-    )
+# FTS5's bm25() constants (k1, b) and its floor for a term in more than half the rows
+BM25_K1, BM25_B, BM25_MIN_IDF = 1.2, 0.75, 1e-6
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def keyword_matches(conn: Connection, fts: str, match: str, limit: int) -> list[tuple[int, float]]:
+    """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best first, ranked by BM25
+    exactly as FTS5 computes it: idf = ln((N - df + 0.5) / (df + 0.5)) (floored at 1e-6), term frequency
+    saturated by k1 = 1.2, lengths normalised by b = 0.75 against the base's mean chunk length. N, df and
+    the mean length are the base's own, computed in SQL for the snapshot being read (df through the GIN
+    index, one probe per query term). Only chunks matching the whole query (its required phrases) rank;
+    each lexeme of the query scores as one term (FTS5 scores a quoted phrase as one unit)."""
+    tsq = build_tsquery(conn, match)
+    if tsq is None:
+        return []
+    lexemes = list(dict.fromkeys(m.replace("''", "'") for m in _LEXEME.findall(tsq)))
+    rows = conn.execute(text(_bm25_sql(fts)), {"q": tsq, "lexemes": lexemes, "n": limit}).all()
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _bm25_sql(fts: str) -> str:
+    k1, b = BM25_K1, BM25_B
+    return f"""
+WITH terms AS MATERIALIZED (
+    SELECT t.lex, (SELECT count(*) FROM {fts} WHERE tsv @@ CAST(quote_literal(t.lex) AS tsquery)) AS df
+      FROM unnest(CAST(:lexemes AS text[])) AS t(lex)),
+totals AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(coalesce(avg(words), 1), 1)::float8 AS avgdl FROM {fts}),
+idf AS MATERIALIZED (
+    SELECT terms.lex, greatest(ln((totals.n - terms.df + 0.5) / (terms.df + 0.5)), {BM25_MIN_IDF}) AS w
+      FROM terms, totals)
+SELECT m.rowid,
+       sum(idf.w * (cardinality(u.positions) * {k1 + 1})
+           / (cardinality(u.positions) + {k1} * (1 - {b} + {b} * m.words / totals.avgdl))) AS s
+  FROM {fts} AS m
+ CROSS JOIN totals
+ CROSS JOIN LATERAL unnest(m.tsv) AS u(lexeme, positions, weights)
+  JOIN idf ON idf.lex = u.lexeme
+ WHERE m.tsv @@ CAST(:q AS tsquery)
+ GROUP BY m.rowid
+ ORDER BY s DESC, m.rowid
+ LIMIT :n"""
 
 
 def matching_sql(fts: str) -> str:

@@ -308,14 +308,10 @@ def keyword_candidates(
 
 def _ranked_matches(conn: Connection, base: Base, match: str, limit: int) -> list[tuple[int, float]]:
     """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best (highest score) first:
-    FTS5's BM25 here, ``ts_rank_cd`` on a team store (``knowledge.library.index_postgres``)."""
+    FTS5's BM25 here, the same BM25 computed in SQL on a team store (``index_postgres.keyword_matches``)."""
     table = fts_table(base.id)
     if conn.dialect.name == "postgresql":
-        tsq = index_postgres.build_tsquery(conn, match)
-        if tsq is None:
-            return []
-        found = conn.execute(text(index_postgres.keyword_sql(table)), {"q": tsq, "n": limit}).all()
-        return [(int(r[0]), float(r[1])) for r in found]
+        return index_postgres.keyword_matches(conn, table, match, limit)
     rows = conn.execute(
         text(f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH :m ORDER BY s LIMIT :n"),
         {"m": match, "n": limit},
@@ -349,6 +345,8 @@ _TEXTS = text("SELECT id, text FROM chunks WHERE id IN :ids").bindparams(bindpar
 def _texts(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, str]:
     ids = list(dict.fromkeys(chunk_ids))
     return {int(r[0]): str(r[1]) for r in conn.execute(_TEXTS, {"ids": ids}).all()} if ids else {}
+
+
 _log = logging.getLogger(__name__)
 
 
