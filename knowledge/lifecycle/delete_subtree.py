@@ -53,7 +53,8 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
     members before the archive (its row would take theirs with it, leaving their material), folders last."""
     subtree = tree.subtree_items(conn, root_ids)
     parents = {i.parent_id for i in subtree}
-    files = sorted((i for i in subtree if not i.is_container), key=lambda i: i.id in parents)
+    depth = _depths(subtree)
+    files = sorted((i for i in subtree if not i.is_container), key=lambda i: (i.id in parents, -depth[i.id]))
     leaves = files[:DELETE_BATCH]
     batch = leaves or [i for i in subtree if i.is_container]
     if not batch:
@@ -64,3 +65,15 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
     tree.remove_rows(conn, ids)
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
     return len(ids)
+
+
+def _depths(subtree: Sequence[tree.Item]) -> dict[int, int]:
+    """How deep each item lies in ``subtree`` (a message's attachment that is an archive holds files too)."""
+    parent = {i.id: i.parent_id for i in subtree}
+    depth: dict[int, int] = {}
+    for item_id in parent:
+        steps, at = 0, parent[item_id]
+        while at in parent and steps < 64:
+            steps, at = steps + 1, parent[at]
+        depth[item_id] = steps
+    return depth

@@ -344,7 +344,7 @@ _MAIL = ParserCensus(
         excluded("MIME structure and charsets", "how the message is encoded, not what it says"),
         excluded(
             "attachments (names and content)",
-            "an attachment is a file of its own; reading it as a child of its message is not built yet",
+            "an attachment is a file of its own: one of a type Quire reads is a child item of its message",
         ),
         excluded("alternative body parts", "the HTML twin of a plain-text body says the same thing"),
     ),
@@ -371,7 +371,7 @@ _OUTLOOK = ParserCensus(
         excluded("RTF body", "the plain or HTML body says the same thing (extract-msg derives one from it)"),
         excluded(
             "attachments (names and content)",
-            "an attachment is a file of its own; reading it as a child of its message is not built yet",
+            "an attachment is a file of its own: one of a type Quire reads is a child item of its message",
         ),
     ),
 )

@@ -27,8 +27,8 @@ PARSER_VERSIONS: dict[str, str] = {
     "slides": "slides-1",
     "odt": "odt-1",
     "rtf": "rtf-1",
-    "mail": "mail-1",
-    "outlook": "outlook-1",
+    "mail": "mail-2",  # 2: attached files become children
+    "outlook": "outlook-2",  # 2: attached files become children
     "container": "container-1",
 }
 

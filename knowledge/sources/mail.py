@@ -6,8 +6,8 @@ plain-text part when there is one, else the HTML part converted to text by the H
 unknown charset is decoded as UTF-8 with replacement characters rather than losing the message. Two
 segments (headers, body), no pages or lines.
 
-Subject, from, to, cc and date are metadata (census). Attachments are not read (an attachment is a file
-of its own; reading them as children of their message needs the container lifecycle, not built yet).
+Subject, from, to, cc and date are metadata (census). Attached files of a type Quire reads become the
+message's children (:func:`with_attachments`), each read like a file.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from email import policy
 from email.message import EmailMessage, MIMEPart
 from email.parser import BytesParser
+from pathlib import PurePosixPath
 
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
@@ -33,7 +34,22 @@ def parse_eml(data: bytes, fmt: Format) -> ParsedDocument:
         assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage
         fields = _header_fields(message)
         body = _body_text(message)
-    return message_document("mail", fields, body, fmt.mime)
+    return with_attachments(message_document("mail", fields, body, fmt.mime), data, "message.eml")
+
+
+def with_attachments(doc: ParsedDocument, data: bytes, name: str) -> ParsedDocument:
+    """The message with its attached files of a type Quire reads, to become its children (read like files,
+    ``knowledge.lifecycle.members``); attachments of other types are left out, as a folder's would be
+    skipped, and the ones refused (a name that is no file name, over the size limit) say why."""
+    from dataclasses import replace
+
+    from knowledge.sources.archive import MAX_UNPACKED_BYTES
+    from knowledge.sources.formats import is_supported
+    from knowledge.sources.members import attachments
+
+    found = attachments(data, name, max_bytes=MAX_UNPACKED_BYTES // 10)
+    kept = tuple(m for m in found.members if is_supported(PurePosixPath(m.name)))
+    return replace(doc, members=kept, refused=tuple(found.refused)) if kept or found.refused else doc
 
 
 def message_document(parser: str, fields: dict[str, MetadataValue], body: str, mime: str) -> ParsedDocument:

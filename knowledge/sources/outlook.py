@@ -9,7 +9,7 @@ has no headers). The same metadata keys as ``.eml``, so ``from:`` and ``after:``
 Hostile input: only bytes that begin with the compound-file signature are handed to the library, as a
 file object — never the bytes themselves, which olefile would take for a *file name* when they are short.
 Nothing is written to disk: extract-msg's save and its insecure features (``InsecureFeatures``) are not
-used. Attachments are not read here (census).
+used. Attached files of a type Quire reads become the message's children (``mail.with_attachments``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from knowledge.sources.formats import Format
-from knowledge.sources.mail import SHOWN_HEADERS, html_to_text, message_document
+from knowledge.sources.mail import SHOWN_HEADERS, html_to_text, message_document, with_attachments
 from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.textutil import clean_value
 
@@ -42,7 +42,7 @@ def parse_msg(data: bytes, fmt: Format) -> ParsedDocument:
             body = _body(message)
         finally:
             message.close()
-    return message_document("outlook", fields, body, fmt.mime)
+    return with_attachments(message_document("outlook", fields, body, fmt.mime), data, "message.msg")
 
 
 def _fields(message: Any) -> dict[str, MetadataValue]:

@@ -17,7 +17,7 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.knowledge.helpers import drain, make_base, material_counts
 from tests.sources.builders import make_pdf, zip_of
-from tests.sources.office_builders import make_eml
+from tests.sources.office_builders import make_eml, make_msg
 
 pytestmark = pytest.mark.model
 
@@ -37,6 +37,19 @@ def _bundle(with_notes: bool = True) -> bytes:
     if with_notes:
         files["notes/a.md"] = b"# Notes\n\nFirst line.\n\nThe vantrelish tide table.\n"
     return zip_of(files)
+
+
+def _mail_with_minutes() -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"], message["From"], message["To"] = "Minutes", "Ada <ada@example.org>", "lab@example.org"
+    message.set_content("The gorvelish meeting went well; minutes attached.")
+    message.add_attachment(
+        b"# Minutes\n\nThe plostarine budget passed.\n", maintype="text", subtype="markdown", filename="minutes.md"
+    )
+    message.add_attachment(b"\x00\x01", maintype="application", subtype="octet-stream", filename="blob.bin")
+    return message.as_bytes()
 
 
 def _children(quire: Quire, container_id: int) -> dict[str, tuple[int, str, str | None]]:
@@ -61,6 +74,9 @@ def test_archive_and_mailbox_children_live_and_die_with_their_container(quire: Q
     folder.mkdir()
     (folder / "bundle.zip").write_bytes(_bundle())
     (folder / "inbox.mbox").write_bytes(_mbox())
+    (folder / "minutes.eml").write_bytes(_mail_with_minutes())
+    crane = make_msg("Crane", plain="The sprovalent crane.", attachments=(("plan.txt", b"the yandorel lift plan"),))
+    (folder / "crane.msg").write_bytes(crane)
     hostile = zip_of({"fine.txt": b"the orvandel memo", "zeros.txt": b"\x00" * (8 * 1024 * 1024)})
     (folder / "hostile.zip").write_bytes(hostile.replace(b"fine.txt", b"../f.txt"))  # a name leaving the archive
     operations.add_items(quire, "kb", [PathInput(folder)])
@@ -83,6 +99,11 @@ def test_archive_and_mailbox_children_live_and_die_with_their_container(quire: Q
     assert _found(quire, "taskorin")[0] == "message 0002.eml"
     only_ada = search(quire, "kb", "quay from:ada@example.org", mode="keyword", limit=10)
     assert {h.item_name for h in only_ada} == set(inbox)  # each message keeps its own mail metadata
+
+    # attachments of a type Quire reads are children of their message; the message keeps its own text
+    assert {n: st for n, (_i, st, _c) in _children(quire, items["minutes.eml"]).items()} == {"minutes.md": "completed"}
+    assert _found(quire, "plostarine") == ["minutes.md"] and _found(quire, "gorvelish") == ["minutes.eml"]
+    assert sorted(_children(quire, items["crane.msg"])) == ["plan.txt"] and _found(quire, "yandorel") == ["plan.txt"]
 
     refused = _children(quire, items["hostile.zip"])
     assert {name: (status, code) for name, (_i, status, code) in refused.items()} == {
