@@ -63,7 +63,7 @@ def test_store_init_creates_the_schema_once(postgres_url: str, tmp_path: Path) -
     again = answered(run("store", "init", postgres_url, data_dir=local), secret)
     assert (again["created"], again["applied"], again["schema"]) == (False, [], created["schema"])
 
-    assert answered(run("--store", postgres_url, "base", "list", data_dir=local), secret) == {"bases": []}
+    assert answered(run("--store", postgres_url, "base", "list", data_dir=local), secret)["bases"] == []
     doctor = answered(run("--store", postgres_url, "doctor", data_dir=local), secret)
     assert doctor["store"] == created["store"] and doctor["migrations"][-1] == created["schema"]
     assert not (local / "quire.sqlite3").exists()  # the team store was used, not a local file
