@@ -95,6 +95,11 @@ def test_bases_pending_changes_and_proposals_page_too(quire: Quire, data_dir: Pa
     assert sync.reconcile(quire, root.id, quire.db.write).pending == 5
     pending = follow(data_dir, "pending", lambda p: p["path"], "sync", "pending", "kb")
     assert sorted(pending) == [f"new{n}.txt" for n in range(5)] and len(set(pending)) == 5
+    for n in range(4):  # more synced folders: their status pages too
+        more = write_tree(tmp_path / f"s{n}", {"x.txt": f"Synced folder {n}."})
+        sync.enable_sync(quire, "kb", operations.add_items(quire, "kb", [operations.PathInput(more)]).created[0])
+    synced = follow(data_dir, "roots", lambda r: r["item_id"], "sync", "status")
+    assert len(synced) == 5 and synced[0] == item and synced == sorted(synced)
 
     made = [proposals.propose_note(quire, AGENT, "kb", f"note {n}").id for n in range(5)]
     listed = follow(data_dir, "proposals", lambda p: p["id"], "proposals", "list")

@@ -39,6 +39,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     q = ss.add_parser("status", parents=[common], help="synced folders and their state")
     q.add_argument("base", nargs="?")
+    add_paging(q)
     q.set_defaults(func=cmd_status)
 
     q = ss.add_parser("pending", parents=[common], help="changes a review-mode folder found")
@@ -83,12 +84,14 @@ def cmd_off(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_status(args: argparse.Namespace, out: Output) -> int:
+    limit = limit_of(args)
     with opened(args) as quire:
         base_id = bases.get_base(quire.db, args.base).id if args.base is not None else None
-        roots = sync.root_statuses(quire.db, base_id)
+        roots = sync.root_statuses(quire.db, base_id, limit=limit, after_id=args.after)
+    more = next_cursor(roots, limit, lambda r: r.root.id)
     out.emit(
-        {"roots": [r.as_dict() for r in roots]},
-        lambda _d: "\n".join(r.line() for r in roots) or "no synced folders",
+        paged("roots", [r.as_dict() for r in roots], more),
+        lambda _d: with_more("\n".join(r.line() for r in roots) or "no synced folders", more),
     )
     return 0
 

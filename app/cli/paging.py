@@ -1,4 +1,5 @@
-"""Paging of every listing: ``--limit N`` (default 1000) rows after ``--after CURSOR`` (a row id).
+"""Paging of every listing: ``--limit N`` (default 1000) rows after ``--after CURSOR`` (a row id), in the
+listing's order: ascending ids, except ``proposals list`` (newest first, so its next page holds older ones).
 
 ``--json`` answers carry ``next``: the cursor to pass as ``--after`` for the next page, or null when this
 page was not full (the listing is over). Text answers end with ``(more: --after N)`` when there may be more.

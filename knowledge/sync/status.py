@@ -41,13 +41,18 @@ def _when(stamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
 
 
-def root_statuses(db: Database, base_id: int | None = None) -> list[RootStatus]:
-    """Every synced root (of one base, or all), with its base's name and its folder, in one snapshot."""
+def root_statuses(
+    db: Database, base_id: int | None = None, *, limit: int | None = None, after_id: int = 0
+) -> list[RootStatus]:
+    """Every synced root (of one base, or all), with its base's name and its folder, in one snapshot; or one
+    page of them by id (``limit`` rows after ``after_id``, the last id of the page before)."""
     query = (
         select(sync_roots, bases.c.name.label("base_name"), items.c.source_path.label("folder"))
         .join(bases, bases.c.id == sync_roots.c.base_id)
         .outerjoin(items, items.c.id == sync_roots.c.item_id)
+        .where(sync_roots.c.id > after_id)
         .order_by(sync_roots.c.id)
+        .limit(limit)
     )
     if base_id is not None:
         query = query.where(sync_roots.c.base_id == base_id)

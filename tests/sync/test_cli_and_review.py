@@ -83,7 +83,7 @@ def test_cli_on_status_run_pending_and_add_sync(data_dir: Path, tmp_path: Path) 
     assert json.loads(quire_cli("--json", "sync", "pending", data_dir=data_dir).stdout) == {"pending": [], "next": None}
     off = quire_cli("--json", "sync", "off", "kb", str(item["id"]), data_dir=data_dir)
     assert json.loads(off.stdout)["was_synced"] is True
-    assert json.loads(quire_cli("--json", "sync", "status", data_dir=data_dir).stdout) == {"roots": []}
+    assert json.loads(quire_cli("--json", "sync", "status", data_dir=data_dir).stdout) == {"roots": [], "next": None}
 
 
 HOLDER = r"""
