@@ -1,4 +1,4 @@
-"""Parse throughput of the office, mail and compressed readers (``knowledge/sources``), in-process.
+"""Parse throughput of the office, mail, compressed and container readers (``knowledge/sources``), in-process.
 
 Run on purpose: ``python -m tests.benchmarks.bench_formats [ROWS]``; prints JSON (and writes it to
 ``tests/benchmarks/results/formats.json``). Each format gets one generated file of comparable content
@@ -21,7 +21,8 @@ from pathlib import Path
 import docx
 
 from knowledge.sources import parse_bytes
-from tests.sources.office_builders import make_eml, make_ods, make_odt, make_pptx, make_rtf, make_xlsx
+from tests.sources.builders import tar_of, zip_of
+from tests.sources.office_builders import make_eml, make_msg, make_ods, make_odt, make_pptx, make_rtf, make_xlsx
 
 REPEAT = 5
 RESULTS = Path(__file__).parent / "results" / "formats.json"
@@ -40,6 +41,12 @@ def samples(rows: int) -> dict[str, tuple[str, bytes]]:
     buffer = io.BytesIO()
     document.save(buffer)
     markdown = ("# Harbour log\n\n" + "\n\n".join(prose) + "\n").encode()
+    files = {f"day-{n:03d}.md": "\n\n".join(prose[n * 20 : n * 20 + 20]).encode() for n in range(rows // 20)}
+    mbox = b"".join(
+        b"From log@example.org Tue Mar  5 10:30:00 2024\n"
+        + make_eml(f"Day {n}", plain=body.decode()).replace(b"\r\n", b"\n")
+        for n, body in enumerate(files.values())
+    )
     return {
         "txt": ("log.txt", "\n".join(prose).encode()),
         "docx": ("log.docx", buffer.getvalue()),
@@ -52,6 +59,11 @@ def samples(rows: int) -> dict[str, tuple[str, bytes]]:
         "eml": ("log.eml", make_eml("Harbour log", plain="\n\n".join(prose))),
         "eml-html": ("log-html.eml", make_eml("Harbour log", html="".join(f"<p>{p}</p>" for p in prose))),
         "md.gz": ("log.md.gz", gzip.compress(markdown)),
+        "msg": ("log.msg", make_msg("Harbour log", plain="\n\n".join(prose))),
+        # containers: unpacking and the file list only (each member is then parsed as its own child)
+        "zip": ("logs.zip", zip_of(files)),
+        "tar.gz": ("logs.tar.gz", gzip.compress(tar_of(files))),
+        "mbox": ("logs.mbox", mbox),
     }
 
 
