@@ -207,6 +207,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
 
 
 def _database_report(args: argparse.Namespace) -> dict[str, Any]:
+    from knowledge.library import vector_file
     from knowledge.portable import diagnose
     from knowledge.store.health import database_health
 
@@ -214,6 +215,7 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
         health = database_health(quire.db)
         privacy = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
         invalid_blobs = diagnose.invalid_blob_names(quire.db, quire.blobs_dir)
+        vector_files = vector_file.check_files(quire.db)  # derived: one that does not match is rebuilt here
     return {
         "data_dir": str(quire.data_dir),
         "database": str(quire.db.path),
@@ -226,6 +228,7 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
         "integrity": health.integrity,
         "privacy": privacy,
         "invalid_blob_names": invalid_blobs,  # a damaged or tampered store; reported, never used as paths
+        "vector_files": vector_files,
     }
 
 

@@ -464,6 +464,39 @@ def read_rows(
     return Rows(ids, halves)
 
 
+def check_files(db: Database) -> list[dict[str, object]]:
+    """``quire doctor``: each base's vector file against its rows; one that does not match them is synced
+    (caught up, or rebuilt from the rows) and says what it was."""
+    files = VectorFiles(db)
+    states: list[tuple[BaseKey, str]] = []
+    with db.read() as conn:
+        for row in conn.execute(text("SELECT id, created_at, dimension FROM bases ORDER BY id")).all():
+            key = BaseKey(int(row[0]), float(row[1]), int(row[2]))
+            states.append((key, _state(conn, files, key)))
+    report: list[dict[str, object]] = []
+    for key, state in states:
+        entry: dict[str, object] = {"base_id": key.base_id, "state": state}
+        if state != "current":
+            mapped = files.sync(key.base_id)
+            entry["synced_to_version"] = None if mapped is None else mapped.version
+        report.append(entry)
+    return report
+
+
+def _state(conn: Connection, files: VectorFiles, key: BaseKey) -> str:
+    mapped = files.peek(key)
+    version = vectors_version(conn, key.base_id)
+    if mapped is None:
+        return "missing or invalid"
+    if mapped.version < version:
+        return "behind its rows"
+    if mapped.version > version:
+        return "ahead of its rows"
+    if not files.matches_rows(conn, mapped):
+        return "not its rows' vectors"
+    return "current"
+
+
 @dataclass(frozen=True)
 class SyncAfterCommit:
     """An after-commit hook: append a base's new rows to its file (equal hooks run once per transaction)."""

@@ -7,6 +7,7 @@ No model is needed: vectors are written directly through ``knowledge.library.ind
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -247,5 +248,30 @@ def test_a_writer_killed_mid_write_leaves_a_state_search_answers_correctly(data_
             assert set(found) <= set(rows)  # only live chunks
             assert found == brute_force(fresh, base, q)
         assert_matches_rows(fresh, base, VectorFiles(fresh.db).peek(key_of(base)))
+    finally:
+        fresh.close()
+
+
+def test_doctor_reports_each_file_and_rebuilds_one_that_does_not_match(quire: Quire) -> None:
+    from tests.conftest import quire_cli
+
+    base = make_base(quire)
+    other = make_base(quire, "other")
+    fill(quire, base.id, clustered(np.random.default_rng(10), 40))
+    fill(quire, other.id, clustered(np.random.default_rng(11), 40))
+    with quire.db.read() as conn:
+        version = index.vectors_version(conn, other.id)
+    quire.close()
+    path = VectorFiles(quire.db).path(other.id)
+    os.truncate(path, 100)
+    report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    states = {e["base_id"]: e for e in report["vector_files"]}
+    assert states[base.id] == {"base_id": base.id, "state": "current"}
+    assert states[other.id]["state"] == "missing or invalid" and states[other.id]["synced_to_version"] == version
+    again = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    assert {e["state"] for e in again["vector_files"]} == {"current"}
+    fresh = Quire.open(quire.data_dir)
+    try:
+        assert_matches_rows(fresh, other, VectorFiles(fresh.db).peek(key_of(other)), exact=True)
     finally:
         fresh.close()
