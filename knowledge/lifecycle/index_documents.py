@@ -28,7 +28,6 @@ from knowledge.library import tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.lifecycle.members import replace_members
-from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
@@ -65,11 +64,7 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
                 culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
             outcomes = [culprits.get(o.item.id, o) for o in outcomes]
         with stats.timed("write"):
-            written, members = retry_transient(
-                lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations)
-            )
-        if members:  # a container's files, created with its commit: indexed like any leaf from here
-            schedule(quire, base, members, Changes(base.id))
+            written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
     except Superseded:
         raise
     except EmbedderUnavailable as exc:  # bounded retries spent: these items fail; a reindex tries again
@@ -104,7 +99,7 @@ def _write_blobs_per_item(quire: Quire, prepared: Sequence[Prepared]) -> Culprit
 
 def _commit_in_one_transaction(
     quire: Quire, ctx: JobContext, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[ItemId, int]
-) -> tuple[int, list[Scheduled]]:
+) -> int:
     with ctx.write() as conn:
         return _commit_outcomes(quire, conn, base, outcomes, generations)
 
@@ -136,10 +131,10 @@ def _still_ours(conn: Connection, item_id: int, generation: int) -> bool:
 
 def _commit_outcomes(
     quire: Quire, conn: Connection, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[ItemId, int]
-) -> tuple[int, list[Scheduled]]:
-    """Write the batch's outcomes; the members of containers among them come back, to be scheduled."""
+) -> int:
+    """Write the batch's outcomes; a container among them gets its members, with their jobs, in this
+    same transaction."""
     written: list[int] = []
-    members: list[Scheduled] = []
     now = time.time()
     for outcome in outcomes:
         item_id = outcome.item.id
@@ -153,11 +148,11 @@ def _commit_outcomes(
         else:
             commit_prepared(conn, quire.blobs_dir, base, outcome, now)
             if outcome.members or outcome.refused:
-                members += replace_members(conn, quire.blobs_dir, base, item_id, outcome.members, outcome.refused)
+                replace_members(conn, quire.queue, quire.blobs_dir, base, item_id, outcome.members, outcome.refused)
         written.append(item_id)
     tree.clear_deaths(conn, written)
     tree.reconcile_above(conn, written)
-    return len(written), members
+    return len(written)
 
 
 def _fail_items(ctx: JobContext, item_ids: Sequence[int], code: str, message: str) -> None:

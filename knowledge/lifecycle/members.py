@@ -1,6 +1,8 @@
 """A container file's children: the files inside an archive or a mailbox (``knowledge.sources.members``)
 become child items of the archive item, in the same write transaction that commits the archive's own
-material, and are scheduled like any leaf after it commits.
+material, and their index jobs are enqueued in that transaction too: a worker killed at any point leaves
+either the archive uncommitted (its job runs again) or the children created with their jobs, never a child
+that nothing will advance.
 
 * **Derived, never edited**: each commit of a container first purges its earlier children (material,
   owned copies, rows), then creates the new ones, so a changed archive (sync), a reindex or a retry
@@ -23,35 +25,39 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
+from jobs.queue import JobQueue
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
+from knowledge.library.ids import ItemId
 from knowledge.library.tree import Reason
-from knowledge.lifecycle.operations import Scheduled
+from knowledge.lifecycle.operations import schedule_leaves_in
 from knowledge.sources.model import Member, Refused
 
 
 def replace_members(
     conn: Connection,
+    queue: JobQueue,
     blobs_dir: Path,
     base: Base,
     container_id: int,
     members: Sequence[Member],
     refused: Sequence[Refused],
-) -> list[Scheduled]:
-    """Inside the container's commit transaction: drop its earlier children, create ``members`` (to be
-    scheduled: returned) and ``refused`` (terminal), and reconcile the container from them."""
+) -> int:
+    """Inside the container's commit transaction: drop its earlier children, create ``members`` with their
+    index jobs and ``refused`` (terminal), and reconcile the container from them; returns the members made."""
     purge_members(conn, blobs_dir, base.id, container_id)
     container = tree.load_item(conn, container_id)
     assert container is not None
-    scheduled: list[Scheduled] = []
+    sizes: dict[ItemId, int] = {}
     for member in members:
         sha = blobs.sha256_bytes(member.data)
         blobs.record(conn, blobs_dir, sha, member.data, "raw")
-        scheduled.append(Scheduled(tree.create_member(conn, container, member.name, sha, None), "file", None))
+        sizes[tree.create_member(conn, container, member.name, sha, None)] = len(member.data)
     for refusal in refused:
         tree.create_member(conn, container, refusal.name, None, Reason(refusal.code, refusal.reason))
+    schedule_leaves_in(queue, conn, base.id, list(sizes), sizes)
     tree.reconcile_container(conn, container_id)
-    return scheduled
+    return len(sizes)
 
 
 def purge_members(conn: Connection, blobs_dir: Path, base_id: int, container_id: int) -> int:

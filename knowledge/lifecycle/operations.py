@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, and_, select
 
-from jobs.queue import JobId
+from jobs.queue import JobId, JobQueue
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import (
@@ -334,6 +334,15 @@ def schedule(
             later = [item_id for g in groups[position:] for item_id, _kind, _bad in g]
             _fail_unscheduled(quire, later, changes)
             raise
+
+
+def schedule_leaves_in(
+    queue: JobQueue, conn: Connection, base_id: int, leaf_ids: Sequence[ItemId], sizes: Mapping[ItemId, int]
+) -> list[JobId]:
+    """In the caller's write transaction: index-documents jobs for fresh leaves, grouped like ``schedule``,
+    so the leaves and the jobs that advance them commit together (a crash between the two cannot exist)."""
+    groups = _group_for_scheduling([Scheduled(i, "file", None) for i in leaf_ids], sizes)
+    return [schedule_index(queue, conn, base_id, [entry[0] for entry in group]) for group in groups]
 
 
 def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[ItemId, int]) -> list[list[Scheduled]]:

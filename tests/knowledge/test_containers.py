@@ -147,3 +147,38 @@ def test_archive_and_mailbox_children_live_and_die_with_their_container(quire: Q
             text("SELECT count(*) FROM chunks c LEFT JOIN items i ON i.id = c.item_id WHERE i.id IS NULL")
         ).scalar_one()
     assert orphans == 0
+
+
+def test_an_archive_commits_its_members_with_their_jobs(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moment the archive's commit returns, every member it created has a pending job attached: a worker
+    killed right after that commit (before anything else runs) leaves nothing that no job will advance."""
+    from knowledge.lifecycle import index_documents
+
+    make_base(quire)
+    archive = tmp_path / "bundle.zip"
+    archive.write_bytes(zip_of({f"n{i}.md": f"# N{i}\n\nThe zelvorin note {i}.\n".encode() for i in range(12)}))
+    seen_after_commit: list[list[tuple[str, int | None, str | None]]] = []
+    real_commit = index_documents._commit_in_one_transaction
+
+    def commit_then_look(*args: object, **kwargs: object) -> int:
+        written = real_commit(*args, **kwargs)  # type: ignore[arg-type]
+        with quire.db.read() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT i.name, i.job_id, j.status FROM items i LEFT JOIN jobs j ON j.id = i.job_id"
+                    " WHERE i.parent_id IS NOT NULL AND i.status NOT IN ('completed', 'skipped', 'failed')"
+                )
+            ).all()
+        seen_after_commit.append([(r.name, r.job_id, r.status) for r in rows])
+        return written
+
+    monkeypatch.setattr(index_documents, "_commit_in_one_transaction", commit_then_look)
+    operations.add_items(quire, "kb", [PathInput(archive)])
+    drain(quire)
+
+    members_at_archive_commit = seen_after_commit[0]
+    assert len(members_at_archive_commit) == 12
+    assert all(job_id is not None and status == "pending" for _name, job_id, status in members_at_archive_commit)
+    assert _found(quire, "zelvorin") and len(_children(quire, _by_path(quire)["bundle.zip"])) == 12
