@@ -157,7 +157,7 @@ def test_late_job_never_overwrites_a_newer_generation(quire: Quire) -> None:
     with quire.db.write() as conn:
         from knowledge.library.bases import get_base
 
-        written, _members = index_documents._commit_outcomes(
+        written = index_documents._commit_outcomes(
             quire, conn, get_base(quire.db, "kb"), [stale], {item_id: 0}
         )
     assert written == 0
