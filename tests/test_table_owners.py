@@ -43,11 +43,8 @@ TABLE_OWNERS: dict[str, str] = {
 
 SHARED_FOR_NOW: dict[str, set[str]] = {
     "items": {
-        "knowledge.ingest.material",
-        "knowledge.library.bases",
         "knowledge.portable.import_",
         "knowledge.portable.import_stages",
-        "knowledge.portable.relocate",
         "knowledge.portable.salvage",
     },
     "bases": {"knowledge.lifecycle.ocr_language", "knowledge.portable.import_"},

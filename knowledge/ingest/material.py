@@ -24,17 +24,17 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, select
 
 from knowledge import preferences
 from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
-from knowledge.library.tree import Item
+from knowledge.library.tree import Indexed, Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_note
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS, is_container
@@ -393,24 +393,16 @@ def commit_prepared(conn: Connection, blobs_dir: Path, base: Base, p: Prepared, 
         blobs.record(conn, blobs_dir, p.raw_sha, p.raw, "raw")
     blobs.record(conn, blobs_dir, p.text_sha, p.text.encode("utf-8"), "text")
     index.write_item_material(conn, base.id, p.item.id, p.rows, p.vectors)
-    conn.execute(
-        update(items)
-        .where(items.c.id == p.item.id)
-        .values(
-            status="completed",
-            error_code=None,
-            error_message=None,
-            content_sha256=p.raw_sha,
-            size=None if p.raw is None else len(p.raw),
-            mtime=p.mtime,
-            blob_sha256=p.raw_sha,
-            text_sha256=p.text_sha,
-            parser=p.parser,
-            parser_version=p.parser_version,
-            chunker_version=chunker_version(),
-            model_fingerprint=model_stamp(base),
-            chunk_count=len(p.rows),
-            metadata=json.dumps(p.metadata, sort_keys=True, default=str),
-            updated_at=now,
-        )
+    made = Indexed(
+        content_sha256=p.raw_sha,
+        size=None if p.raw is None else len(p.raw),
+        mtime=p.mtime,
+        text_sha256=p.text_sha,
+        parser=p.parser,
+        parser_version=p.parser_version,
+        chunker_version=chunker_version(),
+        model_fingerprint=model_stamp(base),
+        chunk_count=len(p.rows),
+        metadata=p.metadata,
     )
+    tree.mark_indexed(conn, p.item.id, made, now)

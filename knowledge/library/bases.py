@@ -21,7 +21,7 @@ from jobs.queue import JobQueue
 from jobs.sanitize import sanitize_reason
 from jobs.schema import jobs
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, tree
 from knowledge.library.ids import BaseId
 from knowledge.principal import require_person
 from knowledge.store.database import Database
@@ -333,7 +333,7 @@ def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path)
         index.drop_base_index(conn, base.id)
         ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base.id)).all()]
         shas = blobs.shas_of_items(conn, ids)
-        conn.execute(delete(items).where(items.c.base_id == base.id))
+        tree.remove_base_rows(conn, base.id)
         blobs.purge_unreferenced(conn, blobs_root, shas)
         conn.execute(delete(identities).where(identities.c.base_id == base.id))
         conn.execute(delete(bases).where(bases.c.id == base.id))

@@ -333,6 +333,66 @@ def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
         conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=0))
 
 
+@dataclass(frozen=True)
+class Indexed:
+    """What a completed leaf's index was made from: its bytes (hash, size; none for a note), its text's
+    hash, and the parser, chunker and model stamps that tell later whether it is stale."""
+
+    content_sha256: str | None
+    size: int | None
+    mtime: float | None
+    text_sha256: str
+    parser: str
+    parser_version: str
+    chunker_version: str
+    model_fingerprint: str
+    chunk_count: int
+    metadata: dict[str, Any]
+
+
+def mark_indexed(conn: Connection, item_id: int, made: Indexed, now: float) -> None:
+    """A leaf's material is written: it is ``completed``, with no error, stamped with what made it."""
+    conn.execute(
+        update(items)
+        .where(items.c.id == item_id)
+        .values(
+            status="completed",
+            error_code=None,
+            error_message=None,
+            content_sha256=made.content_sha256,
+            size=made.size,
+            mtime=made.mtime,
+            blob_sha256=made.content_sha256,
+            text_sha256=made.text_sha256,
+            parser=made.parser,
+            parser_version=made.parser_version,
+            chunker_version=made.chunker_version,
+            model_fingerprint=made.model_fingerprint,
+            chunk_count=made.chunk_count,
+            metadata=json.dumps(made.metadata, sort_keys=True, default=str),
+            updated_at=now,
+        )
+    )
+
+
+def relocate_sources(conn: Connection, base_id: int, old: str, new: str, sep: str) -> int:
+    """Point the items whose source is ``old`` or lies under ``old + sep`` at the same place under ``new``;
+    a person named where these originals are now, so they are no longer unverified. Returns how many."""
+    n = len(old)
+    under = (items.c.source_path == old) | (func.substr(items.c.source_path, 1, n + 1) == old + sep)
+    result = conn.execute(
+        update(items)
+        .where(items.c.base_id == base_id, under)
+        .values(source_path=new + func.substr(items.c.source_path, n + 1), source_unverified=0, updated_at=time.time())
+    )
+    return int(result.rowcount or 0)
+
+
+def remove_base_rows(conn: Connection, base_id: int) -> None:
+    """Delete every item of a base being deleted (its material and owned files are the caller's)."""
+    conn.execute(delete(items).where(items.c.base_id == base_id))
+
+
 def set_file_stat(conn: Connection, item_id: int, stat: FileStat) -> None:
     """Record a file's size and mtime as seen now (its bytes, and so its index, unchanged)."""
     conn.execute(update(items).where(items.c.id == item_id).values(size=stat.size, mtime=stat.mtime))

@@ -10,16 +10,13 @@ which vouches for the items it re-points (and only those).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from sqlalchemy import func, update
-
 from knowledge.errors import InvalidInput
+from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
-from knowledge.store.schema import items
 
 NOT_ON_THIS_MACHINE = "not on this machine"
 NOT_VERIFIED = "original not verified"
@@ -45,18 +42,7 @@ def relocate_base(quire: Quire, base_ref: str | int, old_prefix: str, new_prefix
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_writable(base)
-        n = len(old)
-        under = (items.c.source_path == old) | (func.substr(items.c.source_path, 1, n + 1) == old + os.sep)
-        result = conn.execute(
-            update(items)
-            .where(items.c.base_id == base.id, under)
-            .values(
-                source_path=new + func.substr(items.c.source_path, n + 1),
-                source_unverified=0,  # a person named where these originals are now
-                updated_at=time.time(),
-            )
-        )
-        return int(result.rowcount or 0)
+        return tree.relocate_sources(conn, base.id, old, new, os.sep)
 
 
 def _clean(prefix: str) -> str:
