@@ -348,92 +348,118 @@ def _live_row(conn: Connection, item_id: int | None, generation: int | None) -> 
     return item
 
 
+@dataclass
+class _Batch:
+    """One batch's changes in the making: the synced folder's tree, and what the changes leave for the end
+    of the batch (leaves to index, items whose containers to reconcile, rows to remove)."""
+
+    root: SyncRoot
+    root_item: tree.Item
+    tree_root_id: int
+    to_index: list[int] = field(default_factory=list)
+    touched: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+
+
 def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence[Change]) -> int:
+    """Apply one batch (re-validating each change in this transaction); returns how many were applied."""
     root_item = tree.load_item(conn, root.item_id)
     if root_item is None or root_item.status == "deleting":
         raise StoodDown("the synced folder is being deleted")
-    tree_root_id = root_item.root_id or root_item.id
-    to_index: list[int] = []
-    touched: list[int] = []
-    removed: list[int] = []
-    applied = 0
-    for c in batch:
-        if c.kind == "added":
-            if _live_at(conn, tree_root_id, c.relative) is not None:
-                continue  # applied by an earlier, interrupted reconcile
-            parent = _parent_id(conn, root, tree_root_id, c.relative)
-            if parent is None:
-                continue  # its folder is not there (yet): the next scan adds it
-            new_id = create_item(
-                conn,
-                NewItem(
-                    root.base_id,
-                    "directory" if c.is_dir else "file",
-                    c.relative.rsplit("/", 1)[-1],
-                    "completed" if c.is_dir else "processing",
-                    parent_id=parent,
-                    root_id=tree_root_id,
-                    source_path=str(c.path),
-                    relative_path=c.relative,
-                    owner=root_item.owner,
-                    error=c.failure,
-                ),
-            )
-            if not c.is_dir:
-                tree.set_file_stat(conn, new_id, tree.FileStat(c.size, c.mtime))
-                if c.failure is None:
-                    to_index.append(new_id)
-            touched.append(new_id)
-        elif c.kind == "moved":
-            item = _live_row(conn, c.item_id, c.generation)
-            parent = _parent_id(conn, root, tree_root_id, c.relative)
-            if item is None or item.relative_path != c.moved_from or parent is None:
-                continue
-            if _live_at(conn, tree_root_id, c.relative) is not None:
-                continue
-            tree.move(
-                conn,
-                item.id,
-                parent_id=parent,
-                source_path=str(c.path),
-                relative_path=c.relative,
-                stat=tree.FileStat(c.size, c.mtime),
-            )
-            touched.append(item.id)
-            if item.parent_id is not None:
-                touched.append(item.parent_id)
-        elif c.kind == "changed":
-            item = _live_row(conn, c.item_id, c.generation)
-            if item is None:
-                continue
-            if c.same_bytes:
-                tree.set_file_stat(conn, item.id, tree.FileStat(c.size, c.mtime))
-                applied += 1
-                continue
-            tree.reset_leaves(conn, root.base_id, [item.id], stat=tree.FileStat(c.size, c.mtime))
-            to_index.append(item.id)
-            touched.append(item.id)
-        elif c.kind == "removed":
-            item = _live_row(conn, c.item_id, None)
-            if item is None:
-                continue
-            removed.append(item.id)
-        applied += 1
-    if removed:
-        outermost = [r.id for r in tree.outermost_selected(conn, root.base_id, removed)]
-        schedule_delete(quire.queue, conn, root.base_id, outermost)
-    for start in range(0, len(to_index), INDEX_BATCH):
-        schedule_index(quire.queue, conn, root.base_id, to_index[start : start + INDEX_BATCH])
-    live_parents = [i for i in touched if tree.load_item(conn, i) is not None]
-    tree.reconcile_above(conn, live_parents)
-    if removed:
-        parents = {
-            r.parent_id for r in (tree.load_item(conn, i) for i in removed) if r is not None and r.parent_id is not None
-        }
+    state = _Batch(root, root_item, root_item.root_id or root_item.id)
+    applied = sum(_APPLY.get(c.kind, _nothing_to_apply)(conn, state, c) for c in batch)
+    _schedule_and_reconcile(quire, conn, state)
+    return applied
+
+
+def _apply_added(conn: Connection, b: _Batch, c: Change) -> bool:
+    if _live_at(conn, b.tree_root_id, c.relative) is not None:
+        return False  # applied by an earlier, interrupted reconcile
+    parent = _parent_id(conn, b.root, b.tree_root_id, c.relative)
+    if parent is None:
+        return False  # its folder is not there (yet): the next scan adds it
+    new_id = create_item(
+        conn,
+        NewItem(
+            b.root.base_id,
+            "directory" if c.is_dir else "file",
+            c.relative.rsplit("/", 1)[-1],
+            "completed" if c.is_dir else "processing",
+            parent_id=parent,
+            root_id=b.tree_root_id,
+            source_path=str(c.path),
+            relative_path=c.relative,
+            owner=b.root_item.owner,
+            error=c.failure,
+        ),
+    )
+    if not c.is_dir:
+        tree.set_file_stat(conn, new_id, tree.FileStat(c.size, c.mtime))
+        if c.failure is None:
+            b.to_index.append(new_id)
+    b.touched.append(new_id)
+    return True
+
+
+def _apply_moved(conn: Connection, b: _Batch, c: Change) -> bool:
+    item = _live_row(conn, c.item_id, c.generation)
+    parent = _parent_id(conn, b.root, b.tree_root_id, c.relative)
+    if item is None or item.relative_path != c.moved_from or parent is None:
+        return False
+    if _live_at(conn, b.tree_root_id, c.relative) is not None:
+        return False
+    stat = tree.FileStat(c.size, c.mtime)
+    tree.move(conn, item.id, parent_id=parent, source_path=str(c.path), relative_path=c.relative, stat=stat)
+    b.touched.append(item.id)
+    if item.parent_id is not None:
+        b.touched.append(item.parent_id)
+    return True
+
+
+def _apply_changed(conn: Connection, b: _Batch, c: Change) -> bool:
+    item = _live_row(conn, c.item_id, c.generation)
+    if item is None:
+        return False
+    if c.same_bytes:  # touched, same content: only size and mtime are restamped
+        tree.set_file_stat(conn, item.id, tree.FileStat(c.size, c.mtime))
+        return True
+    tree.reset_leaves(conn, b.root.base_id, [item.id], stat=tree.FileStat(c.size, c.mtime))
+    b.to_index.append(item.id)
+    b.touched.append(item.id)
+    return True
+
+
+def _apply_removed(conn: Connection, b: _Batch, c: Change) -> bool:
+    item = _live_row(conn, c.item_id, None)
+    if item is None:
+        return False
+    b.removed.append(item.id)
+    return True
+
+
+def _nothing_to_apply(conn: Connection, b: _Batch, c: Change) -> bool:
+    return True  # reported, not applied (unreadable, unstable): counted so the batch is done with it
+
+
+_APPLY = {"added": _apply_added, "moved": _apply_moved, "changed": _apply_changed, "removed": _apply_removed}
+
+
+def _schedule_and_reconcile(quire: Quire, conn: Connection, b: _Batch) -> None:
+    """The end of a batch: removed rows go ``deleting`` with their cleanup, new and reset leaves get their
+    index jobs, and the containers above every change follow their children."""
+    base_id = b.root.base_id
+    if b.removed:
+        outermost = [r.id for r in tree.outermost_selected(conn, base_id, b.removed)]
+        schedule_delete(quire.queue, conn, base_id, outermost)
+    for start in range(0, len(b.to_index), INDEX_BATCH):
+        schedule_index(quire.queue, conn, base_id, b.to_index[start : start + INDEX_BATCH])
+    tree.reconcile_above(conn, [i for i in b.touched if tree.load_item(conn, i) is not None])
+    if b.removed:
+        gone = (tree.load_item(conn, i) for i in b.removed)
+        parents = {r.parent_id for r in gone if r is not None and r.parent_id is not None}
         for p in parents:
             tree.reconcile_container(conn, p)
-        tree.reconcile_above(conn, [p for p in parents if p is not None])
-    return applied
+        tree.reconcile_above(conn, list(parents))
 
 
 # -- review mode -------------------------------------------------------------------------------
