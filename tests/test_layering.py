@@ -108,6 +108,27 @@ def test_jobs_does_not_import_knowledge() -> None:
     assert "app" not in imported_packages("knowledge")
 
 
+def _documented_room_imports() -> dict[str, set[str]]:
+    """The "may import" column of the rooms table in docs/ARCHITECTURE.md, room by room."""
+    documented: dict[str, set[str]] = {}
+    in_table = False
+    for line in (REPO / "docs" / "ARCHITECTURE.md").read_text().splitlines():
+        if line.startswith("| room | what it owns | may import |"):
+            in_table = True
+        elif in_table and not line.startswith("|"):
+            break
+        elif in_table and line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            room = cells[0].strip("`").rstrip("/")
+            assert room not in documented, f"{room} is listed twice"
+            documented[room] = set() if cells[-1] == "—" else {r.strip() for r in cells[-1].split(",")}
+    return documented
+
+
+def test_the_architecture_page_lists_the_same_ladder() -> None:
+    assert _documented_room_imports() == ROOM_IMPORTS, "docs/ARCHITECTURE.md's rooms table: say what ROOM_IMPORTS says"
+
+
 def test_rooms_of_knowledge_import_only_the_rooms_below_them() -> None:
     violations: list[str] = []
     for path in (REPO / "knowledge").rglob("*.py"):
