@@ -54,15 +54,7 @@ def schedule_index(
 def schedule_reindex(queue: JobQueue, conn: Connection, base_id: int, root_ids: Sequence[int]) -> JobId:
     """Enqueue reindex-subtree for these roots; the job resets them. A request already pending for the
     same roots answers for this one (its key)."""
-    ids = sorted(root_ids)
-    job = queue.enqueue(
-        conn,
-        REINDEX_SUBTREE,
-        {"base_id": base_id, "root_ids": ids},
-        base_id=base_id,
-        key=idempotency_key(base_id, ids, "reindex"),
-    )
-    return job.job_id
+    return _enqueue_for_roots(queue, conn, REINDEX_SUBTREE, base_id, root_ids, "reindex")
 
 
 def schedule_delete(
@@ -77,12 +69,12 @@ def schedule_delete(
 
 def enqueue_delete(queue: JobQueue, conn: Connection, base_id: int, root_ids: Sequence[int]) -> JobId:
     """Enqueue the cleanup of subtrees already ``deleting`` (a live one for the same roots answers)."""
+    return _enqueue_for_roots(queue, conn, DELETE_SUBTREE, base_id, root_ids, "delete")
+
+
+def _enqueue_for_roots(
+    queue: JobQueue, conn: Connection, job_type: str, base_id: int, root_ids: Sequence[int], action: str
+) -> JobId:
     ids = sorted(root_ids)
-    job = queue.enqueue(
-        conn,
-        DELETE_SUBTREE,
-        {"base_id": base_id, "root_ids": ids},
-        base_id=base_id,
-        key=idempotency_key(base_id, ids, "delete"),
-    )
-    return job.job_id
+    key = idempotency_key(base_id, ids, action)
+    return queue.enqueue(conn, job_type, {"base_id": base_id, "root_ids": ids}, base_id=base_id, key=key).job_id
