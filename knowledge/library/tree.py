@@ -431,12 +431,6 @@ def adopt_subtree(conn: Connection, adopted_id: int, root: Item, relative: str) 
     conn.execute(update(items).where(items.c.id == adopted_id).values(parent_id=root.id, source_key=None))
 
 
-def remove_rows(conn: Connection, item_ids: Sequence[int]) -> None:
-    """Delete these rows; the caller has purged their material and owned files first."""
-    for start in range(0, len(item_ids), 500):
-        conn.execute(delete(items).where(items.c.id.in_(item_ids[start : start + 500])))
-
-
 def reconcile_above(conn: Connection, item_ids: Iterable[int]) -> None:
     """Recompute the containers above these items, deepest first, stopping where nothing changes."""
     ids = list(dict.fromkeys(item_ids))

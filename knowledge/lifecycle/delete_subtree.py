@@ -62,7 +62,7 @@ def _delete_batch(quire: Quire, conn: Connection, base_id: int, root_ids: Sequen
     ids = [i.id for i in batch]
     shas = blobs.shas_of_items(conn, ids)
     index.clear_items_material(conn, base_id, [i.id for i in leaves])
-    tree.remove_rows(conn, ids)
+    tree.delete_rows(conn, ids)
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
     return len(ids)
 

@@ -255,7 +255,7 @@ def _purge_children(quire: Quire, conn: Connection, base_id: int, gone: Sequence
             remaining = conn.execute(select(func.count()).select_from(items).where(items.c.parent_id == item.id))
             if remaining.scalar_one():
                 continue  # something still below it (a deleting descendant, or a kept child that moved)
-        tree.remove_rows(conn, [item.id])
+        tree.delete_rows(conn, [item.id])
     blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
     return len(gone)
 
