@@ -318,6 +318,15 @@ class VectorFiles:
         with self._dir() as dir_fd:
             self._remove(dir_fd, base_id)
 
+    def remove_orphans(self, live_base_ids: set[int]) -> list[int]:
+        """Remove the files of bases that no longer exist (a crash before a deleted base's hook ran)."""
+        with self._dir() as dir_fd:
+            found = {b for b in (_base_id_of(name) for name in os.listdir(dir_fd)) if b is not None}
+            orphans = sorted(found - live_base_ids)
+            for base_id in orphans:
+                self._remove(dir_fd, base_id)
+        return orphans
+
     def _remove(self, dir_fd: int, base_id: int) -> None:
         for name in (self.name(base_id), self.name(base_id) + ".tmp", f"base-{int(base_id)}.lock"):
             with contextlib.suppress(FileNotFoundError):
@@ -402,6 +411,14 @@ def _batches(conn: Connection, key: BaseKey) -> Iterator[tuple[Ids, Bits, Halves
         after = int(rows.ids[-1])
 
 
+def _base_id_of(name: str) -> int | None:
+    """The base id in one of our file names (``base-<id>.vec``, ``.vec.tmp``, ``.lock``), else None."""
+    stem = name.split(".", 1)[0]
+    if not stem.startswith("base-") or not stem[5:].isdigit():
+        return None
+    return int(stem[5:]) if name.split(".", 1)[-1] in ("vec", "vec.tmp", "lock") else None
+
+
 def _sections(rows: Rows) -> tuple[Ids, Bits, Halves]:
     return rows.ids, sign_bits(rows.halves), rows.halves
 
@@ -473,6 +490,7 @@ def check_files(db: Database) -> list[dict[str, object]]:
         for row in conn.execute(text("SELECT id, created_at, dimension FROM bases ORDER BY id")).all():
             key = BaseKey(int(row[0]), float(row[1]), int(row[2]))
             states.append((key, _state(conn, files, key)))
+    files.remove_orphans({key.base_id for key, _state_ in states})
     report: list[dict[str, object]] = []
     for key, state in states:
         entry: dict[str, object] = {"base_id": key.base_id, "state": state}

@@ -264,10 +264,14 @@ def test_doctor_reports_each_file_and_rebuilds_one_that_does_not_match(quire: Qu
     quire.close()
     path = VectorFiles(quire.db).path(other.id)
     os.truncate(path, 100)
+    orphan = path.parent / "base-99.vec"  # a deleted base's file, left by a crash before its removal
+    shutil.copyfile(VectorFiles(quire.db).path(base.id), orphan)
+    (path.parent / "notes.txt").write_text("not ours")
     report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
     states = {e["base_id"]: e for e in report["vector_files"]}
     assert states[base.id] == {"base_id": base.id, "state": "current"}
     assert states[other.id]["state"] == "missing or invalid" and states[other.id]["synced_to_version"] == version
+    assert not orphan.exists() and (path.parent / "notes.txt").read_text() == "not ours"
     again = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
     assert {e["state"] for e in again["vector_files"]} == {"current"}
     fresh = Quire.open(quire.data_dir)
