@@ -9,7 +9,7 @@ the build's Python only to make the sample documents and read the app's JSON; th
 
 Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
 ``add`` of one file per format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv,
-xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file and an e-mail with an HTML body),
+xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file an e-mail with an HTML body and an Outlook .msg),
 ``worker --until-idle`` (every item
 completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
 word), ``chunks``, the agent configuration ``mcp --print-config`` prints started by a real MCP client over
@@ -43,7 +43,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.sources.builders import image_bytes, make_pdf  # noqa: E402 - the repo's own file builders
-from tests.sources.office_builders import make_eml, make_ods, make_odt, make_pptx, make_rtf, make_xlsx  # noqa: E402
+from tests.sources.office_builders import (  # noqa: E402
+    make_eml,
+    make_msg,
+    make_ods,
+    make_odt,
+    make_pptx,
+    make_rtf,
+    make_xlsx,
+)
 
 CLI_TIMEOUT = 600  # seconds; a frozen process that hangs fails the check instead of CI
 GUI_TIMEOUT = 180
@@ -65,6 +73,7 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "odt": ("violin.odt", "learning to play the violin and practising scales", "fennowisp"),
     "rtf": ("glacier.rtf", "glaciers melting and ice sheets retreating", "sturmhallow"),
     "eml": ("ferry.eml", "a ferry timetable and boats leaving the harbour", "pomvarrick"),
+    "msg": ("hiking.msg", "a mountain hiking trip on a ridge trail", "traskelhorn"),
     "gz": ("bicycle.md.gz", "repairing a bicycle chain and its gears", "drumbelquist"),  # read as the .md inside
 }
 
@@ -110,6 +119,10 @@ TEXTS = {
     "eml": [
         "The ferry timetable changes in winter: boats leave the harbour twice a day.",
         "The pomvarrick ferry crosses to the island at dawn and at dusk.",
+    ],
+    "msg": [
+        "Our mountain hiking trip starts at the trailhead; pack boots and a rain jacket.",
+        "The traskelhorn ridge trail climbs to the summit above the valley.",
     ],
     "gz": [
         "A bicycle chain wears out; repair it with a chain tool and oil the gears.",
@@ -173,6 +186,7 @@ def write_documents(folder: Path) -> None:
     (folder / names["rtf"]).write_bytes(make_rtf(TEXTS["rtf"]))
     letter = "".join(f"<p>{t}</p>" for t in TEXTS["eml"])
     (folder / names["eml"]).write_bytes(make_eml("Ferry timetable", html=f"<html><body>{letter}</body></html>"))
+    (folder / names["msg"]).write_bytes(make_msg("Hiking trip", plain="\n\n".join(TEXTS["msg"])))
     markdown = "# Bicycles\n\n" + "\n\n".join(TEXTS["gz"]) + "\n"
     (folder / names["gz"]).write_bytes(gzip.compress(markdown.encode("utf-8")))
 
