@@ -21,7 +21,7 @@ from typing import Any
 from huey import RedisHuey
 from sqlalchemy import Connection
 
-from jobs.transport import QUEUE_NAME, WAKE_TASK_NAME
+from jobs.transport import QUEUE_NAME, HueyWakes
 
 # (the transaction, its job ids): the ids to push once that transaction commits
 _PENDING = "quire_redis_wakes"
@@ -29,18 +29,12 @@ _PENDING = "quire_redis_wakes"
 Defer = Callable[[Connection, Callable[[Any], object]], None]
 
 
-class RedisTransport:
+class RedisTransport(HueyWakes):
     """One ``RedisHuey`` per process, on the queue URL; wakes workers with job ids after commit."""
 
     def __init__(self, url: str, defer: Defer) -> None:
-        self.huey = RedisHuey(QUEUE_NAME, url=url, results=False)
+        super().__init__(RedisHuey(QUEUE_NAME, url=url, results=False))
         self._defer = defer
-
-        @self.huey.task(name=WAKE_TASK_NAME)  # type: ignore[untyped-decorator]
-        def wake_job(job_id: int) -> int:  # never executed by huey: our worker reads the id
-            return job_id
-
-        self._wake = wake_job
 
     def wake(self, conn: Connection, job_id: int) -> None:
         """Push a wake-up for ``job_id`` once the transaction open on ``conn`` has committed."""
@@ -55,18 +49,6 @@ class RedisTransport:
     def _push(self, ids: list[int]) -> None:
         for job_id in ids:
             self._wake(job_id)
-
-    def wake_now(self, job_id: int) -> None:
-        self._wake(job_id)
-
-    def next_job_id(self) -> int | None:
-        task = self.huey.dequeue()
-        if task is None:
-            return None
-        return int(task.args[0])
-
-    def pending_messages(self) -> int:
-        return int(self.huey.pending_count())
 
     def close(self) -> None:
         self.huey.storage.conn.close()

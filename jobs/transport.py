@@ -67,30 +67,21 @@ class WakeTransport(Protocol):
     def close(self) -> None: ...
 
 
-class Transport:
-    """One huey instance per database; wakes workers with job ids."""
+class HueyWakes:
+    """What both huey transports share: the wake task registered on their huey, and reading its messages.
+    A subclass says how a wake-up joins a transaction (``wake``) and how its storage closes."""
 
-    def __init__(self, connect: Callable[[], Any]) -> None:
-        self.huey = Huey(
-            QUEUE_NAME,
-            results=False,
-            storage_class=ApswSqliteStorage,
-            connect=connect,
-        )
+    def __init__(self, huey: Any) -> None:
+        self.huey = huey
 
-        @self.huey.task(name=WAKE_TASK_NAME)  # type: ignore[untyped-decorator]
+        @huey.task(name=WAKE_TASK_NAME)  # type: ignore[untyped-decorator]
         def wake_job(job_id: int) -> int:  # never executed by huey: our worker reads the id
             return job_id
 
         self._wake = wake_job
 
-    def wake(self, conn: Connection, job_id: int) -> None:
-        """Enqueue a wake-up for ``job_id`` inside the transaction open on ``conn``."""
-        with enlisted(conn.connection.driver_connection):
-            self._wake(job_id)
-
     def wake_now(self, job_id: int) -> None:
-        """Enqueue a wake-up on huey's own connection (autocommit)."""
+        """Enqueue a wake-up at once, outside any store transaction."""
         self._wake(job_id)
 
     def next_job_id(self) -> int | None:
@@ -102,6 +93,18 @@ class Transport:
 
     def pending_messages(self) -> int:
         return int(self.huey.pending_count())
+
+
+class Transport(HueyWakes):
+    """One huey instance per database; wakes workers with job ids."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        super().__init__(Huey(QUEUE_NAME, results=False, storage_class=ApswSqliteStorage, connect=connect))
+
+    def wake(self, conn: Connection, job_id: int) -> None:
+        """Enqueue a wake-up for ``job_id`` inside the transaction open on ``conn``."""
+        with enlisted(conn.connection.driver_connection):
+            self._wake(job_id)
 
     def close(self) -> None:
         self.huey.storage.close()
