@@ -9,7 +9,6 @@ SQLite's. Ingest seconds are recorded too (one worker each, one after the other,
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -54,12 +53,7 @@ def rankings(data_dir: Path, store: str | None, queries: Path, mode: str) -> dic
     out = cli(
         data_dir, store, "search", BASE, "--queries-file", str(queries), "--mode", mode, "--limit", "100", "--json"
     )
-    found: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        if line.strip():
-            row = json.loads(line)
-            found[str(row["id"])] = metrics.dedupe(Path(h["item_name"]).stem for h in row["hits"])
-    return found
+    return metrics.rankings_of(out)
 
 
 def run(quick: bool) -> Result:

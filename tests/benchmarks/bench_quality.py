@@ -9,7 +9,6 @@ than BEIR's document-level cut.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tests.benchmarks import bench_ingest, corpus, metrics
@@ -35,12 +34,7 @@ def rankings(
         "--json",
         timeout=3600,
     ).stdout
-    found: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        if line.strip():
-            row = json.loads(line)
-            found[str(row["id"])] = metrics.dedupe(Path(h["item_name"]).stem for h in row["hits"])
-    return found
+    return metrics.rankings_of(out)
 
 
 def run(quick: bool) -> Result:

@@ -11,13 +11,25 @@ of chunk hits is collapsed to a ranking of distinct documents before scoring.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePath
 
 
 def dedupe(doc_ids: Iterable[str]) -> list[str]:
     """Distinct documents in order of first appearance."""
     return list(dict.fromkeys(doc_ids))
+
+
+def rankings_of(search_jsonl: str) -> dict[str, list[str]]:
+    """``quire search --queries-file … --json`` output → each query id's ranked document ids (file stems)."""
+    found: dict[str, list[str]] = {}
+    for line in search_jsonl.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            found[str(row["id"])] = dedupe(PurePath(h["item_name"]).stem for h in row["hits"])
+    return found
 
 
 def dcg(grades: Sequence[float]) -> float:
