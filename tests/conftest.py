@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,15 +56,18 @@ def quire(data_dir: Path) -> Iterator[Quire]:
     q.close()
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.02) -> object:
-    """Poll a condition with a deadline (never a bare sleep standing in for synchronisation)."""
+def wait_until(
+    predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.02, what: str | None = None
+) -> Any:
+    """Poll a condition with a deadline (never a bare sleep standing in for synchronisation); its first true
+    answer comes back. ``what`` names the condition in the failure."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"timed out waiting for {what}" if what else f"condition not met within {timeout}s")
         time.sleep(interval)
 
 

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PathInput
 from knowledge.runtime import REPAIR_INTERVAL_SETTING, Quire
 from knowledge.store import settings
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 from tests.knowledge.helpers import make_base
 from tests.support.servers import RedisServer
 
@@ -69,17 +69,6 @@ def start_worker(url: str, host: str, tmp_path: Path, *args: str, queue: str | N
          "--threads", "1", "--nice", "0", *args],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-
-
-def poll(condition: Callable[[], Any], what: str, deadline: float = 300.0) -> Any:
-    """Wait for ``condition()`` to answer something true, checking the store every 50 ms."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        answer = condition()
-        if answer:
-            return answer
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def rows(quire: Quire, sql: str, **params: Any) -> list[Any]:
@@ -126,13 +115,14 @@ def test_three_workers_drain_a_folder_each_item_once(
             for n in range(3)
         ]
         try:
-            poll(
+            wait_until(
                 lambda: (
                     rows(person, "SELECT count(*) FROM jobs WHERE type = :t", t=INDEX_DOCUMENTS)[0][0] >= 3
                     and not rows(person, "SELECT id FROM jobs WHERE status IN ('pending', 'running')")
                 ),
-                "every job to settle",
-                deadline=600,
+                timeout=600,
+                interval=0.05,
+                what="every job to settle",
             )
         finally:
             for worker in workers:
@@ -157,14 +147,16 @@ def test_a_killed_workers_claim_is_taken_over_after_its_lease(team: Quire, postg
 
     doomed = start_worker(postgres_url, "machine-a", tmp_path, "--lease-seconds", str(lease), "--no-watch")
     try:
-        claim = poll(
+        claim = wait_until(
             lambda: rows(
                 team,
                 "SELECT id, attempt, lease_expires_at FROM jobs WHERE type = :t "
                 "AND status = 'running' AND lease_owner LIKE 'machine-a/%'",
                 t=INDEX_DOCUMENTS,
             ),
-            "machine-a to claim an index job",
+            timeout=300,
+            interval=0.05,
+            what="machine-a to claim an index job",
         )[0]
     finally:
         doomed.send_signal(signal.SIGKILL)
@@ -180,9 +172,11 @@ def test_a_killed_workers_claim_is_taken_over_after_its_lease(team: Quire, postg
 
     survivor = start_worker(postgres_url, "machine-b", tmp_path, "--no-watch", "--timeout", "400")
     try:
-        poll(
+        wait_until(
             lambda: rows(team, "SELECT status FROM jobs WHERE id = :j AND status != 'running'", j=claim.id),
-            "the killed worker's job to be taken over",
+            timeout=300,
+            interval=0.05,
+            what="the killed worker's job to be taken over",
         )
         (taken,) = rows(team, "SELECT status, finished_at FROM jobs WHERE id = :j", j=claim.id)
         assert taken.status == "cancelled"  # an index job is abandon-on-crash: its items were requeued
@@ -190,9 +184,11 @@ def test_a_killed_workers_claim_is_taken_over_after_its_lease(team: Quire, postg
         (beat,) = rows(team, "SELECT heartbeat_at FROM worker_sessions WHERE id LIKE 'machine-a/%'")
         # ... and by the lease, not by the dead host's heartbeat going stale (that takes minutes)
         assert taken.finished_at < beat.heartbeat_at + STALE_HEARTBEAT_SECONDS
-        poll(
+        wait_until(
             lambda: not rows(team, "SELECT id FROM jobs WHERE status IN ('pending', 'running')"),
-            "every job to settle",
+            timeout=300,
+            interval=0.05,
+            what="every job to settle",
         )
     finally:
         survivor.send_signal(signal.SIGTERM)
