@@ -19,6 +19,7 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +48,24 @@ def ensure_synth(quick: bool, source: Path) -> tuple[Path, dict[str, Any]]:
     wanted = 25_000 if quick else 100_000
     (backend,) = db_rows(source, "SELECT backend FROM bases WHERE name = ?", (bench_ingest.BASE,))[0]
     data_dir = bench_ingest.area(quick) / "data-synth"
+    return data_dir, synth_base_in(data_dir, source, wanted, lambda info: info.get("backend", "torch") == backend)
+
+
+def synth_base_in(
+    data_dir: Path, source: Path, chunks: int, still_good: Callable[[dict[str, Any]], bool] = lambda _info: True
+) -> dict[str, Any]:
+    """The synthetic base of ``chunks`` chunks built from ``source`` in ``data_dir``: kept when its marker says
+    that size and ``still_good`` accepts it, else rebuilt (``synth_base`` in a child process)."""
     marker = data_dir / "synth.json"
     if marker.exists():
         info: dict[str, Any] = json.loads(marker.read_text())
-        if info.get("chunks") == wanted and info.get("backend", "torch") == backend:
-            return data_dir, info
+        if info.get("chunks") == chunks and still_good(info):
+            return info
     bench_ingest.fresh(data_dir)
-    log(f"building the synthetic {wanted}-chunk base")
-    info = python_module("tests.benchmarks.synth_base", str(data_dir), str(source), bench_ingest.BASE, str(wanted))
+    log(f"building the synthetic {chunks:,}-chunk base")
+    info = python_module("tests.benchmarks.synth_base", str(data_dir), str(source), bench_ingest.BASE, str(chunks))
     marker.write_text(json.dumps(info))
-    return data_dir, info
+    return info
 
 
 def latencies(data_dir: Path, base: str, queries_file: Path, mode: str) -> list[float]:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from tests.benchmarks import bench_ingest, corpus
-from tests.benchmarks.bench_latency import stats
-from tests.benchmarks.common import REPO, Result, child_env, log, python_module, run_benchmark, target
+from tests.benchmarks.bench_latency import stats, synth_base_in
+from tests.benchmarks.common import REPO, Result, child_env, log, run_benchmark, target
 
 MODES = ("vector", "keyword", "hybrid")
 WARMUP = 10
@@ -49,16 +49,7 @@ _WRAP = (
 def ensure_synth(chunks: int) -> tuple[Path, dict[str, Any]]:
     source = bench_ingest.area(False) / "data-bf16"
     data_dir = bench_ingest.area(False) / f"data-synth-{chunks}"
-    marker = data_dir / "synth.json"
-    if marker.exists():
-        info: dict[str, Any] = json.loads(marker.read_text())
-        if info.get("chunks") == chunks:
-            return data_dir, info
-    bench_ingest.fresh(data_dir)
-    log(f"building the synthetic {chunks:,}-chunk base")
-    info = python_module("tests.benchmarks.synth_base", str(data_dir), str(source), bench_ingest.BASE, str(chunks))
-    marker.write_text(json.dumps(info))
-    return data_dir, info
+    return data_dir, synth_base_in(data_dir, source, chunks)
 
 
 def run_queries(code: Path, data_dir: Path, queries: Path, mode: str) -> dict[str, Any]:
