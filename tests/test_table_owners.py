@@ -42,11 +42,6 @@ TABLE_OWNERS: dict[str, str] = {
 }
 
 SHARED_FOR_NOW: dict[str, set[str]] = {
-    "items": {
-        "knowledge.portable.import_",
-        "knowledge.portable.import_stages",
-        "knowledge.portable.salvage",
-    },
     "bases": {"knowledge.lifecycle.ocr_language", "knowledge.portable.import_"},
     "identities": {"knowledge.portable.import_"},
     "chunks": {"knowledge.portable.import_stages"},

@@ -26,7 +26,7 @@ from jobs.sanitize import sanitize_optional, sanitize_reason
 from knowledge.errors import NotFound
 from knowledge.library import index
 from knowledge.library.ids import BaseId, ItemId, RunId
-from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema import ACTIVE_STATUSES, chunks, items
 
 CONTAINER_TYPES = ("directory",)
 
@@ -565,6 +565,49 @@ def create_member(conn: Connection, container: Item, name: str, blob_sha: str | 
     if blob_sha is not None:
         conn.execute(update(items).where(items.c.id == item_id).values(blob_sha256=blob_sha))
     return item_id
+
+
+def reserve_ids(conn: Connection, base_id: int, count: int, now: float) -> ItemId:
+    """Reserve ``count`` consecutive item ids for rows that arrive later (an import's pages) and return the
+    first: a placeholder row sits just past the range, and new rowids are max + 1, so no one else's row
+    lands inside it meanwhile. :func:`release_reservation` removes the placeholder."""
+    first = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one()) + 1
+    conn.execute(
+        insert(items).values(
+            id=first + count,
+            base_id=base_id,
+            type="note",
+            name=".import placeholder",
+            status="failed",
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    return ItemId(first)
+
+
+def release_reservation(conn: Connection, base_id: int, first: int, count: int) -> None:
+    """The reserved range is filled: its placeholder goes."""
+    conn.execute(delete(items).where(items.c.id == first + count, items.c.base_id == base_id))
+
+
+def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert whole rows as they are (ids, statuses and stamps given): an import's page of items, already
+    mapped into the reserved range and checked by the import's rules."""
+    if rows:
+        conn.execute(insert(items), list(rows))
+
+
+def park_incomplete(conn: Connection, error: Reason) -> int:
+    """Completed leaves whose chunks are not all there any more become ``failed`` with ``error``, for a
+    reindex to rebuild them. Returns how many."""
+    present = select(func.count()).where(chunks.c.item_id == items.c.id).scalar_subquery()
+    result = conn.execute(
+        update(items)
+        .where(items.c.status == "completed", items.c.type != "directory", items.c.chunk_count != present)
+        .values(status="failed", error_code=error.code, error_message=error.message)
+    )
+    return int(result.rowcount or 0)
 
 
 def delete_rows(conn: Connection, item_ids: Sequence[int]) -> None:

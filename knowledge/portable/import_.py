@@ -38,7 +38,7 @@ from sqlalchemy import exc as sa_exc
 
 from jobs.sessions import is_alive, process_start_time, this_host
 from knowledge.errors import Conflict, InvalidInput
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, tree
 from knowledge.library.bases import ENDPOINT_UNCONFIRMED, INGEST_AGENT_NAME, load_base, validate_name
 from knowledge.portable import fileformat as ff
 from knowledge.portable.import_check import (
@@ -214,19 +214,7 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
     first_item = first_chunk = 0
     item_count = _count(export, "items")
     if item_count:
-        first_item = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one()) + 1
-        # reserve the id range: rowids are max + 1, so nobody else lands inside it before the import ends
-        conn.execute(
-            insert(items).values(
-                id=first_item + item_count,
-                base_id=base_id,
-                type="note",
-                name=".import placeholder",
-                status="failed",
-                created_at=now,
-                updated_at=now,
-            )
-        )
+        first_item = tree.reserve_ids(conn, base_id, item_count, now)
     chunk_count = _count(export, "chunks")
     if chunk_count:
         first_chunk = index.allocate_chunk_ids(conn, chunk_count)
@@ -289,8 +277,7 @@ def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str
             conn.execute(insert(audit_log), entries)
         item_count = _count(export, "items")
         if item_count:  # the id-range reservation made by the first transaction
-            placeholder = state.first_item + item_count
-            conn.execute(delete(items).where(items.c.id == placeholder, items.c.base_id == state.base_id))
+            tree.release_reservation(conn, state.base_id, state.first_item, item_count)
         conn.execute(update(bases).where(bases.c.id == state.base_id).values(name=name, updated_at=time.time()))
         index.bump_version(conn, state.base_id)
         conn.execute(delete(base_imports).where(base_imports.c.base_id == state.base_id))
@@ -308,7 +295,7 @@ def discard_import(quire: Quire, base_id: int) -> None:
         index.drop_base_index(conn, base_id)
         ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base_id)).all()]
         shas = blobs.shas_of_items(conn, ids)
-        conn.execute(delete(items).where(items.c.base_id == base_id))
+        tree.remove_base_rows(conn, base_id)
         blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
         conn.execute(delete(identities).where(identities.c.base_id == base_id))
         conn.execute(delete(bases).where(bases.c.id == base_id))  # cascades folder runs and the import row

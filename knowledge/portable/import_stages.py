@@ -12,7 +12,7 @@ import numpy as np
 from sqlalchemy import Connection, and_, insert, select, text, update
 
 from knowledge.errors import Conflict
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, tree
 from knowledge.portable import fileformat as ff
 from knowledge.portable.import_check import (
     BLOB_PAGE_BYTES,
@@ -24,7 +24,7 @@ from knowledge.portable.import_check import (
 )
 from knowledge.portable.import_rules import blob_problem, vector_problem
 from knowledge.runtime import Quire
-from knowledge.store.schema import ACTIVE_STATUSES, items
+from knowledge.store.schema import ACTIVE_STATUSES
 from knowledge.store.schema_portable import base_imports
 from knowledge.store.schema_runs import folder_runs
 
@@ -192,7 +192,7 @@ def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total
                 )
             rows.append(values)
         with quire.db.write() as conn:
-            conn.execute(insert(items), rows)
+            tree.insert_rows(conn, rows)
             _advance(conn, state, int(page[-1][0]))
         done += len(page)
         report("items", done, total)

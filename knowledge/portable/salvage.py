@@ -22,10 +22,10 @@ import apsw
 import numpy as np
 
 from knowledge.errors import Conflict, InvalidInput
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, tree
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
-from knowledge.store.database import DB_FILENAME, open_raw_connection
+from knowledge.store.database import DB_FILENAME, Database, open_raw_connection
 
 PAGE = 500
 SALVAGED_INCOMPLETE = "salvaged_incomplete"
@@ -70,7 +70,7 @@ def salvage(damaged_dir: Path, target: Path) -> SalvageResult:
         for table in tables:
             result.tables[table] = _copy_table(old, new, table)
         result.bases, result.chunks_reindexed_from_f16 = _rederive_indexes(old, new)
-        result.items_parked = _park_incomplete(new)
+        result.items_parked = _park_incomplete(target)
         _copy_blob_files(new, Path(damaged_dir), target, result)
     finally:
         new.close()
@@ -218,15 +218,16 @@ def _old_vector(old: apsw.Connection, vec: str, chunk_id: int) -> bytes | None:
     return None
 
 
-def _park_incomplete(new: apsw.Connection) -> int:
+def _park_incomplete(target: Path) -> int:
     """Completed leaves whose chunks did not all survive: failed, for a reindex to rebuild them."""
-    with new:
-        new.execute(
-            "UPDATE items SET status = 'failed', error_code = ?, error_message = ? WHERE status = 'completed' "
-            "AND type != 'directory' AND chunk_count != (SELECT count(*) FROM chunks c WHERE c.item_id = items.id)",
-            (SALVAGED_INCOMPLETE, "some of its chunks were in damaged pages; reindex it"),
-        )
-    return int(new.changes())
+    db = Database.in_dir(target)
+    try:
+        with db.write() as conn:
+            return tree.park_incomplete(
+                conn, tree.Reason(SALVAGED_INCOMPLETE, "some of its chunks were in damaged pages; reindex it")
+            )
+    finally:
+        db.dispose()
 
 
 def _copy_blob_files(new: apsw.Connection, old_dir: Path, target: Path, result: SalvageResult) -> None:
