@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol
 
-from sqlalchemy import Connection, and_, insert, select, text, update
+from sqlalchemy import Connection, and_, insert, or_, select, text, true, update
 
 from jobs.errors import EnqueueError, JobNotFound
 from jobs.registry import Registry
@@ -145,6 +145,7 @@ class JobQueue:
                     max_attempts=spec.max_attempts,
                     available_at=available_at,
                     enqueued_by=self.session.id,
+                    host=self.session.host if spec.pinned and conn.dialect.name == "postgresql" else None,
                     created_at=now,
                     updated_at=now,
                 )
@@ -240,11 +241,35 @@ class JobQueue:
 #   ``status = 'pending'``) or treats ``pending`` and ``running`` alike (cancel).
 
 
-def claim_job(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
-    """Claim ``job_id`` (a wake-up's) or else the oldest runnable job; the claimed row, or ``None``."""
+def claim_job(
+    conn: Connection,
+    job_id: int | None,
+    *,
+    owner: str,
+    now: float,
+    lease_seconds: float,
+    host: str = "",
+    pinned_only: bool = False,
+) -> Any:
+    """Claim ``job_id`` (a wake-up's) or else the oldest runnable job; the claimed row, or ``None``.
+
+    On a team store a job pinned to a host (``jobs.host``) is claimed only by that host's workers, and a
+    ``pinned_only`` claim takes nothing else (``quire add`` walking its own folders). A data directory has
+    one host: nothing is pinned there."""
     if conn.dialect.name == "postgresql":
-        return _claim_postgres(conn, job_id, owner=owner, now=now, lease_seconds=lease_seconds)
+        return _claim_postgres(
+            conn, job_id, owner=owner, now=now, lease_seconds=lease_seconds, host=host, pinned_only=pinned_only
+        )
     return _claim_sqlite(conn, job_id, owner=owner, now=now, lease_seconds=lease_seconds)
+
+
+def claimable_here(conn: Connection, host: str, *, pinned_only: bool = False) -> Any:
+    """The condition a pending job meets to be claimed by a worker of ``host`` (see :func:`claim_job`)."""
+    if conn.dialect.name != "postgresql":
+        return true()
+    if pinned_only:
+        return jobs.c.host == host
+    return or_(jobs.c.host.is_(None), jobs.c.host == host)
 
 
 def _claim_sqlite(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
@@ -278,7 +303,7 @@ _CLAIM_POSTGRES = """
 UPDATE jobs SET status = 'running', attempt = attempt + 1, lease_owner = :owner,
        lease_expires_at = :expires, started_at = :now, updated_at = :now
  WHERE id = (SELECT id FROM jobs
-              WHERE status = 'pending' AND available_at <= :now {only}
+              WHERE status = 'pending' AND available_at <= :now {only} {where}
               ORDER BY id LIMIT 1
                 FOR UPDATE SKIP LOCKED)
    AND status = 'pending'
@@ -286,9 +311,19 @@ RETURNING *
 """
 
 
-def _claim_postgres(conn: Connection, job_id: int | None, *, owner: str, now: float, lease_seconds: float) -> Any:
-    params: dict[str, Any] = {"owner": owner, "expires": now + lease_seconds, "now": now}
+def _claim_postgres(
+    conn: Connection,
+    job_id: int | None,
+    *,
+    owner: str,
+    now: float,
+    lease_seconds: float,
+    host: str,
+    pinned_only: bool,
+) -> Any:
+    params: dict[str, Any] = {"owner": owner, "expires": now + lease_seconds, "now": now, "host": host}
     only = ""
     if job_id is not None:
         only, params["id"] = "AND id = :id", int(job_id)
-    return conn.execute(text(_CLAIM_POSTGRES.format(only=only)), params).first()
+    where = "AND host = :host" if pinned_only else "AND (host IS NULL OR host = :host)"
+    return conn.execute(text(_CLAIM_POSTGRES.format(only=only, where=where)), params).first()

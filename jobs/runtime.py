@@ -34,7 +34,7 @@ from sqlalchemy import Connection, and_, select, update
 from jobs.backoff import full_jitter
 from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
-from jobs.queue import DatabaseLike, JobQueue, JobRecord, claim_job
+from jobs.queue import DatabaseLike, JobQueue, JobRecord, claim_job, claimable_here
 from jobs.recovery import fail_exhausted, recover
 from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
 from jobs.schema import jobs, worker_sessions
@@ -115,8 +115,12 @@ class Worker:
         repair_interval: float | None = DEFAULT_REPAIR_INTERVAL,
         doorbell: Doorbell | None = None,
         on_thread_start: Callable[[], None] | None = None,
+        pinned_only: bool = False,
     ) -> None:
         self.queue = queue
+        # Only the jobs pinned to this host (a team store's walks and scans of this machine's folders):
+        # ``quire add`` runs its own folders' walks so that no other machine ever needs the folder.
+        self.pinned_only = pinned_only
         # Rung after every job commit (jobs/doorbell.py): an idle executor wakes at once, not at its next poll.
         self.doorbell = doorbell
         self._listener: Listener | None = None
@@ -147,6 +151,8 @@ class Worker:
     def register(self) -> None:
         with self.queue.db.write() as conn:
             self.queue.ensure_session(conn)
+            if self.pinned_only:
+                return  # a one-shot command finishing its own walks: what they enqueue waits for a worker
             conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.session.id).values(hosts_worker=1))
 
     def start(self) -> None:
@@ -265,7 +271,15 @@ class Worker:
                 return False
         with self.queue.db.read() as conn:
             runnable = conn.execute(
-                select(jobs.c.id).where(and_(jobs.c.status == "pending", jobs.c.available_at <= time.time())).limit(1)
+                select(jobs.c.id)
+                .where(
+                    and_(
+                        jobs.c.status == "pending",
+                        jobs.c.available_at <= time.time(),
+                        claimable_here(conn, self.session.host, pinned_only=self.pinned_only),
+                    )
+                )
+                .limit(1)
             ).first()
         return runnable is None
 
@@ -279,7 +293,15 @@ class Worker:
     def _claim(self, job_id: int | None) -> JobRecord | None:
         """Claim ``job_id`` or the oldest runnable job (``jobs.queue.claim_job``: per engine, the same fence)."""
         with self.queue.db.write(store_lock=False) as conn:
-            row = claim_job(conn, job_id, owner=self.session.id, now=time.time(), lease_seconds=self.lease_seconds)
+            row = claim_job(
+                conn,
+                job_id,
+                owner=self.session.id,
+                now=time.time(),
+                lease_seconds=self.lease_seconds,
+                host=self.session.host,
+                pinned_only=self.pinned_only,
+            )
         return None if row is None else JobRecord.from_row(row)
 
     def _execute(self, record: JobRecord) -> None:

@@ -60,6 +60,9 @@ jobs = Table(
     Column("last_error", Text),
     Column("result", Text),
     Column("enqueued_by", String),
+    # The machine a job must run on (a team store): one that reads this machine's files — a folder's walk,
+    # a sync scan, a folder run. NULL: any worker may claim it.
+    Column("host", String),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("started_at", Float),

@@ -154,6 +154,26 @@ class Quire:
             on_thread_start=(lambda: self.parsers.for_this_thread().warm()) if warm else None,
         )
 
+    @property
+    def is_team_store(self) -> bool:
+        """Whether the store is shared by machines (PostgreSQL): workers may run anywhere."""
+        return self.db.dialect_name == "postgresql"
+
+    def run_pinned_here(self, *, timeout: float | None = None) -> int:
+        """On a team store, run the jobs pinned to this machine until none is left — the walks of its folders,
+        which upload their files for workers elsewhere (``quire add`` and ``reindex`` wait for them, so the
+        person's machine need not run a worker). Nothing on a data directory; returns the jobs run."""
+        if not self.is_team_store:
+            return 0
+        worker = Worker(
+            self.queue,
+            pinned_only=True,
+            paused=lambda: preferences.is_paused(self.db),
+            repair_interval=None,
+            doorbell=None,
+        )
+        return worker.run(until_idle=True, timeout=timeout)
+
     def _ring_after_commit(self, conn: Connection) -> None:
         after_commit(conn, self._ring)  # the same bound method: registered once per transaction
 

@@ -27,6 +27,7 @@ TABLE_OWNERS: dict[str, str] = {
     "chunks": "knowledge.library.index",
     "vector_cache": "knowledge.library.index",
     "blobs": "knowledge.library.blobs",
+    "blob_contents": "knowledge.library.blobs",
     "audit_log": "knowledge.library.audit",
     "agent_proposals": "knowledge.agents.proposals",
     "base_imports": "knowledge.portable.import_stages",

@@ -291,6 +291,9 @@ def cmd_add(args: argparse.Namespace, out: Output) -> int:
             for item in created:
                 if item["type"] == "directory":
                     item["sync"] = sync.enable_sync(quire, changes.base_id, item["id"], mode=args.sync_mode).as_dict()
+        if quire.run_pinned_here():  # a team store: this machine walks its folders and uploads their files
+            for item in created:
+                item.update(lifecycle.get_item(quire, changes.base_id, item["id"]).as_dict())
     out.emit({**changes.as_dict(), "items": created}, _added_text)
     return 0
 
@@ -374,6 +377,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     if args.failed:
         with opened(args) as quire:
             retried = lifecycle.reindex_failed(quire, args.base, args.items)
+            quire.run_pinned_here()
         count = len(retried.item_ids)
         out.emit(
             {**retried.changes.as_dict(), "retried": retried.item_ids},
@@ -387,6 +391,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
             changes = lifecycle.reindex_stale(quire, args.base)
         else:
             changes = lifecycle.reindex_items(quire, args.base, args.items)
+        quire.run_pinned_here()  # a team store: the files are read again (and uploaded) on this machine
     out.emit(changes.as_dict(), "reindex queued" if not changes.noop else "nothing to do")
     return 0
 

@@ -113,6 +113,6 @@ __all__ = [
 def register(quire: Quire) -> None:
     """Add the ``knowledge.folder-run`` job type and the stranded-run repair scan to this process."""
     quire.registry.register(
-        JobType(JOB_TYPE, lambda ctx: execute_run(quire, ctx), "retry", max_attempts=JOB_MAX_ATTEMPTS)
+        JobType(JOB_TYPE, lambda ctx: execute_run(quire, ctx), "retry", max_attempts=JOB_MAX_ATTEMPTS, pinned=True)
     )
     quire.registry.add_repair_scan(repair_stranded_runs)

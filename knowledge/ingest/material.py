@@ -106,35 +106,58 @@ def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
 
     A file found in a folder is read only inside that folder: one turned into a link pointing out of it
     since the walk is ``skipped`` (``symlink_not_followed``), its target never read, and the old copy is
-    not used in its place (the walk would not list it either)."""
+    not used in its place (the walk would not list it either).
+
+    On a team store the worker may be on any machine, so a file is read from the copy its person's machine
+    uploaded before the job was enqueued (``lifecycle.uploads``), never from its path."""
     if item.source_path is None:  # a container's member: its owned copy is all there is
-        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).is_file():
-            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
+            return copy, None
         raise SourceRejected("unreadable", "the base's own copy of this file inside its archive is missing")
+    if quire.db.dialect_name == "postgresql":
+        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
+            return copy, item.mtime
+        raise SourceRejected(
+            "unreadable", "no copy of this file reached the team store; add it again from the machine that has it"
+        )
     if item.source_unverified:  # imported: its path is someone else's word, so only the owned copy is read
-        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).is_file():
-            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
+            return copy, None
         raise SourceRejected(
             "unreadable",
             "it came in an imported base without its own copy and its original's location is not verified; "
             "relocate the base (quire base relocate) to read the original",
         )
     try:
-        # stat before reading: if the file changes after this, its mtime moves on and the next
-        # re-expansion reads it again, never the other way round
-        mtime: float | None = os.stat(item.source_path).st_mtime
-    except OSError:
-        mtime = None
-    try:
-        with quire.db.read() as conn:
-            limit = preferences.max_file_bytes(conn)  # Preferences: at most MAX_SOURCE_BYTES
-        return read_source(Path(item.source_path), max_bytes=limit, root=item_folder(item)), mtime
+        return read_original(quire, item)
     except SourceRejected as rejected:
         if rejected.code == "symlink_not_followed":
             raise
-        if item.blob_sha256 and blobs.blob_path(quire.blobs_dir, item.blob_sha256).exists():
-            return blobs.read(quire.blobs_dir, item.blob_sha256), None
+        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
+            return copy, None
         raise
+
+
+def read_original(quire: Quire, item: Item) -> tuple[bytes, float | None]:
+    """The file at the item's path, on this machine, under the size limit; raises ``SourceRejected``."""
+    try:
+        # stat before reading: if the file changes after this, its mtime moves on and the next
+        # re-expansion reads it again, never the other way round
+        mtime: float | None = os.stat(item.source_path or "").st_mtime
+    except OSError:
+        mtime = None
+    with quire.db.read() as conn:
+        limit = preferences.max_file_bytes(conn)  # Preferences: at most MAX_SOURCE_BYTES
+    return read_source(Path(item.source_path or ""), max_bytes=limit, root=item_folder(item)), mtime
+
+
+def owned_copy(quire: Quire, sha: str | None) -> bytes | None:
+    """The base's own copy named ``sha`` (this machine's file, or a team store's row), or ``None``; a team
+    store's copy whose bytes are not what its name says fails the item that wanted it, never the job."""
+    try:
+        return None if not sha else blobs.read_owned(quire.db, quire.blobs_dir, sha)
+    except blobs.TamperedBlob as tampered:
+        raise SourceRejected("unreadable", str(tampered)) from None
 
 
 def item_folder(item: Item) -> Path | None:
@@ -340,7 +363,10 @@ def _copy_material(
     if source is None or not rows:
         return None
     text_sha = source.text_sha256
-    text = blobs.read(quire.blobs_dir, text_sha).decode("utf-8") if text_sha else ""
+    body = owned_copy(quire, text_sha)
+    if text_sha and body is None:
+        return None  # its text copy is gone: parsed like any other
+    text = (body or b"").decode("utf-8")
     return Prepared(
         item=item,
         raw=raw,

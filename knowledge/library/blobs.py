@@ -15,6 +15,13 @@ removed it in between, and records the row. The unlink holds SQLite's write lock
 committed reference always has its file. Temporary names carry the pid, the thread and a random part,
 so two threads writing the same blob never share one.
 
+On a team store (PostgreSQL) the bytes also live in the database (``blob_contents``, one row per ``blobs``
+row, dropped with it by the foreign key's cascade), because workers on other machines must read the same copy:
+a person's machine uploads a file's bytes before its job is enqueued (:func:`upload`), and a reader that has
+no local file fetches them (:func:`read_owned`), checks that they hash to their name — a row is any team
+member's word — and keeps them under its own ``blobs/`` as a cache. Measured against a shared folder in
+docs/BENCHMARKS.md "Where a team store's owned copies live".
+
 Names are trusted nowhere: a blob's name (its SHA-256, 64 lowercase hex digits) may come from an export,
 a backup or a damaged database, so :func:`blob_path` — the one place a name becomes a path — refuses
 anything else (``../x`` or ``ab/../../y`` would otherwise reach outside the blobs folder). Purges skip
@@ -40,7 +47,7 @@ from sqlalchemy import Connection, and_, delete, insert, or_, select
 from knowledge.errors import InvalidInput
 from knowledge.store.database import Database, after_commit
 from knowledge.store.permissions import make_private_dir, write_private_bytes
-from knowledge.store.schema import blobs, items
+from knowledge.store.schema import blob_contents, blobs, items
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +91,62 @@ def write_file(root: Path, sha: str, data: bytes) -> None:
 
 
 def record(conn: Connection, root: Path, sha: str, data: bytes, kind: str) -> None:
-    """Inside a write transaction: make sure the blob's row and file both exist."""
+    """Inside a write transaction: make sure the blob's row and file both exist (on a team store the file
+    is this machine's cache, and the bytes are stored in the database too)."""
     write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
+    _record_row(conn, sha, data, kind)
+
+
+def upload(conn: Connection, sha: str, data: bytes, kind: str = "raw") -> None:
+    """Inside a write transaction on a team store: store a source's bytes (its owned copy) for every worker."""
+    if not is_blob_name(sha) or sha256_bytes(data) != sha:
+        raise InvalidBlobName(sha)
+    _record_row(conn, sha, data, kind)
+
+
+def _record_row(conn: Connection, sha: str, data: bytes, kind: str) -> None:
     exists = conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == sha)).first()
     if exists is None:
         conn.execute(insert(blobs).values(sha256=sha, size=len(data), kind=kind, created_at=time.time()))
+    if not _shared(conn):
+        return
+    # checked first, so a copy already uploaded is not sent over the wire again
+    if conn.execute(select(blob_contents.c.sha256).where(blob_contents.c.sha256 == sha)).first() is None:
+        conn.execute(insert(blob_contents).values(sha256=sha, data=data))
+
+
+def _shared(conn: Connection) -> bool:
+    """Whether this store is shared by machines (a team store): owned copies live in the database."""
+    return conn.dialect.name == "postgresql"
 
 
 def read(root: Path, sha: str) -> bytes:
     return blob_path(root, sha).read_bytes()
+
+
+class TamperedBlob(InvalidInput):
+    """An owned copy in a team store whose bytes do not hash to its name: never used."""
+
+    code = "tampered_blob"
+
+
+def read_owned(db: Database, root: Path, sha: str) -> bytes | None:
+    """An owned copy's bytes: this machine's file, else (a team store) the database's, checked against their
+    name and then kept as this machine's file. ``None`` when there is none."""
+    path = blob_path(root, sha)
+    if path.is_file():
+        return path.read_bytes()
+    if db.dialect_name != "postgresql":
+        return None
+    with db.read() as conn:
+        data = conn.execute(select(blob_contents.c.data).where(blob_contents.c.sha256 == sha)).scalar()
+    if data is None:
+        return None
+    data = bytes(data)
+    if sha256_bytes(data) != sha:
+        raise TamperedBlob(f"the team store's copy {sha[:12]}… does not match its name; not used")
+    write_file(root, sha, data)
+    return data
 
 
 class UnsafeBlobFile(InvalidInput):

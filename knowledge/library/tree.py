@@ -398,6 +398,14 @@ def set_file_stat(conn: Connection, item_id: int, stat: FileStat) -> None:
     conn.execute(update(items).where(items.c.id == item_id).values(size=stat.size, mtime=stat.mtime))
 
 
+def record_upload(conn: Connection, item_id: int, sha: str, stat: FileStat) -> str | None:
+    """A team store: the bytes the item's machine read and uploaded are the copy its worker will read (its
+    size and mtime as read). Returns the copy it named before, when that was another one."""
+    before = conn.execute(select(items.c.blob_sha256).where(items.c.id == item_id)).scalar()
+    conn.execute(update(items).where(items.c.id == item_id).values(blob_sha256=sha, size=stat.size, mtime=stat.mtime))
+    return before if before and before != sha else None
+
+
 def move(
     conn: Connection, item_id: int, *, parent_id: int, source_path: str, relative_path: str, stat: FileStat
 ) -> None:

@@ -110,7 +110,7 @@ def register(quire: Quire) -> None:
         return lambda ctx: fn(quire, ctx)
 
     quire.registry.register(
-        JobType(PREPARE_ROOT, bind(prepare_root.prepare_root), "abandon", on_abandon=on_abandon_prepare)
+        JobType(PREPARE_ROOT, bind(prepare_root.prepare_root), "abandon", on_abandon=on_abandon_prepare, pinned=True)
     )
     quire.registry.register(
         JobType(
@@ -122,7 +122,13 @@ def register(quire: Quire) -> None:
         )
     )
     quire.registry.register(
-        JobType(REINDEX_SUBTREE, bind(reindex_subtree.reindex_subtree), "abandon", on_abandon=on_abandon_reindex)
+        JobType(
+            REINDEX_SUBTREE,
+            bind(reindex_subtree.reindex_subtree),
+            "abandon",
+            on_abandon=on_abandon_reindex,
+            pinned=True,  # re-reads (and on a team store uploads) the files of the machine that asked
+        )
     )
     quire.registry.register(JobType(DELETE_SUBTREE, bind(delete_subtree.delete_subtree), "retry", max_attempts=1000))
     quire.registry.add_repair_scan(repair_deleting_roots)

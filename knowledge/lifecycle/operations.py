@@ -73,6 +73,7 @@ from knowledge.lifecycle.scheduling import (
     schedule_prepare,
     schedule_reindex,
 )
+from knowledge.lifecycle.uploads import read_uploads, record_uploads
 from knowledge.principal import require_person
 from knowledge.store.schema import TERMINAL_STATUSES, items
 
@@ -371,6 +372,8 @@ def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[ItemId, 
 
 
 def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], changes: Changes) -> None:
+    leaves = [item_id for item_id, kind, invalid in group if kind != "directory" and invalid is None]
+    uploads = read_uploads(quire, leaves)  # a team store: the files' bytes travel with their job
     with quire.db.write() as conn:
         live_ids = [
             r.id
@@ -390,7 +393,12 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
         if kind == "directory":
             job_id = schedule_prepare(quire.queue, conn, base.id, item_id)
         else:
-            job_id = schedule_index(quire.queue, conn, base.id, [e[0] for e in entries])
+            settled = record_uploads(quire, conn, {e[0]: uploads[e[0]] for e in entries if e[0] in uploads})
+            changes.statuses.update(settled)
+            ids = [e[0] for e in entries if e[0] not in settled]
+            if not ids:
+                return
+            job_id = schedule_index(quire.queue, conn, base.id, ids)
         changes.job_ids.append(job_id)
 
 

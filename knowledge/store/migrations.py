@@ -268,6 +268,25 @@ def _folder_run_retry_of(conn: Connection) -> None:
     _edit_check(conn, "folder_run_outcomes", old, new)
 
 
+def _team_sources(conn: Connection) -> None:
+    """Sources that reach every worker: a job may be pinned to the machine that has its files
+    (``jobs.host``), and a team store keeps owned copies' bytes in the database (``blob_contents``)."""
+    columns = {r[1] for r in conn.execute(text("PRAGMA table_info(jobs)")).all()}
+    if "host" not in columns:
+        conn.exec_driver_sql("ALTER TABLE jobs ADD COLUMN host TEXT")
+    for ddl in schema.BLOB_CONTENTS_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def _team_sources_postgres(conn: Connection) -> None:
+    # a store made after this migration was written has both already (its baseline is today's schema)
+    conn.exec_driver_sql("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS host text")
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS blob_contents (sha256 varchar PRIMARY KEY "
+        "REFERENCES blobs (sha256) ON DELETE CASCADE, data bytea NOT NULL)"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -292,6 +311,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0021_folder_run_retry_of", _folder_run_retry_of),
     Migration("0022_items_deaths", _items_deaths),
     Migration("0023_folder_run_deaths", _folder_run_deaths),
+    Migration("0024_team_sources", _team_sources, _team_sources_postgres),
 ]
 
 

@@ -156,6 +156,21 @@ blobs = Table(
     Column("created_at", Float, nullable=False),
 )
 
+# A team store's owned copies: the bytes themselves, so every worker on every machine reads the same copy
+# (a data directory keeps them as files under ``blobs/``; there this table stays empty). Gone with the
+# ``blobs`` row that names them, in the same transaction.
+blob_contents = Table(
+    "blob_contents",
+    metadata,
+    Column("sha256", String, ForeignKey("blobs.sha256", ondelete="CASCADE"), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+BLOB_CONTENTS_DDL = (
+    "CREATE TABLE IF NOT EXISTS blob_contents (sha256 TEXT PRIMARY KEY REFERENCES blobs(sha256) ON DELETE CASCADE, "
+    "data BLOB NOT NULL)",
+)
+
 identities = Table(
     "identities",
     metadata,

@@ -96,4 +96,4 @@ def register(quire: Quire) -> None:
     def handler(ctx: Any) -> Any:
         return job.sync_root(quire, ctx)
 
-    quire.registry.register(JobType(SYNC_ROOT, handler, "retry", max_attempts=1000))
+    quire.registry.register(JobType(SYNC_ROOT, handler, "retry", max_attempts=1000, pinned=True))
