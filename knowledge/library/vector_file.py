@@ -1,15 +1,20 @@
 """Each base's search vectors in one memory-mapped file: ``<data dir>/vectors/base-<id>.vec``.
 
-Why a file. Vector search scans the sign bits of every chunk and rescores candidates with their float16
-copies (:mod:`knowledge.search.vector_index`). Read out of SQLite rows at a process's first search, that
+Why a file. Vector search scans the sign bits of every chunk and rescores candidates with their float
+vectors (:mod:`knowledge.search.vector_index`). Read out of SQLite rows at a process's first search, that
 cost 57 s and 2 GB of RSS on a 1,000,000-chunk base (the rows hold the chunk texts too, so the read walks
 the whole table). Mapped from a file laid out for the scan, a search process opens the vectors in
 milliseconds and only the pages it touches become resident (the sign bits: 48 bytes a chunk).
 
 Layout (little-endian): a ``HEADER_SIZE`` header, then three sections sized by the file's capacity — chunk
-ids (int64), sign bits (uint64 words), float16 copies. Records ``[0, count)`` are valid and, once written,
-never change: chunk ids are never reused and a chunk's vector never changes (material is replaced by new
-chunks), so a reader may keep using a mapping while records are appended behind it.
+ids (int64), sign bits (uint64 words), and the rows' float16 copies widened to float32 (the same values).
+Why float32 on disk, twice the bytes: numpy widens float16 one element at a time (~8 ns an element here,
+measured), so rescoring 2,480 candidates (hybrid's 62 x 40) cost 6-8 ms in the cast alone, against
+~0.2 ms to gather and score float32 rows; the file is only read where candidates fall.
+
+Records ``[0, count)`` are valid and, once written, never change: chunk ids are never reused and a
+chunk's vector never changes (material is replaced by new chunks), so a reader may keep using a mapping
+while records are appended behind it.
 
 The database stays the truth. The header carries the base (id, created_at, dimension), ``version`` — the
 base's ``vectors_version`` in the snapshot the file was brought up to — and ``last_id``, the highest chunk
@@ -62,7 +67,7 @@ log = logging.getLogger(__name__)
 
 DIRNAME = "vectors"
 MAGIC = b"QUIREVEC"
-FORMAT = 1
+FORMAT = 2  # 1: float16 copies in the third section (rebuilt from rows when met)
 HEADER_SIZE = 4096
 MIN_CAPACITY = 1024
 DEAD_SHARE = 0.25  # rebuild (after a delete) when more than this share of the records are dead
@@ -75,6 +80,7 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 Ids = npt.NDArray[np.int64]
 Bits = npt.NDArray[np.uint64]
 Halves = npt.NDArray[np.float16]
+Floats = npt.NDArray[np.float32]
 
 
 def sign_bits(vectors: npt.NDArray[np.floating]) -> Bits:
@@ -113,14 +119,14 @@ class Header:
 
     @property
     def record_size(self) -> int:
-        return 8 + self.words * 8 + self.key.dimension * 2
+        return 8 + self.words * 8 + self.key.dimension * 4
 
     @property
     def file_size(self) -> int:
         return HEADER_SIZE + self.capacity * self.record_size
 
     def offsets(self) -> tuple[int, int, int]:
-        """Where the ids, sign bits and float16 sections start."""
+        """Where the ids, sign bits and float sections start."""
         bits_at = HEADER_SIZE + self.capacity * 8
         return HEADER_SIZE, bits_at, bits_at + self.capacity * self.words * 8
 
@@ -154,7 +160,7 @@ class Mapped:
     inode: tuple[int, int]
     ids: Ids
     bits: Bits  # (count, words)
-    halves: Halves  # (count, dimension)
+    floats: Floats  # (count, dimension): the rows' float16 copies, widened
 
     @property
     def version(self) -> int:
@@ -262,11 +268,11 @@ class VectorFiles:
             mapping = mmap.mmap(fd, header.file_size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
-        ids_at, bits_at, halves_at = header.offsets()
+        ids_at, bits_at, floats_at = header.offsets()
         n = header.count
         ids = np.frombuffer(mapping, dtype=np.int64, count=n, offset=ids_at)
         bits = np.frombuffer(mapping, dtype=np.uint64, count=n * header.words, offset=bits_at)
-        halves = np.frombuffer(mapping, dtype=np.float16, count=n * key.dimension, offset=halves_at)
+        floats = np.frombuffer(mapping, dtype=np.float32, count=n * key.dimension, offset=floats_at)
         if n and int(ids[-1]) != header.last_id:
             return None
         return Mapped(
@@ -274,7 +280,7 @@ class VectorFiles:
             (info.st_dev, info.st_ino),
             ids,
             bits.reshape(n, header.words),
-            halves.reshape(n, key.dimension),
+            floats.reshape(n, key.dimension),
         )
 
     def matches_rows(self, conn: Connection, mapped: Mapped) -> bool:
@@ -286,7 +292,7 @@ class VectorFiles:
         found = read_rows(conn, mapped.header.key, last - 1, last_at_most=last)
         if len(found.ids) == 0:
             return True
-        same = np.array_equal(found.halves[0].view(np.uint16), mapped.halves[-1].view(np.uint16))
+        same = np.array_equal(found.halves[0].astype(np.float32).view(np.uint32), mapped.floats[-1].view(np.uint32))
         return bool(found.ids[0] == last and same)
 
     # -- writing --------------------------------------------------------------------------------
@@ -353,7 +359,7 @@ class VectorFiles:
         last_id = int(new.ids[-1]) if len(new.ids) else header.last_id
         if count > header.capacity:  # grow: a new file with twice the room, renamed over
             grown = Header(header.key, max(2 * header.capacity, count), count, last_id, version)
-            self._write_new(dir_fd, grown, [(current.ids, current.bits, current.halves), _sections(new)])
+            self._write_new(dir_fd, grown, [(current.ids, current.bits, current.floats), _sections(new)])
             return self._map(dir_fd, header.key)
         fd = self._open_regular(dir_fd, self.name(header.key.base_id), os.O_RDWR)
         if fd is None:
@@ -374,7 +380,7 @@ class VectorFiles:
         self._write_new(dir_fd, header, _batches(conn, key))
         return self._map(dir_fd, key)
 
-    def _write_new(self, dir_fd: int, header: Header, parts: Iterable[tuple[Ids, Bits, Halves]]) -> None:
+    def _write_new(self, dir_fd: int, header: Header, parts: Iterable[tuple[Ids, Bits, Floats]]) -> None:
         """Write a whole file beside (``.tmp``) and rename it over the base's file."""
         name = self.name(header.key.base_id)
         with contextlib.suppress(FileNotFoundError):
@@ -383,10 +389,10 @@ class VectorFiles:
         try:
             os.ftruncate(fd, header.file_size)
             at = 0
-            for ids, bits, halves in parts:
+            for ids, bits, floats in parts:
                 if at + len(ids) > header.count:
                     raise OSError("more rows than counted in the same snapshot")
-                _write_records(fd, header, at, ids, bits, halves)
+                _write_records(fd, header, at, ids, bits, floats)
                 at += len(ids)
             if at != header.count:
                 raise OSError("fewer rows than counted in the same snapshot")
@@ -400,7 +406,7 @@ class VectorFiles:
         os.rename(name + ".tmp", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
-def _batches(conn: Connection, key: BaseKey) -> Iterator[tuple[Ids, Bits, Halves]]:
+def _batches(conn: Connection, key: BaseKey) -> Iterator[tuple[Ids, Bits, Floats]]:
     """Every row of the base in id order, ``READ_BATCH`` at a time (so a rebuild never holds them all)."""
     after = 0
     while True:
@@ -419,15 +425,15 @@ def _base_id_of(name: str) -> int | None:
     return int(stem[5:]) if name.split(".", 1)[-1] in ("vec", "vec.tmp", "lock") else None
 
 
-def _sections(rows: Rows) -> tuple[Ids, Bits, Halves]:
-    return rows.ids, sign_bits(rows.halves), rows.halves
+def _sections(rows: Rows) -> tuple[Ids, Bits, Floats]:
+    return rows.ids, sign_bits(rows.halves), rows.halves.astype(np.float32)
 
 
-def _write_records(fd: int, header: Header, at: int, ids: Ids, bits: Bits, halves: Halves) -> None:
-    ids_at, bits_at, halves_at = header.offsets()
+def _write_records(fd: int, header: Header, at: int, ids: Ids, bits: Bits, floats: Floats) -> None:
+    ids_at, bits_at, floats_at = header.offsets()
     _pwrite_all(fd, np.ascontiguousarray(ids, dtype=np.int64), ids_at + at * 8)
     _pwrite_all(fd, np.ascontiguousarray(bits, dtype=np.uint64), bits_at + at * header.words * 8)
-    _pwrite_all(fd, np.ascontiguousarray(halves, dtype=np.float16), halves_at + at * header.key.dimension * 2)
+    _pwrite_all(fd, np.ascontiguousarray(floats, dtype=np.float32), floats_at + at * header.key.dimension * 4)
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:

@@ -6,11 +6,12 @@ grows with k (≈ 9 ms at k = 10, 37 ms at k = 100, 66 ms at k = 200) and readin
 for rescoring costs ~0.6 ms each, so a quantized search through vec0 costs 100 ms and more. The same
 work over numpy arrays in memory takes a few milliseconds.
 
-What is held per base (about 0.8 KB per chunk): the chunk ids, the vectors' sign bits packed in uint64
-words (48 bytes for 384 dimensions) and their float16 copies. On a local store they are views of the
-base's memory-mapped vector file (:mod:`knowledge.library.vector_file`), so opening a base reads nothing
-and only the pages a search touches become resident (the sign bits, and the few float16 rows rescored);
-on a team store they are read from ``chunks.vector_f16`` into memory.
+What is held per base: the chunk ids, the vectors' sign bits packed in uint64 words (48 bytes for 384
+dimensions) and their float16 copies. On a local store they are views of the base's memory-mapped vector
+file (:mod:`knowledge.library.vector_file`, which holds the copies widened to float32, so rescoring
+needs no cast), so opening a base reads nothing and only the pages a search touches become resident (the
+sign bits, and the few rows rescored); on a team store they are read from ``chunks.vector_f16`` into
+memory as float16 (about 0.8 KB per chunk).
 
 Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
 copies, ≤ 30 MB, · query) — exact up to float16 rounding (|Δcos| < 1e-3, below the bf16 model's own
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 EXACT_SCAN_MAX = 20_000
 OVERSAMPLE = 40
+SCAN_BLOCK = 65_536  # rows of sign bits compared per step (3 MB of temporaries)
 COMPACT_SEGMENTS = 16  # merge the appended segments once there are this many
 DEAD_SHARE = 0.25  # reload a base whose held chunks are more than this share deleted
 
@@ -62,13 +64,14 @@ Ids = npt.NDArray[np.int64]
 Bits = npt.NDArray[np.uint64]
 Halves = npt.NDArray[np.float16]
 Floats = npt.NDArray[np.float32]
+Vectors = Halves | Floats  # float32 mapped from a file, float16 read into memory
 
 
 @dataclass(frozen=True)
 class _Segment:
     ids: Ids
     bits: Bits  # (n, dimension / 64)
-    halves: Halves  # (n, dimension)
+    vectors: Vectors  # (n, dimension)
 
     @classmethod
     def build(cls, ids: list[int], halves: Halves) -> _Segment:
@@ -88,8 +91,8 @@ class _Held:
     def build(cls, key: tuple[int, float], version: int, last_id: int, segments: tuple[_Segment, ...]) -> _Held:
         exact = None
         if 0 < sum(len(s.ids) for s in segments) <= EXACT_SCAN_MAX:
-            ids, halves = _concat(segments)
-            exact = (ids, halves.astype(np.float32))
+            ids, vectors = _concat(segments)
+            exact = (ids, vectors.astype(np.float32))
         return cls(key, version, last_id, segments, exact)
 
     @property
@@ -117,8 +120,8 @@ class VectorIndex:
             ids, floats = held.exact
             scores = floats @ query
         else:
-            ids, halves = _candidates(held.segments, sign_bits(query[None, :])[0], min(total, k * OVERSAMPLE))
-            scores = halves.astype(np.float32) @ query
+            ids, vectors = _candidates(held.segments, sign_bits(query[None, :])[0], min(total, k * OVERSAMPLE))
+            scores = vectors.astype(np.float32, copy=False) @ query
         keep = min(k, len(scores))
         top = np.argpartition(-scores, keep - 1)[:keep]
         order = top[np.lexsort((ids[top], -scores[top]))]
@@ -175,7 +178,7 @@ class VectorIndex:
 
 
 def _mapped_segments(mapped: Mapped) -> tuple[_Segment, ...]:
-    return (_Segment(mapped.ids, mapped.bits, mapped.halves),) if mapped.header.count else ()
+    return (_Segment(mapped.ids, mapped.bits, mapped.floats),) if mapped.header.count else ()
 
 
 def _rows(conn: Connection, base: Base, after: int) -> tuple[list[int], Halves]:
@@ -216,29 +219,71 @@ def _refresh(conn: Connection, base: Base, held: _Held, version: int) -> _Held:
     if size - live > DEAD_SHARE * max(live, 1) and size - live > 100:
         return _load(conn, base, held.key, version)
     if len(segments) > COMPACT_SEGMENTS:
-        all_ids, all_halves = _concat(segments)
-        segments = (_Segment(all_ids, np.concatenate([s.bits for s in segments]), all_halves),)
+        all_ids, all_vectors = _concat(segments)
+        segments = (_Segment(all_ids, np.concatenate([s.bits for s in segments]), all_vectors),)
     return _Held.build(held.key, version, ids[-1] if ids else held.last_id, segments)
 
 
-def _concat(segments: tuple[_Segment, ...]) -> tuple[Ids, Halves]:
+def _concat(segments: tuple[_Segment, ...]) -> tuple[Ids, Vectors]:
     if len(segments) == 1:
-        return segments[0].ids, segments[0].halves
-    return np.concatenate([s.ids for s in segments]), np.concatenate([s.halves for s in segments])
+        return segments[0].ids, segments[0].vectors
+    return np.concatenate([s.ids for s in segments]), np.concatenate([s.vectors for s in segments])
 
 
-def _candidates(segments: tuple[_Segment, ...], query_bits: Bits, count: int) -> tuple[Ids, Halves]:
-    """The ``count`` held vectors nearest to the query by Hamming distance of their sign bits."""
-    distances = np.concatenate([np.bitwise_count(s.bits ^ query_bits).sum(axis=1, dtype=np.int32) for s in segments])
-    chosen = np.argpartition(distances, count - 1)[:count] if count < len(distances) else np.arange(len(distances))
+def _candidates(segments: tuple[_Segment, ...], query_bits: Bits, count: int) -> tuple[Ids, Vectors]:
+    """The ``count`` held vectors nearest to the query by Hamming distance of their sign bits (ties: the
+    lower position first)."""
+    distances = np.concatenate([hamming(s.bits, query_bits) for s in segments])
+    chosen = nearest_by_distance(distances, count, int(query_bits.shape[0]) * 64)
     starts = np.cumsum([0] + [len(s.ids) for s in segments])
     ids = np.empty(len(chosen), dtype=np.int64)
-    halves = np.empty((len(chosen), segments[0].halves.shape[1]), dtype=np.float16)
+    vectors = np.empty((len(chosen), segments[0].vectors.shape[1]), dtype=segments[0].vectors.dtype)
     where = np.searchsorted(starts, chosen, side="right") - 1
     for n, segment in enumerate(segments):
         mask = where == n
         if mask.any():
             local = chosen[mask] - starts[n]
             ids[mask] = segment.ids[local]
-            halves[mask] = segment.halves[local]
-    return ids, halves
+            vectors[mask] = segment.vectors[local]
+    return ids, vectors
+
+
+def hamming(bits: Bits, query_bits: Bits) -> npt.NDArray[np.uint16]:
+    """Hamming distance of each row of ``bits`` (n, words) to ``query_bits``, ``SCAN_BLOCK`` rows at a time.
+
+    Why blocks: the one-shot ``bitwise_count(bits ^ q).sum(axis=1)`` makes two (n, words) uint64
+    temporaries (96 MB at 1M chunks) and a slow reduction over a 6-wide axis; per block the temporaries
+    stay in cache and the words are added column by column. Measured at 1M chunks: 44 ms against 109 ms
+    (loaded machine, same run)."""
+    n, words = bits.shape
+    out = np.empty(n, dtype=np.uint16)
+    block = max(1, min(SCAN_BLOCK, n))
+    xored = np.empty((block, words), dtype=np.uint64)
+    counts = np.empty((block, words), dtype=np.uint8)
+    for start in range(0, n, block):
+        part = bits[start : start + block]
+        m = len(part)
+        c = np.bitwise_count(np.bitwise_xor(part, query_bits, out=xored[:m]), out=counts[:m])
+        total = out[start : start + m]
+        if words == 1:
+            total[:] = c[:, 0]
+            continue
+        np.add(c[:, 0], c[:, 1], out=total, dtype=np.uint16)
+        for w in range(2, words):
+            np.add(total, c[:, w], out=total, dtype=np.uint16)
+    return out
+
+
+def nearest_by_distance(distances: npt.NDArray[np.uint16], count: int, most: int) -> npt.NDArray[np.intp]:
+    """The positions of the ``count`` smallest distances (each in ``[0, most]``), ascending by position.
+
+    A counting selection: distances are small integers, so a histogram finds the threshold distance and
+    two linear passes take everything below it and the first ties at it — ~2 ms at 1M chunks, against
+    ~20 ms for ``argpartition``."""
+    if count >= len(distances):
+        return np.arange(len(distances))
+    cumulative = np.cumsum(np.bincount(distances, minlength=most + 1))
+    threshold = int(np.searchsorted(cumulative, count))  # the first distance with `count` at or below it
+    below = np.flatnonzero(distances < threshold)
+    ties = np.flatnonzero(distances == threshold)[: count - len(below)]
+    return np.sort(np.concatenate([below, ties]))

@@ -234,7 +234,7 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere:
         held = win.ctx.quire.vectors._held.get(base.id) if win.ctx.quire is not None else None
         segments = held.segments if held is not None else ()
         state["hits"], state["chunks_held"] = hits, sum(len(s.ids) for s in segments)
-        state["index_mb"] = sum(s.ids.nbytes + s.bits.nbytes + s.halves.nbytes for s in segments) / 2**20
+        state["index_mb"] = sum(s.ids.nbytes + s.bits.nbytes + s.vectors.nbytes for s in segments) / 2**20
         if held is not None and held.exact is not None:
             state["index_mb"] += sum(a.nbytes for a in held.exact) / 2**20
         app.quit()

@@ -49,8 +49,8 @@ def assert_matches_rows(quire: Quire, base: Base, mapped: Mapped | None, *, exac
     if exact:
         assert set(held) == set(rows)
     for cid, blob in rows.items():
-        assert mapped.halves[held[cid]].tobytes() == blob
-    assert np.array_equal(mapped.bits, vector_file.sign_bits(mapped.halves))
+        assert np.array_equal(mapped.floats[held[cid]], np.frombuffer(blob, dtype=np.float16).astype(np.float32))
+    assert np.array_equal(mapped.bits, vector_file.sign_bits(mapped.floats))
     assert list(mapped.ids) == sorted(held)  # ascending ids: appends follow the rows' order
 
 
@@ -138,10 +138,10 @@ def _damage_and_search(quire: Quire, base: Base, damage: str, other: Base) -> No
     elif damage == "other history":  # right header, but the last record is not its row's vector
         mapped = files.peek(key_of(base))
         assert mapped is not None
-        _ids_at, _bits_at, halves_at = mapped.header.offsets()
+        _ids_at, _bits_at, floats_at = mapped.header.offsets()
         with open(path, "r+b") as f:
-            f.seek(halves_at + (mapped.header.count - 1) * DIM * 2)
-            f.write(np.ones(DIM, dtype=np.float16).tobytes())
+            f.seek(floats_at + (mapped.header.count - 1) * DIM * 4)
+            f.write(np.ones(DIM, dtype=np.float32).tobytes())
     elif damage == "ahead of the database":
         mapped = files.peek(key_of(base))
         assert mapped is not None

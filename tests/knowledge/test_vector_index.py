@@ -172,3 +172,24 @@ def test_migration_0007_copies_the_vectors_and_drops_the_binary_tables(quire: Qu
         names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master")).all()}
     assert np.allclose(np.stack([np.frombuffer(r[0], dtype=np.float16) for r in rows]), vectors, atol=1e-3)
     assert f"vecbits_base_{base.id}" not in names
+
+
+@pytest.mark.parametrize("n", [1, 7, 65_536 + 3, 140_001])
+def test_the_blocked_hamming_scan_and_the_counting_selection_match_the_plain_ones(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(n)
+    bits = vector_index.sign_bits(rng.normal(size=(n, DIM)))
+    query = vector_index.sign_bits(rng.normal(size=(1, DIM)))[0]
+    plain = np.bitwise_count(bits ^ query).sum(axis=1)
+    distances = vector_index.hamming(bits, query)
+    assert np.array_equal(distances, plain)
+    monkeypatch.setattr(vector_index, "SCAN_BLOCK", 1000)  # a last block shorter than the others
+    assert np.array_equal(vector_index.hamming(bits, query), plain)
+    for count in {1, min(n, 40), n // 2 or 1, n, n + 5}:
+        chosen = vector_index.nearest_by_distance(distances, count, DIM)
+        assert len(chosen) == min(count, n) and len(set(chosen.tolist())) == len(chosen)
+        assert list(chosen) == sorted(chosen)
+        if count < n:  # exactly the `count` smallest: nothing left out is nearer than what was taken
+            left_out = np.setdiff1d(np.arange(n), chosen)
+            assert distances[chosen].max() <= distances[left_out].min()
