@@ -179,13 +179,7 @@ def write_item_material(
             for n, (cid, row) in enumerate(zip(ids, rows, strict=True))
         ],
     )
-    if _on_postgres(conn):
-        pg.insert_vectors(conn, vec_table(base_id), ids, floats)
-    else:
-        conn.execute(
-            text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
-            [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
-        )
+    insert_vectors(conn, base_id, ids, floats)
     conn.execute(
         text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
@@ -193,6 +187,17 @@ def write_item_material(
     bump_version(conn, base_id)
     _sync_file_after_commit(conn, base_id, check_dead=False)
     return ids
+
+
+def insert_vectors(conn: Connection, base_id: int, ids: Sequence[int], floats: np.ndarray) -> None:
+    """Write chunks' float32 vectors into the base's vector table (vec0, or pgvector on a team store)."""
+    if _on_postgres(conn):
+        pg.insert_vectors(conn, vec_table(base_id), list(ids), floats)
+        return
+    conn.execute(
+        text(f"INSERT INTO {vec_table(base_id)} (rowid, embedding) VALUES (:id, :e)"),
+        [{"id": cid, "e": floats[n].tobytes()} for n, cid in enumerate(ids)],
+    )
 
 
 def _sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool) -> None:

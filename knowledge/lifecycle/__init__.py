@@ -62,6 +62,7 @@ from knowledge.lifecycle.scheduling import (
     schedule_index,
 )
 from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
+from knowledge.lifecycle.uploads import Upload, read_files, record_uploads
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -82,6 +83,7 @@ __all__ = [
     "PathInput",
     "Retried",
     "Stamps",
+    "Upload",
     "add_items",
     "current_stamps",
     "delete_items",
@@ -92,6 +94,8 @@ __all__ = [
     "list_item_chunks",
     "list_items",
     "open_passages",
+    "read_files",
+    "record_uploads",
     "register",
     "reindex_failed",
     "reindex_items",

@@ -394,7 +394,7 @@ def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], change
             job_id = schedule_prepare(quire.queue, conn, base.id, item_id)
         else:
             settled = record_uploads(quire, conn, {e[0]: uploads[e[0]] for e in entries if e[0] in uploads})
-            changes.statuses.update(settled)
+            changes.statuses.update({ItemId(i): status for i, status in settled.items()})
             ids = [e[0] for e in entries if e[0] not in settled]
             if not ids:
                 return

@@ -15,18 +15,23 @@ A file that cannot be read here is settled at once with the reason the index job
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
+from knowledge import preferences
 from knowledge.ingest.material import read_original
 from knowledge.library import blobs, tree
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import FileStat, Reason
 from knowledge.sources import SourceRejected
+from knowledge.sources.files import read_source
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -44,6 +49,9 @@ class Upload:
     stat: FileStat | None = None
     refused: Reason | None = None
 
+    def for_item(self, item_id: int) -> Upload:
+        return dataclasses.replace(self, item_id=ItemId(item_id))
+
 
 def shares_sources(quire: Quire) -> bool:
     """Whether this store's workers may run on other machines (a team store): sources travel as uploads."""
@@ -60,19 +68,43 @@ def read_uploads(quire: Quire, item_ids: Sequence[int]) -> dict[ItemId, Upload]:
     for item in leaves:
         if item is None or item.type != "file" or item.source_path is None or item.source_unverified:
             continue  # notes carry their text; members and imported files read the copy they have
-        try:
-            data, mtime = read_original(quire, item)
-        except SourceRejected as rejected:
-            found[item.id] = Upload(item.id, refused=Reason(rejected.code, rejected.reason))
-            continue
-        found[item.id] = Upload(item.id, blobs.sha256_bytes(data), data, FileStat(len(data), mtime))
+        found[item.id] = _read(item.id, lambda item=item: read_original(quire, item))  # type: ignore[misc]
     return found
 
 
-def record_uploads(quire: Quire, conn: Connection, uploads: Mapping[ItemId, Upload]) -> dict[ItemId, str]:
+def read_files(quire: Quire, folder: Path, files: Mapping[str, Path]) -> dict[str, Upload]:
+    """Outside any transaction: read files found under ``folder`` (a sync scan's), keyed as given; the
+    upload's item is filled in when its row exists (:meth:`Upload.for_item`). Nothing on a data directory."""
+    if not shares_sources(quire) or not files:
+        return {}
+    with quire.db.read() as conn:
+        limit = preferences.max_file_bytes(conn)
+    found: dict[str, Upload] = {}
+    for key, path in files.items():
+        found[key] = _read(ItemId(0), lambda path=path: _stat_and_read(path, folder, limit))  # type: ignore[misc]
+    return found
+
+
+def _stat_and_read(path: Path, folder: Path, limit: int) -> tuple[bytes, float | None]:
+    try:
+        mtime: float | None = os.stat(path).st_mtime  # before the read, as material.read_original does
+    except OSError:
+        mtime = None
+    return read_source(path, max_bytes=limit, root=folder), mtime
+
+
+def _read(item_id: ItemId, reader: Callable[[], tuple[bytes, float | None]]) -> Upload:
+    try:
+        data, mtime = reader()
+    except SourceRejected as rejected:
+        return Upload(item_id, refused=Reason(rejected.code, rejected.reason))
+    return Upload(item_id, blobs.sha256_bytes(data), data, FileStat(len(data), mtime))
+
+
+def record_uploads(quire: Quire, conn: Connection, uploads: Mapping[int, Upload]) -> dict[int, str]:
     """In the transaction that enqueues their jobs: store the copies and point the items at them. Returns the
     items settled instead, with their status (unreadable here: their reason recorded, no job for them)."""
-    settled: dict[ItemId, str] = {}
+    settled: dict[int, str] = {}
     replaced: list[str] = []
     for upload in uploads.values():
         if upload.refused is not None:

@@ -10,15 +10,18 @@ from knowledge.portable.diagnose import explain_open_failure
 from knowledge.portable.export import ExportResult, export_base
 from knowledge.portable.import_ import import_base, register
 from knowledge.portable.import_check import ImportResult
+from knowledge.portable.moving_in import MovedBase, move_in
 
 __all__ = [
     "ExportResult",
     "ImportResult",
+    "MovedBase",
     "backup",
     "diagnose",
     "explain_open_failure",
     "export_base",
     "import_base",
+    "move_in",
     "register",
     "relocate",
     "salvage",

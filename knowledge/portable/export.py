@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
+from sqlalchemy import Connection
 
 from knowledge.errors import Conflict, InvalidInput, StoreError
-from knowledge.library import blobs, index
+from knowledge.library import blobs, index, index_postgres
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.portable import fileformat as ff
 from knowledge.runtime import Quire
@@ -138,11 +139,11 @@ def export_base(quire: Quire, base_ref: str | int, target: Path, *, progress: Pr
     writer = _Writer(partial)
     try:
         with quire.db.read() as conn:
-            src = raw_apsw(conn)
+            src: Source = raw_apsw(conn) if conn.dialect.name == "sqlite" else _TeamSource(conn)
             base = resolve_base(conn, base_ref)
             assert_base_can_run_runtime_operation(base)  # a failed base's index cannot be read whole
             counts, meta = _snapshot_facts(src, base)
-            copied = _copy_rows(src, writer, base, quire.blobs_dir, counts, report)
+            copied = _copy_rows(src, writer, base, quire, counts, report)
         checksum = writer.finish({**meta, "counts": json.dumps({**counts, **copied}, sort_keys=True)})
     except BaseException:
         writer.close()
@@ -173,12 +174,37 @@ def export_base(quire: Quire, base_ref: str | int, target: Path, *, progress: Pr
     )
 
 
-def _scalar(src: apsw.Connection, sql: str, *params: Any) -> int:
-    value: Any = src.execute(sql, params).fetchall()[0][0]
+class Source(Protocol):
+    """What the export reads its snapshot through: apsw's cursor on a data directory, or :class:`_TeamSource`."""
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ..., /) -> Any: ...
+
+
+class _TeamSource:
+    """A team store's read snapshot with apsw's face: the same statements (``?`` placeholders), and vectors
+    read back as the float32 bytes the file keeps (pgvector answers ``real[]`` through ``CAST``)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        vectors = "v.embedding FROM" in sql
+        if vectors:
+            sql = sql.replace("v.embedding FROM", f"{index_postgres.embedding_column('v')} FROM")
+        rows = self.conn.exec_driver_sql(sql.replace("?", "%s"), params)
+        for row in rows:
+            values = [bytes(v) if isinstance(v, memoryview) else v for v in row]
+            if vectors:
+                values[-1] = index_postgres.as_blob(values[-1])
+            yield tuple(values)
+
+
+def _scalar(src: Source, sql: str, *params: Any) -> int:
+    value: Any = next(iter(src.execute(sql, params)))[0]
     return int(value)
 
 
-def _snapshot_facts(src: apsw.Connection, base: Base) -> tuple[dict[str, int], dict[str, str]]:
+def _snapshot_facts(src: Source, base: Base) -> tuple[dict[str, int], dict[str, str]]:
     active = ", ".join(f"'{s}'" for s in (*ACTIVE_STATUSES, "deleting"))
     counts = {
         "items": _scalar(src, "SELECT count(*) FROM items WHERE base_id = ?", base.id),
@@ -203,7 +229,7 @@ def _snapshot_facts(src: apsw.Connection, base: Base) -> tuple[dict[str, int], d
 
 
 def _copy_rows(
-    src: apsw.Connection, writer: _Writer, base: Base, blobs_root: Path, counts: dict[str, int], report: Progress
+    src: Source, writer: _Writer, base: Base, quire: Quire, counts: dict[str, int], report: Progress
 ) -> dict[str, int]:
     b = base.id
     item_cols = ", ".join(f'i."{c}"' for c in ff.ITEM_COLUMNS)
@@ -254,7 +280,7 @@ def _copy_rows(
             report(name, min(done[0], total), total)
 
         if table is ff.BLOBS:
-            rows: Iterator[tuple[Any, ...]] = _blob_rows(src, b, blobs_root, copied)
+            rows: Iterator[tuple[Any, ...]] = _blob_rows(src, b, quire, copied)
         else:
             sql, params = queries[table.name]
             rows = (tuple(r) for r in src.execute(sql, params))
@@ -271,16 +297,15 @@ def _cols_query(table: ff.RowTable, source: str, where: str) -> str:
     return f"SELECT {cols} FROM {source} WHERE {where} ORDER BY id"
 
 
-def _blob_rows(src: apsw.Connection, base_id: int, root: Path, copied: dict[str, int]) -> Iterator[tuple[Any, ...]]:
+def _blob_rows(src: Source, base_id: int, quire: Quire, copied: dict[str, int]) -> Iterator[tuple[Any, ...]]:
     sql = (
         "SELECT b.sha256, b.kind, b.size FROM blobs b WHERE b.sha256 IN ("
         "SELECT blob_sha256 FROM items WHERE base_id = ? AND blob_sha256 IS NOT NULL UNION "
         "SELECT text_sha256 FROM items WHERE base_id = ? AND text_sha256 IS NOT NULL) ORDER BY b.sha256"
     )
     for sha, kind, size in src.execute(sql, (base_id, base_id)):
-        try:
-            data = blobs.read(root, sha)
-        except FileNotFoundError:
+        data = blobs.read_owned(quire.db, quire.blobs_dir, sha)  # a team store's copy, or this machine's file
+        if data is None:
             copied["blobs_missing"] += 1
             continue
         copied["blobs"] += 1

@@ -24,6 +24,7 @@ from knowledge.portable.import_check import (
 )
 from knowledge.portable.import_rules import blob_problem, vector_problem
 from knowledge.runtime import Quire
+from knowledge.store import schema_runs
 from knowledge.store.schema import ACTIVE_STATUSES
 from knowledge.store.schema_portable import base_imports
 from knowledge.store.schema_runs import folder_runs
@@ -144,10 +145,10 @@ def _copy_children(
             values["batch_id"] = batches.get(int(values["batch_id"]))
         if "item_id" in values:
             values["item_id"] = state.item(values["item_id"])
-        cols_new = ", ".join(f'"{c}"' for c in values)
-        marks = ", ".join(f":{c}" for c in values)
-        result = conn.execute(text(f"INSERT INTO {table.name} ({cols_new}) VALUES ({marks})"), values)
-        mapping[old_id] = int(result.lastrowid)
+        # the Core table, so both engines answer the new id (PostgreSQL's driver has no lastrowid)
+        pk = conn.execute(insert(schema_runs.metadata.tables[table.name]).values(**values)).inserted_primary_key
+        assert pk is not None
+        mapping[old_id] = int(pk[0])
     return mapping
 
 
@@ -204,13 +205,15 @@ def apply_chunks(
     quire: Quire, export: apsw.Connection, state: ImportState, dimension: int, total: int, report: Progress
 ) -> None:
     base_id = state.base_id
-    vec, fts = index.vec_table(base_id), index.fts_table(base_id)
+    fts = index.fts_table(base_id)
     done = 0
     while True:
         page = list(export.execute(ff.CHUNKS.select_sql(after_seq=True, limit=True), (state.cursor, PAGE_ROWS)))
         if not page:
             break
-        chunk_rows, vec_rows, fts_rows = [], [], []
+        chunk_rows, fts_rows = [], []
+        vec_ids: list[int] = []
+        vec_floats: list[np.ndarray] = []
         for row in page:
             v = dict(zip(ff.CHUNKS.columns, row[1:], strict=True))
             cid = state.first_chunk + int(row[0]) - 1
@@ -224,7 +227,8 @@ def apply_chunks(
                 vector_f16=floats.astype(np.float16).tobytes(),
             )
             chunk_rows.append(v)
-            vec_rows.append({"id": cid, "e": floats.tobytes()})
+            vec_ids.append(cid)
+            vec_floats.append(floats)
             fts_rows.append({"id": cid, "t": v["text"]})
         with quire.db.write() as conn:
             conn.execute(
@@ -235,7 +239,7 @@ def apply_chunks(
                 ),
                 chunk_rows,
             )
-            conn.execute(text(f"INSERT INTO {vec} (rowid, embedding) VALUES (:id, :e)"), vec_rows)
+            index.insert_vectors(conn, base_id, vec_ids, np.stack(vec_floats))
             conn.execute(text(f"INSERT INTO {fts} (rowid, text) VALUES (:id, :t)"), fts_rows)
             _advance(conn, state, int(page[-1][0]))
         done += len(page)

@@ -30,7 +30,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,7 @@ from knowledge.errors import Conflict, NotFound
 from knowledge.library import audit, tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
 from knowledge.library.tree import NewItem, create_item
-from knowledge.lifecycle import INDEX_BATCH, schedule_delete, schedule_index
+from knowledge.lifecycle import INDEX_BATCH, Upload, read_files, record_uploads, schedule_delete, schedule_index
 from knowledge.principal import require_person
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
@@ -258,10 +258,11 @@ def _apply_all(
     batches = [ordered[i : i + size] for i in range(0, len(ordered), size)] or [[]]
     for number, batch in enumerate(batches):
         last = number == len(batches) - 1
+        uploads = _read_uploads(quire, root, batch)  # a team store: the files travel with their jobs
         with writer() as conn:
             _check_claim(conn, root.id, generation, owner)
             _assert_base_takes_writes(conn, root.base_id)
-            outcome.applied += _apply_batch(quire, conn, root, batch)
+            outcome.applied += _apply_batch(quire, conn, root, batch, uploads)
             if last:
                 _checkpoint(conn, root, generation, owner, diff, pending_after)
                 applied_counts: dict[str, int] = {}
@@ -359,14 +360,31 @@ class _Batch:
     to_index: list[int] = field(default_factory=list)
     touched: list[int] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    uploads: Mapping[str, Upload] = field(default_factory=dict)  # by relative path (a team store)
+    relative_of: dict[int, str] = field(default_factory=dict)  # the leaves to index, where they lie
 
 
-def _apply_batch(quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence[Change]) -> int:
+def _read_uploads(quire: Quire, root: SyncRoot, batch: Sequence[Change]) -> dict[str, Upload]:
+    """Outside the batch's transaction: the files it will index, read here for workers elsewhere (team store)."""
+    target = target_of(quire, root)
+    wanted = {
+        c.relative: c.path
+        for c in batch
+        if c.path is not None
+        and not c.is_dir
+        and ((c.kind == "added" and c.failure is None) or (c.kind == "changed" and not c.same_bytes))
+    }
+    return {} if target is None else read_files(quire, target.folder, wanted)
+
+
+def _apply_batch(
+    quire: Quire, conn: Connection, root: SyncRoot, batch: Sequence[Change], uploads: Mapping[str, Upload]
+) -> int:
     """Apply one batch (re-validating each change in this transaction); returns how many were applied."""
     root_item = tree.load_item(conn, root.item_id)
     if root_item is None or root_item.status == "deleting":
         raise StoodDown("the synced folder is being deleted")
-    state = _Batch(root, root_item, root_item.root_id or root_item.id)
+    state = _Batch(root, root_item, root_item.root_id or root_item.id, uploads=uploads)
     applied = sum(_APPLY.get(c.kind, _nothing_to_apply)(conn, state, c) for c in batch)
     _schedule_and_reconcile(quire, conn, state)
     return applied
@@ -397,6 +415,7 @@ def _apply_added(conn: Connection, b: _Batch, c: Change) -> bool:
         tree.set_file_stat(conn, new_id, tree.FileStat(c.size, c.mtime))
         if c.failure is None:
             b.to_index.append(new_id)
+            b.relative_of[new_id] = c.relative
     b.touched.append(new_id)
     return True
 
@@ -425,6 +444,7 @@ def _apply_changed(conn: Connection, b: _Batch, c: Change) -> bool:
         return True
     tree.reset_leaves(conn, b.root.base_id, [item.id], stat=tree.FileStat(c.size, c.mtime))
     b.to_index.append(item.id)
+    b.relative_of[item.id] = c.relative
     b.touched.append(item.id)
     return True
 
@@ -451,8 +471,11 @@ def _schedule_and_reconcile(quire: Quire, conn: Connection, b: _Batch) -> None:
     if b.removed:
         outermost = [r.id for r in tree.outermost_selected(conn, base_id, b.removed)]
         schedule_delete(quire.queue, conn, base_id, outermost)
-    for start in range(0, len(b.to_index), INDEX_BATCH):
-        schedule_index(quire.queue, conn, base_id, b.to_index[start : start + INDEX_BATCH])
+    found = {i: b.uploads[b.relative_of[i]].for_item(i) for i in b.to_index if b.relative_of.get(i) in b.uploads}
+    settled = record_uploads(quire, conn, found)  # unreadable here: settled with its reason, no job
+    to_index = [i for i in b.to_index if i not in settled]
+    for start in range(0, len(to_index), INDEX_BATCH):
+        schedule_index(quire.queue, conn, base_id, to_index[start : start + INDEX_BATCH])
     tree.reconcile_above(conn, [i for i in b.touched if tree.load_item(conn, i) is not None])
     if b.removed:
         gone = (tree.load_item(conn, i) for i in b.removed)

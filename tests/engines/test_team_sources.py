@@ -12,6 +12,8 @@ Real PostgreSQL on loopback, real ``quire`` processes; no sleeps.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from knowledge.runtime import Quire
 from knowledge.sources import SourceRejected
 from knowledge.store.postgres import PostgresDatabase
 from tests.engines.test_team_cli import answered, run, secret_of
-from tests.knowledge.helpers import make_base
+from tests.knowledge.helpers import drain, make_base
 
 pytestmark = pytest.mark.engines
 
@@ -137,3 +139,40 @@ def test_a_job_pinned_to_one_machine_is_never_claimed_by_another(
         assert not (tmp_path / "server" / "blobs" / other.blob_sha256[:2] / other.blob_sha256[2:]).exists()
     finally:
         server.close()
+
+
+@pytest.mark.model
+def test_sync_on_the_machine_with_the_folder_uploads_what_changed(laptop: Quire, tmp_path: Path) -> None:
+    from knowledge import sync
+
+    make_base(laptop)
+    folder = write_home(tmp_path / "home") / "notes"
+    root_id = operations.add_items(laptop, "kb", [PathInput(folder)]).created[0]
+    drain(laptop)  # indexed (here, by the laptop's own worker), so the scan can tell an edit
+    root = sync.enable_sync(laptop, "kb", root_id)
+    with laptop.db.read() as conn:
+        (reconcile,) = conn.execute(text("SELECT host FROM jobs WHERE type = :t"), {"t": sync.SYNC_ROOT}).all()
+        before = {r.name: r.blob_sha256 for r in conn.execute(text("SELECT name, blob_sha256 FROM items"))}
+    assert reconcile.host == "laptop"  # the scan of the folder stays on the machine that has it
+
+    edited, added = folder / "anvil.md", folder / "deep" / "new.md"
+    edited.write_text("The farrier now shapes aluminium racing plates on the anvil instead.\n")
+    added.write_text("A new note about barnacles clinging to the pier.\n")
+    for path in (edited, added):  # settled files (older than the quiet period), not half-written ones
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    outcome = sync.reconcile(laptop, root.id, laptop.db.write)  # type: ignore[arg-type]
+    assert outcome.counts.get("changed") == 1 and outcome.counts.get("added") == 1, outcome.counts
+
+    with laptop.db.read() as conn:
+        copies = {
+            r.name: bytes(r.data)
+            for r in conn.execute(
+                text("SELECT i.name, c.data FROM items i JOIN blob_contents c ON c.sha256 = i.blob_sha256")
+            )
+        }
+        old = conn.execute(text("SELECT count(*) FROM items WHERE blob_sha256 = :s"), {"s": before["anvil.md"]})
+        pending = "SELECT host FROM jobs WHERE type = :t AND status = 'pending'"
+        waiting = [r.host for r in conn.execute(text(pending), {"t": INDEX_DOCUMENTS})]
+    assert copies["anvil.md"] == edited.read_bytes() and copies["new.md"] == added.read_bytes()
+    assert old.scalar() == 0  # the worker will read the edit, not the earlier copy
+    assert waiting == [None]  # one index job for the two, for any machine
