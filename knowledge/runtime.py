@@ -154,6 +154,19 @@ class Quire:
             on_thread_start=(lambda: self.parsers.for_this_thread().warm()) if warm else None,
         )
 
+    def person_name(self) -> str:
+        """Who the person at this process is, as the store knows them: on a team store their database role
+        (each person connects as their own), else this machine's user name."""
+        if self.is_team_store:
+            with self.db.read() as conn:
+                return str(conn.exec_driver_sql("SELECT session_user").scalar())
+        import getpass
+
+        try:
+            return getpass.getuser()
+        except Exception:  # no user name in this environment (a container without a passwd entry)
+            return "unknown"
+
     @property
     def is_team_store(self) -> bool:
         """Whether the store is shared by machines (PostgreSQL): workers may run anywhere."""

@@ -17,10 +17,24 @@ from typing import Any
 from app.cli.main import Output, UsageError, local_only
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge.job_types import open_quire
+from knowledge.principal import Principal
 from knowledge.runtime import Quire
 
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 WORKER_NICENESS = 10
+
+
+def principal_of(args: argparse.Namespace, quire: Quire) -> Principal:
+    """Who asks: the agent named by ``--as-agent``, else the person — on a team store their own database role
+    (so audit entries and folder runs name that person), else this machine's user."""
+    if getattr(args, "as_agent", None):
+        return Principal.agent(str(args.as_agent))
+    return Principal.person(quire.person_name())
+
+
+def person_of(quire: Quire) -> str:
+    """The person as an actor or owner: ``person:NAME`` (see :func:`principal_of`)."""
+    return f"person:{quire.person_name()}"
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.cli.commands_core import opened
+from app.cli.commands_core import opened, person_of
 from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import lifecycle
@@ -283,7 +283,7 @@ def cmd_add(args: argparse.Namespace, out: Output) -> int:
     if not inputs:
         raise UsageError("give at least one path or --note")
     with opened(args) as quire:
-        changes = lifecycle.add_items(quire, args.base, inputs, owner=_person())
+        changes = lifecycle.add_items(quire, args.base, inputs, owner=person_of(quire))
         created = [lifecycle.get_item(quire, changes.base_id, i).as_dict() for i in changes.created]
         if getattr(args, "sync", False):
             from knowledge import sync
@@ -312,15 +312,6 @@ def _added_text(d: dict[str, Any]) -> str:
         else:
             lines.append(f"{o['item_id']:>6} already covered by this item: {o['input']}")
     return "\n".join(lines)
-
-
-def _person() -> str:
-    import getpass
-
-    try:
-        return f"person:{getpass.getuser()}"
-    except Exception:
-        return "person:unknown"
 
 
 def _item_line(i: dict[str, Any]) -> str:

@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.cli.commands_core import opened
-from app.cli.commands_runs import principal_of
+from app.cli.commands_core import opened, principal_of
 from app.cli.main import Output, UsageError, local_only
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.self_command import quire_command
@@ -64,16 +63,16 @@ def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("--http takes a port between 1 and 65535")
     with opened(args) as quire:
         if args.enable or args.disable:
-            on = access.set_enabled(quire, principal_of(args), bool(args.enable))
+            on = access.set_enabled(quire, principal_of(args, quire), bool(args.enable))
             out.emit({"enabled": on}, f"agent access is {'on' if on else 'off'} for {quire.data_dir}")
         if args.revoke_token:
-            access.revoke_token(quire, principal_of(args))
+            access.revoke_token(quire, principal_of(args, quire))
             out.emit({"revoked": True}, "token replaced; clients using the old one are refused")
         changes_roots = bool(args.allow_root or args.disallow_root)
         for path in args.allow_root:
-            access.allow_root(quire, principal_of(args), path)
+            access.allow_root(quire, principal_of(args, quire), path)
         for path in args.disallow_root:
-            access.disallow_root(quire, principal_of(args), path)
+            access.disallow_root(quire, principal_of(args, quire), path)
         if changes_roots or args.status:
             roots = [str(r) for r in access.allowed_roots(quire)]
             out.emit({"enabled": access.is_enabled(quire), "allowed_roots": roots}, _status_text)
@@ -127,13 +126,13 @@ def cmd_proposals_list(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_proposals_accept(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        decision = proposals.accept_proposal(quire, principal_of(args), args.proposal)
+        decision = proposals.accept_proposal(quire, principal_of(args, quire), args.proposal)
     out.emit(decision.as_dict(), lambda d: f"proposal {args.proposal} accepted; `quire worker` does the work")
     return 0
 
 
 def cmd_proposals_dismiss(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        proposals.dismiss_proposal(quire, principal_of(args), args.proposal)
+        proposals.dismiss_proposal(quire, principal_of(args, quire), args.proposal)
     out.emit({"proposal": args.proposal, "status": "dismissed"}, f"proposal {args.proposal} dismissed")
     return 0

@@ -7,25 +7,14 @@ as an agent principal, which may preview and read but not start or revert runs (
 from __future__ import annotations
 
 import argparse
-import getpass
 from pathlib import Path
 from typing import Any
 
-from app.cli.commands_core import opened
+from app.cli.commands_core import opened, principal_of
 from app.cli.main import Output
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit
-from knowledge.principal import Principal
-
-
-def principal_of(args: argparse.Namespace) -> Principal:
-    if getattr(args, "as_agent", None):
-        return Principal.agent(str(args.as_agent))
-    try:
-        return Principal.person(getpass.getuser())
-    except Exception:
-        return Principal.person("unknown")
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -86,14 +75,14 @@ def _preview_text(d: dict[str, Any]) -> str:
 
 def cmd_preview(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        result = folder_runs.preview(quire, principal_of(args), args.base, args.folder)
+        result = folder_runs.preview(quire, principal_of(args, quire), args.base, args.folder)
     out.emit(result.as_dict(), _preview_text)
     return 0
 
 
 def cmd_start(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        result = folder_runs.start_run(quire, principal_of(args), args.base, args.folder, key=args.key)
+        result = folder_runs.start_run(quire, principal_of(args, quire), args.base, args.folder, key=args.key)
     out.emit(
         result.as_dict(),
         lambda d: (
@@ -151,14 +140,14 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_revert(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        result = folder_runs.revert_run(quire, principal_of(args), args.run)
+        result = folder_runs.revert_run(quire, principal_of(args, quire), args.run)
     out.emit(result.as_dict(), lambda d: f"run {d['run_id']} reverted; {d['deleting']} item(s) being removed")
     return 0
 
 
 def cmd_retry(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
-        result = folder_runs.retry_run(quire, principal_of(args), args.run)
+        result = folder_runs.retry_run(quire, principal_of(args, quire), args.run)
     out.emit(
         result.as_dict(),
         lambda d: (

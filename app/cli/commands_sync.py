@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 from typing import Any
 
-from app.cli.commands_core import opened
+from app.cli.commands_core import opened, person_of
 from app.cli.main import EXIT_CONFLICT, Output
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import sync
 from knowledge.library import bases
-
-
-def _person() -> str:
-    try:
-        return f"person:{getpass.getuser()}"
-    except Exception:
-        return "person:unknown"
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -117,7 +109,7 @@ def _reconcile(args: argparse.Namespace, out: Output, *, apply_review: bool) -> 
     with opened(args) as quire:
         with quire.db.read() as conn:
             root = sync.resolve_root(conn, args.base, args.item)
-        outcome = sync.reconcile(quire, root.id, quire.db.write, apply_review=apply_review, actor=_person())
+        outcome = sync.reconcile(quire, root.id, quire.db.write, apply_review=apply_review, actor=person_of(quire))
     data = outcome.as_dict()
     if outcome.stood_down:
         out.emit(data, f"stood down: {outcome.stood_down}")
@@ -139,6 +131,6 @@ def cmd_dismiss(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         with quire.db.read() as conn:
             root = sync.resolve_root(conn, args.base, args.item)
-        count = sync.dismiss(quire, root.id, args.paths, _person())
+        count = sync.dismiss(quire, root.id, args.paths, person_of(quire))
     out.emit({"dismissed": count}, json.dumps({"dismissed": count}) if args.json else f"{count} change(s) dismissed")
     return 0

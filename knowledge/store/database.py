@@ -42,7 +42,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
-from knowledge.errors import MissingComponent, StoreError
+from knowledge.errors import Forbidden, MissingComponent, StoreError
 from knowledge.store import apsw_dbapi
 from knowledge.store.native import load_vec_extension
 
@@ -270,6 +270,19 @@ def _noop_connect(_dbapi_conn: Any, _record: Any) -> None:
     return None
 
 
+# A team store's refusal of a right the person's database role lacks (SQLSTATE 42501): the transaction rolls
+# back whole, so a refused write leaves nothing behind.
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
+def _refused(exc: sa_exc.DatabaseError) -> Forbidden:
+    said = " ".join(str(exc.orig).split()).split(" LINE ")[0] if exc.orig is not None else "permission denied"
+    return Forbidden(
+        f"the team store refused this to your database role ({said}); nothing was changed — "
+        "ask the store's owner for the right"
+    )
+
+
 @contextlib.contextmanager
 def _mapped_errors() -> Iterator[None]:
     """Turn lock timeouts, full disks and corruption into an actionable StoreError."""
@@ -283,6 +296,8 @@ def _mapped_errors() -> Iterator[None]:
             raise StoreError("the disk is full; free some space and try again") from exc
         raise
     except sa_exc.DatabaseError as exc:
+        if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            raise _refused(exc) from None
         if "malformed" in str(exc) or "not a database" in str(exc):
             raise StoreError("the database file is damaged; run `quire doctor`") from exc
         raise
