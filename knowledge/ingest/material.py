@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -81,8 +82,10 @@ class BatchStats:
     embedded: int = 0
     rejected: int = 0
     extra: dict[str, int] = field(default_factory=dict)
-    # wall seconds per stage (read, parse, chunk, encode, write): where a batch's time went
+    # wall seconds per stage (read, parse, chunk, encode, write): where a batch's time went. An index job's
+    # stages overlap (its encodes run on the encoder's thread), so they may add up to more than its time.
     seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:
@@ -90,7 +93,8 @@ class BatchStats:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
 
     def stage_seconds(self) -> dict[str, float]:
         """``seconds_<stage>`` entries for a job's result, rounded to milliseconds."""

@@ -1,11 +1,17 @@
-"""``knowledge.index-documents`` (abandon): read, parse, chunk and embed a batch of leaves outside any
-transaction, then write their material and statuses in one short fenced transaction."""
+"""``knowledge.index-documents`` (abandon): read, parse, chunk and embed each batch of a job's leaves outside
+any transaction, then write the batch's material and statuses in one short fenced transaction. A job holds
+up to a few batches, pipelined: a batch is encoded on the encoder's thread while the job's thread writes
+the one before and prepares the one after (``knowledge.ingest.pipeline``)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, select
@@ -23,11 +29,14 @@ from knowledge.ingest.material import (
 )
 from knowledge.ingest.models import model_spec
 from knowledge.ingest.narrowing import Culprits, embed_narrowed
+from knowledge.ingest.parse_worker import ParseWorker
+from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.ingest.remote import EmbedderUnavailable
 from knowledge.library import tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.lifecycle.members import replace_members
+from knowledge.lifecycle.scheduling import split_batches
 from knowledge.store.schema import ACTIVE_STATUSES, items
 
 if TYPE_CHECKING:
@@ -49,22 +58,10 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     if not todo:
         return {"skipped": "nothing active"}
     generations = {i.id: i.generation for i in todo}
-    with ctx.write() as conn:  # in flight from here: a worker death now counts against these items
-        tree.set_status(conn, [i.id for i in todo], "reading")
+    batches = [[todo[n] for n in batch] for batch in split_batches([_source_size(i) for i in todo])]
     stats = BatchStats()
     try:
-        outcomes = _prepare_all(quire, base, todo, ctx, stats)
-        prepared = [o for o in outcomes if isinstance(o, Prepared)]
-        if prepared:
-            with ctx.write() as conn:
-                tree.set_status(conn, [p.item.id for p in prepared], "embedding")
-            encoder = quire.document_encoder(base)
-            culprits = embed_narrowed(quire, base, prepared, encoder, stats)
-            with stats.timed("write"):
-                culprits += _write_blobs_per_item(quire, [p for p in prepared if p.item.id not in culprits])
-            outcomes = [culprits.get(o.item.id, o) for o in outcomes]
-        with stats.timed("write"):
-            written = retry_transient(lambda: _commit_in_one_transaction(quire, ctx, base, outcomes, generations))
+        written, rejected = _pipeline(quire, ctx, base, batches, generations, stats)
     except Superseded:
         raise
     except EmbedderUnavailable as exc:  # bounded retries spent: these items fail; a reindex tries again
@@ -73,15 +70,96 @@ def index_documents(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     except Exception as exc:
         _fail_items(ctx, [i.id for i in todo], "index_error", sanitize_error(exc))
         raise
-    stats.rejected = sum(1 for o in outcomes if isinstance(o, Rejected))
+    stats.rejected = rejected
     return {
         "written": written,
+        "batches": len(batches),
         "embedded": stats.embedded,
         "reused": stats.reused_vectors,
         "copied": stats.copied,
         "rejected": stats.rejected,
         **stats.stage_seconds(),
     }
+
+
+Outcomes = list[Prepared | Rejected]
+
+
+def _source_size(item: tree.Item) -> int | None:
+    """The bytes a leaf will bring, for its batch's byte budget: the size seen last, else the file's now
+    (a new leaf has none recorded yet); None for what cannot be stat'ed (read and judged later)."""
+    if item.size is not None or item.source_path is None:
+        return item.size
+    try:
+        return os.stat(item.source_path).st_size
+    except OSError:
+        return None
+
+
+def _pipeline(
+    quire: Quire,
+    ctx: JobContext,
+    base: Base,
+    batches: Sequence[Sequence[tree.Item]],
+    generations: dict[ItemId, int],
+    stats: BatchStats,
+) -> tuple[int, int]:
+    """Each batch: prepare (read, parse, chunk), encode, write in its own fenced transaction. The encode of
+    batch k runs on the encoder's thread while this thread writes batch k-1 and prepares batch k+1, so at
+    most three batches are held. Returns (items written, items rejected)."""
+    parser = quire.parsers.for_this_thread()  # parse children belong to the executor thread, which lives on
+    prepared: dict[int, Outcomes] = {0: _prepare_batch(quire, base, batches[0], ctx, stats, parser)}
+    encoding: Future[Outcomes] | None = _start_encode(quire, ctx, base, prepared.pop(0), stats)
+    written = rejected = 0
+    try:
+        if len(batches) > 1:
+            prepared[1] = _prepare_batch(quire, base, batches[1], ctx, stats, parser)
+        for k in range(len(batches)):
+            assert encoding is not None
+            with stats.timed("wait_encode"):  # the part of the encode nothing else overlapped
+                outcomes = encoding.result()
+            encoding = _start_encode(quire, ctx, base, prepared.pop(k + 1), stats) if k + 1 < len(batches) else None
+            with stats.timed("write"):
+                outcomes = _with_blobs(quire, outcomes)
+                written += retry_transient(partial(_commit_in_one_transaction, quire, ctx, base, outcomes, generations))
+            rejected += sum(1 for o in outcomes if isinstance(o, Rejected))
+            if k + 2 < len(batches):
+                prepared[k + 2] = _prepare_batch(quire, base, batches[k + 2], ctx, stats, parser)
+    finally:
+        if encoding is not None:  # never leave an encode of this job running behind it
+            with contextlib.suppress(BaseException):
+                encoding.result()
+    return written, rejected
+
+
+def _prepare_batch(
+    quire: Quire, base: Base, batch: Sequence[tree.Item], ctx: JobContext, stats: BatchStats, parser: ParseWorker
+) -> Outcomes:
+    with ctx.write() as conn:  # in flight from here: a worker death now counts against these items
+        tree.set_status(conn, [i.id for i in batch], "reading")
+    return _prepare_all(quire, base, batch, ctx, stats, parser)
+
+
+def _start_encode(quire: Quire, ctx: JobContext, base: Base, outcomes: Outcomes, stats: BatchStats) -> Future[Outcomes]:
+    """Mark the batch's prepared items ``embedding`` (here, in the job's thread) and hand their encode to
+    the encoder's thread; the future answers the outcomes with every culprit of the encode in place."""
+    prepared = [o for o in outcomes if isinstance(o, Prepared)]
+    if prepared:
+        with ctx.write() as conn:
+            tree.set_status(conn, [p.item.id for p in prepared], "embedding")
+
+    def encode() -> Outcomes:
+        if not prepared:
+            return outcomes
+        culprits = embed_narrowed(quire, base, prepared, quire.document_encoder(base), stats)
+        return [culprits.get(o.item.id, o) for o in outcomes]
+
+    return ENCODE_STAGE.submit(encode)
+
+
+def _with_blobs(quire: Quire, outcomes: Outcomes) -> Outcomes:
+    culprits = _write_blobs_per_item(quire, [o for o in outcomes if isinstance(o, Prepared)])
+    return [culprits.get(o.item.id, o) for o in outcomes]
 
 
 def _write_blobs_per_item(quire: Quire, prepared: Sequence[Prepared]) -> Culprits:
@@ -105,19 +183,19 @@ def _commit_in_one_transaction(
 
 
 def _prepare_all(
-    quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext, stats: BatchStats
+    quire: Quire, base: Base, todo: Sequence[tree.Item], ctx: JobContext, stats: BatchStats, parser: ParseWorker
 ) -> list[Prepared | Rejected]:
     """Parse the batch in this thread's parse process (one request); a hang or crash costs its item."""
     ctx.check_cancelled()
     model_path = model_spec(base.model_id).path
     try:
-        return prepare_many(quire, base, todo, model_path, quire.parsers.for_this_thread(), stats)
+        return prepare_many(quire, base, todo, model_path, parser, stats)
     except Exception:  # e.g. chunking bug: narrow it to its item, one by one in this process
         log.warning("batch preparation failed; preparing item by item", exc_info=True)
     outcomes: list[Prepared | Rejected] = []
     for item in todo:
         try:
-            outcomes.append(prepare_many(quire, base, [item], model_path, quire.parsers.for_this_thread())[0])
+            outcomes.append(prepare_many(quire, base, [item], model_path, parser)[0])
         except Exception as exc:  # a bug isolates this item (poison-item isolation), not the batch
             log.warning("item %s could not be prepared: %s", item.id, exc)
             outcomes.append(Rejected(item, "index_error", sanitize_error(exc)))

@@ -64,6 +64,8 @@ from knowledge.lifecycle.scheduling import DELETE_SUBTREE as DELETE_SUBTREE
 from knowledge.lifecycle.scheduling import INDEX_BATCH as INDEX_BATCH
 from knowledge.lifecycle.scheduling import INDEX_BATCH_BYTES as INDEX_BATCH_BYTES
 from knowledge.lifecycle.scheduling import INDEX_DOCUMENTS as INDEX_DOCUMENTS
+from knowledge.lifecycle.scheduling import INDEX_JOB_BYTES as INDEX_JOB_BYTES
+from knowledge.lifecycle.scheduling import INDEX_JOB_LEAVES as INDEX_JOB_LEAVES
 from knowledge.lifecycle.scheduling import PREPARE_ROOT as PREPARE_ROOT
 from knowledge.lifecycle.scheduling import REINDEX_SUBTREE as REINDEX_SUBTREE
 from knowledge.lifecycle.scheduling import UNKNOWN_SIZE as UNKNOWN_SIZE
@@ -359,7 +361,7 @@ def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[ItemId, 
             groups.append([entry])
             continue
         cost = sizes.get(item_id, UNKNOWN_SIZE)
-        if leaves and (len(leaves) >= INDEX_BATCH or leaf_bytes + cost > INDEX_BATCH_BYTES):
+        if leaves and (len(leaves) >= INDEX_JOB_LEAVES or leaf_bytes + cost > INDEX_JOB_BYTES):
             groups.append(leaves)
             leaves = []
         if not leaves:

@@ -20,13 +20,37 @@ INDEX_DOCUMENTS = "knowledge.index-documents"
 REINDEX_SUBTREE = "knowledge.reindex-subtree"
 DELETE_SUBTREE = "knowledge.delete-subtree"
 
-# Leaves per index-documents job: at most INDEX_BATCH, and about INDEX_BATCH_BYTES of source bytes (an
-# unknown size counts as UNKNOWN_SIZE). Big jobs keep the encoder in long, length-sorted runs of full
-# batches (measured: ~10 % more chunks/s at ~240 chunks per call than at ~60) and cost fewer
-# transactions; the byte budget keeps a job of large files from holding too much text in memory.
+# A *batch* is what one fenced write transaction of an index job commits: at most INDEX_BATCH leaves and
+# about INDEX_BATCH_BYTES of source bytes (an unknown size counts as UNKNOWN_SIZE). Big batches keep the
+# encoder in long, length-sorted runs of full batches (measured: ~10 % more chunks/s at ~240 chunks per
+# call than at ~60) and cost fewer transactions; the byte budget keeps a batch of large files from
+# holding too much text in memory. A *job* holds up to INDEX_JOB_BATCHES batches, so its stages overlap:
+# batch k+1 is read, parsed and chunked, and batch k-1 written, while batch k is encoded
+# (``knowledge.ingest.pipeline``); only the first batch's preparation and the last one's write are not.
 INDEX_BATCH = 128
 INDEX_BATCH_BYTES = 512 * 1024
 UNKNOWN_SIZE = 64 * 1024
+INDEX_JOB_BATCHES = 4
+INDEX_JOB_LEAVES = INDEX_BATCH * INDEX_JOB_BATCHES
+INDEX_JOB_BYTES = INDEX_BATCH_BYTES * INDEX_JOB_BATCHES
+
+
+def split_batches(
+    sizes: Sequence[int | None], *, leaves: int = INDEX_BATCH, budget: int = INDEX_BATCH_BYTES
+) -> list[range]:
+    """Consecutive index ranges of at most ``leaves`` entries and about ``budget`` bytes each (an entry
+    larger than the budget is a batch of its own; ``None`` is a size not known)."""
+    batches: list[range] = []
+    start, used = 0, 0
+    for position, size in enumerate(sizes):
+        cost = UNKNOWN_SIZE if size is None else size
+        if position > start and (position - start >= leaves or used + cost > budget):
+            batches.append(range(start, position))
+            start, used = position, 0
+        used += cost
+    if start < len(sizes):
+        batches.append(range(start, len(sizes)))
+    return batches
 
 
 def idempotency_key(base_id: int, root_ids: Sequence[int], action: str) -> str:
@@ -43,7 +67,7 @@ def schedule_prepare(queue: JobQueue, conn: Connection, base_id: int, folder_id:
 def schedule_index(
     queue: JobQueue, conn: Connection, base_id: int, item_ids: Sequence[int], *, status: str | None = None
 ) -> JobId:
-    """Enqueue one index-documents job for these leaves (at most ``INDEX_BATCH``) and attach it to them,
+    """Enqueue one index-documents job for these leaves (at most ``INDEX_JOB_LEAVES``) and attach it to them,
     optionally with the status they take up again (recovery's retry of an interrupted batch)."""
     ids = list(item_ids)
     job = queue.enqueue(conn, INDEX_DOCUMENTS, {"base_id": base_id, "item_ids": ids}, base_id=base_id)
