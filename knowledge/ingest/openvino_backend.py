@@ -5,7 +5,10 @@ layer norm and softmax in fp32, so its bf16 vectors stay closer to fp32 than tor
 ``tests/benchmarks/bench_encoders.py``, docs/BENCHMARKS.md). A worker on this backend never imports
 torch once the IR is cached: it starts in about a second, not three.
 
-Conversion (:func:`model_ir`): the first encoder of a model converts its transformer, in a child process, with
+Conversion (:func:`model_ir`): an IR shipped with the installation (:func:`shipped_dir`, where the packaged app
+keeps the one ``make package`` converted and checked at build time, :func:`convert_into`) is used as it is, so
+the packaged app needs no torch at all. Otherwise the first encoder of a model converts its transformer, in a
+child process, with
 ``openvino.convert_model`` (the PyTorch frontend, via torch; ~4 s), checks the converted graph against the
 eager torch model on probe texts, and saves it under ``<cache dir>/openvino/<model>-<weights hash>-<openvino
 version>-<converter version>/``. The directory is written under a temporary name and renamed into place, so
@@ -27,6 +30,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,17 +84,52 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("Quire", appauthor=False))
 
 
-def model_ir(spec: ModelSpec) -> Path:
-    """The cached IR of ``spec``'s transformer, converted (and checked) now if it is not there yet."""
+def shipped_dir() -> Path:
+    """Where an installation keeps IRs converted when it was built: ``<prefix>/share/quire/openvino`` (in the
+    packaged app the prefix is the bundle's folder, as for Tesseract's data; a virtualenv has none there)."""
+    return Path(sys.prefix) / "share" / "quire" / "openvino"
+
+
+def ir_name(spec: ModelSpec) -> str:
+    """The IR's directory name: the model, its weights, the OpenVINO version and the conversion's version, so
+    new weights, a new OpenVINO or a changed conversion never load an old IR."""
     import openvino as ov
 
     from knowledge.ingest.models import weights_digest
 
-    name = f"{spec.model_id}-{weights_digest(spec)}-{ov.__version__.split('-')[0]}-{CONVERTER_VERSION}"
+    return f"{spec.model_id}-{weights_digest(spec)}-{ov.__version__.split('-')[0]}-{CONVERTER_VERSION}"
+
+
+def model_ir(spec: ModelSpec) -> Path:
+    """The IR of ``spec``'s transformer: the shipped one, else the cached one, converted (and checked) now if
+    it is not there yet."""
+    name = ir_name(spec)
+    shipped = shipped_dir() / name / IR_NAME
+    if shipped.is_file():
+        return shipped
     target = cache_dir() / "openvino" / name
     if not (target / IR_NAME).is_file():
+        if importlib.util.find_spec("torch") is None:  # the packaged app: its IR is shipped, or it is broken
+            from knowledge.errors import MissingComponent
+
+            raise MissingComponent(f"the converted model {name} (no PyTorch here to convert it)")
         _convert_elsewhere(spec, target)
     return target / IR_NAME
+
+
+def convert_into(folder: Path, spec: ModelSpec | None = None) -> tuple[Path, float | None]:
+    """Convert and check ``spec``'s transformer (default: the packaged model) into ``folder/<ir_name>/`` now,
+    in this process: what a build ships under :func:`shipped_dir`. Returns that directory and the checked
+    cosine to torch, or None when an IR was already there (its name says it is the same weights, OpenVINO and
+    conversion)."""
+    from knowledge.ingest.embedding import default_model_spec
+
+    spec = spec or default_model_spec()
+    target = folder / ir_name(spec)
+    if (target / IR_NAME).is_file():
+        return target, None
+    folder.mkdir(parents=True, exist_ok=True)
+    return target, _convert(spec, target, MATCH_COSINE)
 
 
 def _convert_elsewhere(spec: ModelSpec, target: Path) -> None:
@@ -126,7 +165,9 @@ def _convert_child(conn: Any, spec: ModelSpec, target: Path, match: float) -> No
     conn.close()
 
 
-def _convert(spec: ModelSpec, target: Path, match: float) -> None:
+def _convert(spec: ModelSpec, target: Path, match: float) -> float:
+    """Convert, check against eager torch (the lowest pooled cosine on the probes must reach ``match``) and
+    rename into ``target``; returns that cosine."""
     import openvino as ov
     import torch
 
@@ -155,6 +196,7 @@ def _convert(spec: ModelSpec, target: Path, match: float) -> None:
         if not (target / IR_NAME).is_file():
             raise
         shutil.rmtree(staging, ignore_errors=True)
+    return float(cosine)
 
 
 def last_hidden_module(spec: ModelSpec) -> Any:

