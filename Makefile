@@ -24,9 +24,12 @@ test: install
 	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 # The team store's tests against real PostgreSQL (pgvector) and Redis servers started from their wheels on
-# loopback (tests/support/servers.py); kept out of `make test` so the default run stays fast.
+# loopback (tests/support/servers.py); kept out of `make test` so the default run stays fast. The files
+# parametrized by engine (tests/support/engine_fixtures.py) run their SQLite half in `make test`, their
+# PostgreSQL half here.
+ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/test_diff_kinds.py
 test-engines: install
-	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines tests/engines
+	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(ENGINE_FILES)
 
 lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests

@@ -21,6 +21,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 
+# the loopback PostgreSQL/Redis fixtures, for tests/engines and for files parametrized by engine
+pytest_plugins = ["tests.support.engine_fixtures"]
+
 # Converted models (the OpenVINO backend's IR) go to one cache per test session, shared by its subprocesses:
 # converted once, never read from (or left in) the user's cache.
 _SESSION_CACHE = None if "QUIRE_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="quire-test-cache-")

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.runtime import JobContext
@@ -75,8 +76,9 @@ def set_in_flight(conn: Connection, run_id: int, attempt: int, source_ids: Seque
         .where(folder_run_in_flight.c.source_id.not_in(list(source_ids)))
         .values(attempt=None)
     )
+    upsert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert  # the same ON CONFLICT
     for source_id in source_ids:
-        statement = sqlite_insert(folder_run_in_flight).values(run_id=run_id, source_id=source_id, attempt=attempt)
+        statement = upsert(folder_run_in_flight).values(run_id=run_id, source_id=source_id, attempt=attempt)
         conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
 
 

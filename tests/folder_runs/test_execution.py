@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -16,7 +17,6 @@ from jobs.runtime import Worker
 from knowledge import folder_runs
 from knowledge.folder_runs import commit, execute
 from knowledge.ingest import walk
-from knowledge.job_types import open_quire
 from knowledge.library import audit
 from knowledge.runtime import Quire
 from knowledge.search import search
@@ -33,7 +33,10 @@ from tests.folder_runs.helpers import (
     rows,
     scalar,
 )
+from tests.support.engine_fixtures import ENGINES, engine_quire, second_session
 from tests.support.files import write_tree
+
+quire = pytest.fixture(params=ENGINES)(engine_quire)  # every test here runs on SQLite and on PostgreSQL
 
 
 def dispositions(quire: Quire, run_id: int) -> dict[str, tuple[str, str | None]]:
@@ -179,9 +182,12 @@ def test_a_tampered_job_payload_is_a_fault_that_fails_the_run(quire: Quire, tmp_
     make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 2), key="k")
     with quire.db.write() as conn:
+        payload = json.loads(
+            conn.execute(text("SELECT payload FROM jobs WHERE id = :j"), {"j": started.job_id}).scalar()
+        )
+        payload["approved_by"] = "person:mallory"
         conn.execute(
-            text("UPDATE jobs SET payload = json_set(payload, '$.approved_by', 'person:mallory') WHERE id = :j"),
-            {"j": started.job_id},
+            text("UPDATE jobs SET payload = :p WHERE id = :j"), {"p": json.dumps(payload), "j": started.job_id}
         )
     drain(quire)
     run = folder_runs.show_run(quire, started.run_id).summary.run
@@ -289,7 +295,7 @@ def test_two_attempts_at_once_only_the_owner_lands(
     assert blocked.wait(120)
     wait_until(lambda: (quire.queue.get(started.job_id).lease_expires_at or 0) < time.time(), timeout=30)
 
-    other = open_quire(quire.data_dir)  # a second session: another worker
+    other = second_session(quire)  # a second session: another worker
     try:
         fresh = Worker(other.queue, lease_seconds=30, poll_interval=0.01)
         wait_until(lambda: fresh.redeliver_stale_claims() or quire.queue.get(started.job_id).status == "pending")

@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from knowledge.runtime import Quire
+from tests.support.engine_fixtures import ENGINES, engine_quire
 from tests.support.files import write_tree
 from tests.sync.helpers import counting_encoder, drain, keyword_hits, live_paths, reconcile_now, synced_folder
+
+quire = pytest.fixture(params=ENGINES)(engine_quire)  # every test here runs on SQLite and on PostgreSQL
 
 FILES = {
     "alpha.txt": "The alpha document mentions zebracorn twice. zebracorn.",

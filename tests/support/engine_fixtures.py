@@ -1,0 +1,77 @@
+"""Real PostgreSQL (pgvector) and Redis on loopback for the team-store tests (tests/support/servers.py), and
+``engine_quire``: one Quire per engine for a test file parametrized by engine.
+
+One server of each per test session, started on first use and stopped at the end; every test gets a database
+of its own. Tests that need them carry the ``engines`` marker (``make test-engines``; the default ``make
+test`` leaves them out, and runs the SQLite half of an engine-parametrized file). When a wheel cannot start its
+server on this machine the tests are skipped with the server's own reason — never silently passed.
+
+A test file runs on both engines by taking ``quire`` from :func:`engine_quire`::
+
+    quire = pytest.fixture(params=ENGINES)(engine_quire)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knowledge.runtime import Quire
+from tests.support.servers import PostgresServer, RedisServer, ServerUnavailable, start_postgres, start_redis
+
+_databases = itertools.count(1)
+
+# the engines a parametrized file runs on: SQLite in `make test`, PostgreSQL in `make test-engines`
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.engines)]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        server = start_postgres()
+    except ServerUnavailable as exc:
+        pytest.skip(f"PostgreSQL is unavailable on this machine: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    try:
+        server = start_redis()
+    except ServerUnavailable as exc:
+        pytest.skip(f"Redis is unavailable on this machine: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's server."""
+    return postgres_server.create_database(f"quire_test_{next(_databases)}")
+
+
+def engine_quire(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Quire]:
+    """A Quire on the engine of ``request.param``: the data directory, or a fresh team store (with this
+    directory as the machine's own)."""
+    from knowledge.job_types import open_quire, open_team_quire
+
+    if request.param == "postgresql":
+        quire = open_team_quire(request.getfixturevalue("postgres_url"), data_dir=data_dir)
+    else:
+        quire = open_quire(data_dir)
+    yield quire
+    quire.close()
+
+
+def second_session(quire: Quire) -> Quire:
+    """The same store opened again, as another process would (another session: another worker)."""
+    from knowledge.job_types import open_quire, open_team_quire
+    from knowledge.store.postgres import PostgresDatabase
+
+    if isinstance(quire.db, PostgresDatabase):
+        return open_team_quire(quire.db.url, data_dir=quire.data_dir)
+    return open_quire(quire.data_dir)
