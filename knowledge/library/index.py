@@ -185,7 +185,7 @@ def write_item_material(
         [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
     )
     bump_version(conn, base_id)
-    _sync_file_after_commit(conn, base_id, check_dead=False)
+    sync_file_after_commit(conn, base_id, check_dead=False)
     return ids
 
 
@@ -200,7 +200,7 @@ def insert_vectors(conn: Connection, base_id: int, ids: Sequence[int], floats: n
     )
 
 
-def _sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool) -> None:
+def sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool) -> None:
     """Append the new rows to the base's vector file once they are committed (``knowledge.library.vector_file``;
     a search that finds the file behind syncs it itself, so a crash before this runs loses nothing)."""
     if not _on_postgres(conn) and conn.in_transaction():
@@ -236,7 +236,7 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
         removed += len(chunk_ids)
     if removed:
         bump_version(conn, base_id)
-        _sync_file_after_commit(conn, base_id, check_dead=True)
+        sync_file_after_commit(conn, base_id, check_dead=True)
     return removed
 
 

@@ -280,6 +280,7 @@ def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str
             tree.release_reservation(conn, state.base_id, state.first_item, item_count)
         conn.execute(update(bases).where(bases.c.id == state.base_id).values(name=name, updated_at=time.time()))
         index.bump_version(conn, state.base_id)
+        index.sync_file_after_commit(conn, state.base_id, check_dead=False)  # its vector file, built now
         conn.execute(delete(base_imports).where(base_imports.c.base_id == state.base_id))
 
 

@@ -32,13 +32,13 @@ KS = {"vector (k=20)": 20, "hybrid (k=62)": 62}
 BLOCK = 65_536
 
 
-def exact_tops(halves: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> list[list[int]]:
-    """Each query's ``k`` best chunk ids by the float16 copies' cosine, best first (ties: lower id)."""
+def exact_tops(floats: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> list[list[int]]:
+    """Each query's ``k`` best chunk ids by cosine with every stored vector, best first (ties: lower id)."""
     q = np.asarray(queries, dtype=np.float32).T  # (dim, queries)
     best_s = np.full((q.shape[1], 0), -np.inf, dtype=np.float32)
     best_i = np.empty((q.shape[1], 0), dtype=np.int64)
     for start in range(0, len(ids), BLOCK):
-        scores = (halves[start : start + BLOCK].astype(np.float32) @ q).T  # (queries, block)
+        scores = (floats[start : start + BLOCK].astype(np.float32, copy=False) @ q).T  # (queries, block)
         block_ids = np.broadcast_to(ids[start : start + BLOCK], scores.shape)
         all_s = np.concatenate([best_s, scores], axis=1)
         all_i = np.concatenate([best_i, block_ids], axis=1)
@@ -69,7 +69,7 @@ def measure(data_dir: Path, base_name: str, queries_file: Path, factors: tuple[i
         encoder = quire.query_encoder(base)
         vectors = np.stack([encoder.encode_query(t) for t in texts]).astype(np.float32)
         t0 = time.perf_counter()
-        exact = exact_tops(mapped.halves, mapped.ids, vectors, 50)
+        exact = exact_tops(mapped.floats, mapped.ids, vectors, 50)
         exact_s = time.perf_counter() - t0
         vector_index.EXACT_SCAN_MAX = 0
         index = vector_index.VectorIndex(files)

@@ -1,4 +1,6 @@
-"""Real `quire worker` processes killed with SIGKILL mid-index and mid-delete, then restarted."""
+"""Real `quire worker` processes killed with SIGKILL mid-index and mid-delete, then restarted: the jobs
+converge, and the derived vector file (appended after every material commit, rebuilt after a large delete)
+agrees with the rows — every search result a live chunk, every live chunk findable."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import drain, make_base, material_counts
+from tests.knowledge.test_vector_file import assert_consistent_after_restart
 from tests.support.files import write_tree
 
 WORDS = [
@@ -120,6 +123,7 @@ def test_sigkill_mid_index_documents_retries_the_batch_and_converges(
             text("SELECT count(*) FROM (SELECT item_id, ordinal FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)")
         ).scalar_one()
     assert dupes == 0
+    assert_consistent_after_restart(quire, "kb")
 
 
 def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_subtree(
@@ -178,3 +182,4 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)
     jobs = [j for j in quire.queue.list() if j.type == operations.DELETE_SUBTREE]
     assert [j.status for j in jobs] == ["completed"] and jobs[0].attempt == 2
+    assert_consistent_after_restart(quire, "kb")

@@ -72,6 +72,25 @@ def brute_force(quire: Quire, base: Base, query: np.ndarray, depth: int = 10) ->
     return [ids[i] for i in order]
 
 
+def assert_consistent_after_restart(quire: Quire, base_name: str) -> None:
+    """After a crash and restart: the database is intact, every vector search result joins a live chunk,
+    every live chunk is found by its own vector, and the base's file holds every live chunk's vector."""
+    conn = open_raw_connection(quire.db.path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+    base = get_base(quire.db, base_name)
+    rows = live_rows(quire, base.id)
+    assert rows, "no live chunks to look for"
+    ids = sorted(rows)
+    queries = np.stack([np.frombuffer(rows[cid], dtype=np.float16).astype(np.float32) for cid in ids])
+    for cid, found in zip(ids, searched_ids(quire, base, queries), strict=True):
+        assert set(found) <= set(rows)
+        assert cid in found, f"live chunk {cid} is not found by its own vector"
+    assert_matches_rows(quire, base, VectorFiles(quire.db).peek(key_of(base)))
+
+
 def test_the_writer_keeps_the_file_in_step_with_adds_deletes_and_reindex(quire: Quire) -> None:
     base = make_base(quire)
     files = VectorFiles(quire.db)

@@ -12,6 +12,8 @@ import pytest
 from knowledge.errors import Conflict, NotFound
 from knowledge.job_types import open_quire
 from knowledge.library import bases
+from knowledge.library.index import vectors_version
+from knowledge.library.vector_file import VectorFiles
 from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base
@@ -53,6 +55,23 @@ def test_round_trip_keeps_everything(quire: Quire, target: Quire, tmp_path: Path
     assert base_content(target, "kb copy")["chunks"] == base_content(quire, "kb")["chunks"]
     with pytest.raises(Conflict, match="already exists"):
         import_base(target, file)
+
+
+def test_an_import_builds_the_bases_vector_file(quire: Quire, target: Quire, tmp_path: Path) -> None:
+    """Built when the import finishes, not by its first search (on a large base that is minutes)."""
+    from tests.knowledge.test_vector_file import assert_matches_rows, key_of
+
+    synthetic_base(quire, "kb", files=15, chunks_per_file=5)
+    file = tmp_path / "kb.quirebase"
+    export_base(quire, "kb", file)
+    imported = import_base(target, file)
+    base = bases.get_base(target.db, "kb")
+    files = VectorFiles(target.db)
+    mapped = files.peek(key_of(base))
+    assert mapped is not None and mapped.header.count == imported.chunks == 75
+    with target.db.read() as conn:
+        assert mapped.version == vectors_version(conn, base.id)
+    assert_matches_rows(target, base, mapped, exact=True)
 
 
 def test_export_refuses_to_overwrite(quire: Quire, tmp_path: Path) -> None:
