@@ -128,14 +128,24 @@ def job_summary(data_dir: Path, after_id: int) -> dict[str, Any]:
 def breakdown(ingest: dict[str, Any]) -> dict[str, float]:
     """Where an ingest's wall time went: start-up (processes, recovery; outside every job), the walk (the
     folder's prepare jobs), and the index jobs' own stages (read, parse, chunk, encode — the first one
-    waits for the model if it is still loading —, write); ``other`` is the rest of the job time (claims,
-    status writes, progress)."""
+    waits for the model if it is still loading —, write). An index job encodes on the encoder's thread
+    while its own thread writes and prepares the batches around it, so ``encode`` overlaps the others;
+    ``encode_exposed`` is the part of it the job's thread waited for (what nothing overlapped). ``other``
+    is the rest of the job time (claims, status writes, progress)."""
     totals, by_type = ingest["totals"], ingest["job_seconds_by_type"]
     window = ingest["job_window_seconds"] or 0.0
     stages = {name: float(totals.get(f"seconds_{name}", 0.0)) for name in ("read", "parse", "chunk", "encode", "write")}
+    exposed = float(totals.get("seconds_wait_encode", stages["encode"]))
     walk = sum(v for k, v in by_type.items() if k != "knowledge.index-documents")
     index = float(by_type.get("knowledge.index-documents", 0.0))
-    parts = {"start_up": ingest["wall_seconds"] - window, "walk": walk, **stages, "other": index - sum(stages.values())}
+    on_job_thread = exposed + sum(v for k, v in stages.items() if k != "encode")
+    parts = {
+        "start_up": ingest["wall_seconds"] - window,
+        "walk": walk,
+        **stages,
+        "encode_exposed": exposed,
+        "other": index - on_job_thread,
+    }
     return {k: round(v, 2) for k, v in parts.items()}
 
 
