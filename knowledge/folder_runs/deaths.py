@@ -18,8 +18,7 @@ write each per group.
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, insert, select, update
@@ -27,8 +26,6 @@ from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.runtime import JobContext
-from knowledge.folder_runs.group import GROUP_MAX_SOURCES
-from knowledge.folder_runs.ledger import ManifestSource
 from knowledge.store.database import Database
 from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes
 
@@ -108,15 +105,3 @@ def clear_in_flight(db: Database, run_id: int, attempt: int) -> None:
             .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
             .values(attempt=None)
         )
-
-
-def next_window(todo: deque[ManifestSource], deaths: Mapping[int, int]) -> deque[ManifestSource]:
-    """The sources the next group may take off ``todo``: one that died before on its own, else up to a
-    group's worth that never did (stopping before one that did)."""
-    window: deque[ManifestSource] = deque()
-    if todo and deaths.get(todo[0].id, 0):
-        window.append(todo.popleft())
-        return window
-    while todo and len(window) < GROUP_MAX_SOURCES and not deaths.get(todo[0].id, 0):
-        window.append(todo.popleft())
-    return window

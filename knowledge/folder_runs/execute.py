@@ -29,10 +29,9 @@ from knowledge.folder_runs.deaths import (
     Flight,
     clear_in_flight,
     count_deaths,
-    next_window,
     settle_quarantined,
 )
-from knowledge.folder_runs.group import prepare_group
+from knowledge.folder_runs.group import next_window, prepare_group
 from knowledge.folder_runs.ledger import (
     EarlierCommit,
     ManifestSource,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 
 from knowledge.folder_runs.ledger import ManifestSource
@@ -62,3 +63,16 @@ def _read_visible(tools: SourceTools, root: Path, source: ManifestSource) -> Sou
     why: the judgement made there, under the write lock, is the one that counts)."""
     judged = judge_path(root, source.relative_path, hidden=[tools.quire.data_dir])
     return read_source_work(tools, root, source) if judged.verdict == VISIBLE else None
+
+
+def next_window(todo: deque[ManifestSource], deaths: Mapping[int, int]) -> deque[ManifestSource]:
+    """The sources the next group may take off ``todo``: one that died before on its own (so a second death
+    names it exactly, see :mod:`knowledge.folder_runs.deaths`), else up to a group's worth that never did
+    (stopping before one that did)."""
+    window: deque[ManifestSource] = deque()
+    if todo and deaths.get(todo[0].id, 0):
+        window.append(todo.popleft())
+        return window
+    while todo and len(window) < GROUP_MAX_SOURCES and not deaths.get(todo[0].id, 0):
+        window.append(todo.popleft())
+    return window

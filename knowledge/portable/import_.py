@@ -44,13 +44,12 @@ from knowledge.portable import fileformat as ff
 from knowledge.portable.import_check import (
     EXPORTED_WHILE_ACTIVE,
     STAGES,
-    ExportInfo,
-    ImportRefused,
     ImportResult,
     Progress,
     check_export,
     open_export,
 )
+from knowledge.portable.import_rules import ExportInfo, ImportRefused
 from knowledge.portable.import_stages import (
     ImportState,
     apply_blobs,

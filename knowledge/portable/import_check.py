@@ -15,9 +15,10 @@ from typing import Any
 
 import apsw
 
-from knowledge.errors import GuardRejected, InvalidInput, NotFound
+from knowledge.errors import InvalidInput, NotFound
 from knowledge.portable import fileformat as ff
-from knowledge.portable import foreign
+from knowledge.portable import foreign, import_rules
+from knowledge.portable.import_rules import ExportInfo, ImportRefused, check_schema
 
 log = logging.getLogger(__name__)
 
@@ -27,30 +28,6 @@ PAGE_ROWS = 500
 BLOB_PAGE_BYTES = 32 * 1024 * 1024
 STAGES = ("runs", "items", "chunks", "blobs", "finish")
 EXPORTED_WHILE_ACTIVE = "exported_while_active"
-
-
-class ImportRefused(GuardRejected):
-    """The file cannot be imported here; ``code`` says why (exit code 5)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True)
-class ExportInfo:
-    path: Path
-    checksum: str
-    base: dict[str, Any]
-    counts: dict[str, int]
-    model_id: str
-    dimension: int
-    precision: str
-
-    @property
-    def backend(self) -> str:
-        """What ran the model (exports from before backends existed: torch)."""
-        return str(self.base.get("backend") or "torch")
 
 
 @dataclass(frozen=True)
@@ -73,8 +50,6 @@ class ImportResult:
 
 def open_export(path: Path) -> apsw.Connection:
     """The export, opened as a foreign database, its schema checked before any row is read."""
-    from knowledge.portable.import_rules import check_schema
-
     if not path.is_file():
         raise NotFound(f"{path.name} does not exist or is not a file")
     path = path.resolve()  # the person's choice of file may be a link; nothing inside it is followed
@@ -121,8 +96,6 @@ def validate_export(path: Path, *, check_model: bool = True) -> ExportInfo:
 
 def check_export(conn: apsw.Connection, path: Path, *, check_model: bool = True) -> ExportInfo:
     """Everything :func:`validate_export` checks, on an export already opened with :func:`open_export`."""
-    from knowledge.portable import import_rules
-
     info = _read_info(conn, path)
     import_rules.check_settings(info)
     if check_model:

@@ -11,19 +11,44 @@ their own bytes, and vectors of the base's dimension with finite components. Eac
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import apsw
 import numpy as np
 
-from knowledge.errors import InvalidInput
+from knowledge.errors import GuardRejected, InvalidInput
 from knowledge.library import blobs
 from knowledge.library.bases import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from knowledge.portable import fileformat as ff
-from knowledge.portable.import_check import ExportInfo, ImportRefused
 
 MAX_ID = 2**62  # ids are renumbered on import; this only keeps arithmetic on them far from overflow
 MAX_DIMENSION = 8192
+
+
+class ImportRefused(GuardRejected):
+    """The file cannot be imported here; ``code`` says why (exit code 5)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    path: Path
+    checksum: str
+    base: dict[str, Any]
+    counts: dict[str, int]
+    model_id: str
+    dimension: int
+    precision: str
+
+    @property
+    def backend(self) -> str:
+        """What ran the model (exports from before backends existed: torch)."""
+        return str(self.base.get("backend") or "torch")
 
 
 def expected_schema() -> set[tuple[str, str, str, str | None]]:

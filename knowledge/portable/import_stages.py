@@ -19,10 +19,9 @@ from knowledge.portable.import_check import (
     EXPORTED_WHILE_ACTIVE,
     PAGE_ROWS,
     STAGES,
-    ImportRefused,
     Progress,
 )
-from knowledge.portable.import_rules import blob_problem, vector_problem
+from knowledge.portable.import_rules import ImportRefused, blob_problem, vector_problem
 from knowledge.runtime import Quire
 from knowledge.store import schema_runs
 from knowledge.store.schema import ACTIVE_STATUSES

@@ -17,7 +17,8 @@ from knowledge.library.vector_file import VectorFiles
 from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base
-from knowledge.portable.import_check import ImportRefused, validate_export
+from knowledge.portable.import_check import validate_export
+from knowledge.portable.import_rules import ImportRefused
 from knowledge.portable.relocate import NOT_VERIFIED
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli

@@ -26,7 +26,7 @@ from knowledge.lifecycle import operations
 from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base
-from knowledge.portable.import_check import ImportRefused
+from knowledge.portable.import_rules import ImportRefused
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.portable.helpers import synthetic_base, table_counts
