@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, Integer, and_, bindparam, cast, delete, func, insert, select, text, update
 
@@ -25,128 +24,14 @@ from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional, sanitize_reason
 from knowledge.errors import NotFound
 from knowledge.library import index
-from knowledge.library.ids import BaseId, ItemId, RunId
+from knowledge.library.ids import ItemId
+from knowledge.library.item import FileStat as FileStat
+from knowledge.library.item import Indexed as Indexed
+from knowledge.library.item import Item as Item
+from knowledge.library.item import NewItem as NewItem
+from knowledge.library.item import Reason as Reason
+from knowledge.library.item import terminal_status_for as terminal_status_for
 from knowledge.store.schema import ACTIVE_STATUSES, chunks, items
-
-CONTAINER_TYPES = ("directory",)
-
-# Reason codes that mean "not read by design": the item is ``skipped``, not ``failed`` (issue 12).
-# Everything else (unreadable, parse_error, invalid_encoding, index_error, interrupted…) is a failure.
-SKIP_CODES = frozenset(
-    {
-        "unsupported_type",  # a type Quire does not read (yet: a later version may, and reindex picks it up)
-        "excluded",  # an ignore rule (.quireignore) excludes it
-        "empty",  # nothing but whitespace
-        "too_large",  # over the size limit
-        "no_text",  # parsed (and OCR'd where it applies) and no text came out
-        "binary",  # binary data behind a text suffix
-        "not_regular_file",  # a device, pipe or socket
-        "symlink_not_followed",  # a link to a folder, or one pointing outside the folder
-        "encrypted",  # locked with a password Quire does not have (an encrypted archive member)
-    }
-)
-
-
-def terminal_status_for(code: str) -> str:
-    """``skipped`` for a by-design reason code, ``failed`` for anything that went wrong."""
-    return "skipped" if code in SKIP_CODES else "failed"
-
-
-@dataclass(frozen=True)
-class Item:
-    id: ItemId
-    base_id: BaseId
-    parent_id: ItemId | None
-    root_id: ItemId | None
-    type: str
-    name: str
-    source_path: str | None
-    relative_path: str | None
-    status: str
-    error_code: str | None
-    error_message: str | None
-    content_sha256: str | None
-    size: int | None
-    mtime: float | None
-    blob_sha256: str | None
-    text_sha256: str | None
-    note_text: str | None
-    parser: str | None
-    parser_version: str | None
-    chunker_version: str | None
-    model_fingerprint: str | None
-    chunk_count: int
-    metadata: dict[str, Any]
-    generation: int
-    job_id: JobId | None
-    run_id: RunId | None
-    owner: str | None
-    created_at: float
-    updated_at: float
-    source_unverified: bool = False  # imported: the original's path is someone else's word (relocate vouches)
-
-    @classmethod
-    def from_row(cls, row: Any) -> Item:
-        m = row._mapping
-        return cls(
-            id=m["id"],
-            base_id=m["base_id"],
-            parent_id=m["parent_id"],
-            root_id=m["root_id"],
-            type=m["type"],
-            name=m["name"],
-            source_path=m["source_path"],
-            relative_path=m["relative_path"],
-            status=m["status"],
-            error_code=m["error_code"],
-            error_message=m["error_message"],
-            content_sha256=m["content_sha256"],
-            size=m["size"],
-            mtime=m["mtime"],
-            blob_sha256=m["blob_sha256"],
-            text_sha256=m["text_sha256"],
-            note_text=m["note_text"],
-            parser=m["parser"],
-            parser_version=m["parser_version"],
-            chunker_version=m["chunker_version"],
-            model_fingerprint=m["model_fingerprint"],
-            chunk_count=m["chunk_count"],
-            metadata=json.loads(m["metadata"]) if m["metadata"] else {},
-            generation=m["generation"],
-            job_id=m["job_id"],
-            run_id=m["run_id"],
-            owner=m["owner"],
-            created_at=m["created_at"],
-            updated_at=m["updated_at"],
-            source_unverified=bool(m.get("source_unverified") or 0),
-        )
-
-    @property
-    def is_container(self) -> bool:
-        return self.type in CONTAINER_TYPES
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "base_id": self.base_id,
-            "parent": self.parent_id,
-            "root": self.root_id,
-            "type": self.type,
-            "name": self.name,
-            "status": self.status,
-            "source_path": self.source_path,
-            "relative_path": self.relative_path,
-            "error_code": self.error_code,
-            "error_message": self.error_message,
-            "chunk_count": self.chunk_count,
-            "size": self.size,
-            "content_sha256": self.content_sha256,
-            "metadata": self.metadata,
-            "run_id": self.run_id,
-            "owner": self.owner,
-            "updated_at": self.updated_at,
-        }
-
 
 # -- loading -----------------------------------------------------------------------------------
 
@@ -219,14 +104,15 @@ def children(conn: Connection, parent_id: int) -> list[Item]:
 # -- status writes -----------------------------------------------------------------------------
 
 
+def _update_in_pages(conn: Connection, ids: Sequence[int], values: dict[str, Any], *where: Any) -> None:
+    """One UPDATE per 500 ids (recovery and deletes write thousands at once; the bound ids stay few)."""
+    for start in range(0, len(ids), 500):
+        conn.execute(update(items).where(items.c.id.in_(ids[start : start + 500]), *where).values(**values))
+
+
 def _update_statuses(conn: Connection, ids: Sequence[int], values: dict[str, Any]) -> None:
     """Write a status to ids, never touching rows that are ``deleting`` (delete owns them)."""
-    for start in range(0, len(ids), 500):
-        conn.execute(
-            update(items)
-            .where(and_(items.c.id.in_(ids[start : start + 500]), items.c.status != "deleting"))
-            .values(**values, updated_at=time.time())
-        )
+    _update_in_pages(conn, ids, {**values, "updated_at": time.time()}, items.c.status != "deleting")
 
 
 def set_status(
@@ -266,20 +152,8 @@ def _reset_values(status: str, *, error: Reason | None = None) -> dict[str, Any]
 def mark_deleting(conn: Connection, root_ids: Sequence[int]) -> list[ItemId]:
     """Mark whole subtrees ``deleting`` (hidden at once). No reconciliation: delete owns them now."""
     ids = subtree_ids(conn, root_ids)
-    for start in range(0, len(ids), 500):
-        conn.execute(
-            update(items)
-            .where(items.c.id.in_(ids[start : start + 500]))
-            .values(status="deleting", updated_at=time.time())
-        )
+    _update_in_pages(conn, ids, {"status": "deleting", "updated_at": time.time()})
     return ids
-
-
-class FileStat(NamedTuple):
-    """A file's size and mtime as last seen, so a later look can tell whether it changed."""
-
-    size: int | None
-    mtime: float | None
 
 
 def reset_leaves(
@@ -297,8 +171,7 @@ def reset_leaves(
     values = _reset_values("processing", error=error)
     if stat is not None:
         values.update(size=stat.size, mtime=stat.mtime)
-    for start in range(0, len(item_ids), 500):
-        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(**values))
+    _update_in_pages(conn, item_ids, values)
 
 
 def reset_container(conn: Connection, item_id: int) -> None:
@@ -315,39 +188,17 @@ def attach_job(conn: Connection, item_ids: Sequence[int], job_id: JobId, *, stat
     """Record the job that will advance these items (in its enqueueing transaction), optionally with the
     status it takes them up in. An item's job is what recovery and the orphan scan judge it by."""
     values: dict[str, Any] = {"job_id": job_id} if status is None else {"job_id": job_id, "status": status}
-    for start in range(0, len(item_ids), 500):
-        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(**values))
+    _update_in_pages(conn, item_ids, values)
 
 
 def count_death(conn: Connection, item_ids: Sequence[int]) -> None:
     """These items were in flight when a worker died: one more death each (two quarantine an item)."""
-    for start in range(0, len(item_ids), 500):
-        conn.execute(
-            update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=items.c.deaths + 1)
-        )
+    _update_in_pages(conn, item_ids, {"deaths": items.c.deaths + 1})
 
 
 def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
     """The worker survived these items: their death count starts over."""
-    for start in range(0, len(item_ids), 500):
-        conn.execute(update(items).where(items.c.id.in_(item_ids[start : start + 500])).values(deaths=0))
-
-
-@dataclass(frozen=True)
-class Indexed:
-    """What a completed leaf's index was made from: its bytes (hash, size; none for a note), its text's
-    hash, and the parser, chunker and model stamps that tell later whether it is stale."""
-
-    content_sha256: str | None
-    size: int | None
-    mtime: float | None
-    text_sha256: str
-    parser: str
-    parser_version: str
-    chunker_version: str
-    model_fingerprint: str
-    chunk_count: int
-    metadata: dict[str, Any]
+    _update_in_pages(conn, item_ids, {"deaths": 0})
 
 
 def mark_indexed(conn: Connection, item_id: int, made: Indexed, now: float) -> None:
@@ -492,33 +343,6 @@ def visible_items_query(base_id: int, parent_id: int | None, status: str | None 
 
 
 # -- creation ----------------------------------------------------------------------------------
-
-
-class Reason(NamedTuple):
-    """Why an item failed or was not read: a stable code and a short message with no absolute path."""
-
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class NewItem:
-    """A row to create. ``root_id`` None makes the item its own root; ``error`` creates it terminal
-    (``skipped`` or ``failed`` by its code, see :func:`terminal_status_for`)."""
-
-    base_id: int
-    type: str
-    name: str
-    status: str
-    parent_id: int | None = None
-    root_id: int | None = None
-    source_path: str | None = None
-    relative_path: str | None = None
-    note_text: str | None = None
-    owner: str | None = None
-    run_id: int | None = None
-    error: Reason | None = None
-    source_key: str | None = None  # the canonical path of a root add_items created (its identity)
 
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
