@@ -43,7 +43,7 @@ from knowledge.errors import Conflict, NotFound
 from knowledge.library import audit, tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
 from knowledge.library.tree import NewItem, create_item
-from knowledge.lifecycle import INDEX_BATCH, Upload, read_files, record_uploads, schedule_delete, schedule_index
+from knowledge.lifecycle import INDEX_JOB_LEAVES, Upload, read_files, record_uploads, schedule_delete, schedule_index
 from knowledge.principal import require_person
 from knowledge.store.schema import items
 from knowledge.store.schema_sync import sync_pending, sync_roots
@@ -474,8 +474,8 @@ def _schedule_and_reconcile(quire: Quire, conn: Connection, b: _Batch) -> None:
     found = {i: b.uploads[b.relative_of[i]].for_item(i) for i in b.to_index if b.relative_of.get(i) in b.uploads}
     settled = record_uploads(quire, conn, found)  # unreadable here: settled with its reason, no job
     to_index = [i for i in b.to_index if i not in settled]
-    for start in range(0, len(to_index), INDEX_BATCH):
-        schedule_index(quire.queue, conn, base_id, to_index[start : start + INDEX_BATCH])
+    for start in range(0, len(to_index), INDEX_JOB_LEAVES):  # a job pipelines its batches (index_documents)
+        schedule_index(quire.queue, conn, base_id, to_index[start : start + INDEX_JOB_LEAVES])
     tree.reconcile_above(conn, [i for i in b.touched if tree.load_item(conn, i) is not None])
     if b.removed:
         gone = (tree.load_item(conn, i) for i in b.removed)
