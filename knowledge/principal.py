@@ -1,4 +1,4 @@
-"""Who asks: a person or an agent, as a typed value the operations judge (seed 000's HUMAN caller).
+"""Who asks: a person or an agent, as a typed value the operations judge (only a person writes).
 
 Contract
 * :class:`Principal` is the caller of an operation. Operations that take one judge it explicitly.

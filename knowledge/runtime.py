@@ -236,7 +236,7 @@ class Quire:
         key = "remote:" + json.dumps(embedder, sort_keys=True)
         with self._encoders_lock:
             if key not in self._encoders:
-                # no remote call while this thread holds a write transaction (seed 003)
+                # no remote call while this thread holds a write transaction: a slow endpoint would hold the lock
                 remote = RemoteEncoder(config, in_transaction=lambda: self.db.current_write() is not None)
                 self._encoders[key] = cast("Encoder", remote)
             return self._encoders[key]

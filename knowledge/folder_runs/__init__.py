@@ -1,6 +1,7 @@
 """Folder runs: previewed, idempotent, fenced, audited, revertible bulk ingest of one local folder.
 
-Seed ``000_…`` is the rulebook and SPEC §4 its desktop translation. The contract, in order of use:
+Only a person starts or reverts a run; nothing is written before a preview the person saw, and every write
+is fenced and audited. The contract, in order of use:
 
 Preview and start (the caller's thread)
 * :func:`preview` walks the folder through :mod:`knowledge.ingest.walk` (the same visibility rules adding a

@@ -1,4 +1,4 @@
-"""Who a run acts for: a person may start and revert runs (an agent only previews and reads, seed 000),
+"""Who a run acts for: a person may start and revert runs (an agent only previews and reads),
 and the items a run writes belong to the base's ingest-agent identity."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Retry: a failed run is retried as a *new* run linked to it (``retry_of``), never resumed (seed 000).
+"""Retry: a failed run is retried as a *new* run linked to it (``retry_of``), never resumed.
 
 The failed run stays exactly as it settled — ``failed``, its one terminal entry, what it committed. The
 retry is a request of its own, judged like a start and against the folder as it is now: the person (an

@@ -1,4 +1,4 @@
-"""Seed 001 in Quire: the add/delete/reindex operations with their guards, the four knowledge jobs and
+"""The life of an item: the add/delete/reindex operations with their guards, the four knowledge jobs and
 their recovery.
 
 * ``knowledge.prepare-root`` (abandon): purge an earlier partial expansion, walk the folder, create
@@ -12,8 +12,9 @@ their recovery.
 
 Abandoned jobs never resume silently: their hook parks the items they left active as ``failed`` with the
 code ``indexing_interrupted`` (reindex brings them back). The one exception is an ``index-documents``
-batch of a base on the packaged local model (seed 001's reason, never re-spend a paid endpoint, does not
-apply): it is re-enqueued at once, its in-flight items counting one worker death each (``items.deaths``;
+batch of a base on the packaged local model (the reason to park, never to spend a paid endpoint's calls
+again unasked, does not apply): it is re-enqueued at once, its in-flight items counting one worker death
+each (``items.deaths``;
 two quarantine an item). A base on a remote endpoint always parks. Every write goes through ``ctx.write()`` — fenced on
 the job's attempt — and re-reads what it is about to change, so a late or superseded attempt, or an item
 that became ``deleting`` or was reset meanwhile (its ``generation`` moved on), is never overwritten.

@@ -1,4 +1,4 @@
-"""One live item per source in a base (seed 003 rule 1), on every add path.
+"""One live item per source in a base, on every add path (two would answer a search twice and drift apart).
 
 The canonical path of a file or folder is its resolved absolute path (``os.path.realpath``), stored in
 ``items.source_key`` on the roots ``add_items`` creates. A partial unique index (migration

@@ -1,4 +1,4 @@
-"""A base's OCR language (issue 12): which Tesseract trained data reads its scans and images.
+"""A base's OCR language: which Tesseract trained data reads its scans and images.
 
 Refused with a clear message when the language's trained data is not installed, so a typo never turns
 into every scan of the base failing later. Changing it does not re-read anything by itself: reindex the

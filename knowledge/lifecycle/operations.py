@@ -1,4 +1,4 @@
-"""The caller-facing knowledge operations: add, delete, reindex, list chunks (seed 001 is the rulebook).
+"""The caller-facing knowledge operations: add, delete, reindex, list chunks.
 
 The operations deliberately do not share one validation pipeline: each keeps its own explicit flow
 because their state transitions and enqueue-failure behaviour differ. They share small guards where the

@@ -184,7 +184,7 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
 
 def adopt_roots_below(conn: Connection, root: tree.Item, found: Walk) -> list[ItemId]:
     """Roots added on their own earlier (``add D/a.txt``, ``add D/sub``) that this folder's walk now holds
-    become its children, chunks and vectors kept: one live item per source (seed 003 rule 1). An adopted
+    become its children, chunks and vectors kept: one live item per source. An adopted
     folder brings its subtree (relative paths re-based on this root). A root the walk does not list
     (excluded, hidden) stays a root of its own: the folder does not hold it. Returns the adopted ids."""
     prefix = (root.source_path or "").rstrip("/") + "/"

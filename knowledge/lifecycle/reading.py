@@ -1,6 +1,6 @@
-"""The read operations of seed 001: list a base's visible items, get one, list a completed item's chunks.
+"""The read operations of the lifecycle: list a base's visible items, get one, list a completed item's chunks.
 
-``deleting`` rows (and everything under them) are never shown; chunk listing keeps seed 001's guards (a
+``deleting`` rows (and everything under them) are never shown; chunk listing refuses what has no settled chunks (a
 failed base, a foreign or unfinished item, a container with something being deleted below it).
 """
 

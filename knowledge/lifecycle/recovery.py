@@ -71,11 +71,11 @@ IN_FLIGHT = ("reading", "embedding")
 def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequence[JobRecord]) -> None:
     """The abandon hook of ``index-documents`` (one job or a recovery page of them).
 
-    Seed 001 parks an interrupted job's items so that a restart never silently re-spends a paid
+    Recovery parks an interrupted job's items so that a restart never silently re-spends a paid
     embedding API. That reason holds for a base on a remote endpoint (``bases.embedder`` set): its items
     are parked ``failed`` / ``indexing_interrupted`` and nothing reaches the endpoint until a person
     reindexes. On the packaged local model it does not, so the batch is retried at once, without its
-    culprit (poison isolation, seed 003 rule 13):
+    culprit (poison isolation: one bad file must not stop a worker for good):
 
     * each item that was in flight (``reading``/``embedding``) counts one more worker death
       (``items.deaths``); at ``DEATHS_BEFORE_QUARANTINE`` it is quarantined (``failed``,

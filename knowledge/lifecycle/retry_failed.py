@@ -1,4 +1,4 @@
-"""Retry what failed, in bulk (issue 12): reindex exactly the failed items of a base, or of some subtrees.
+"""Retry what failed, in bulk: reindex exactly the failed items of a base, or of some subtrees.
 
 What is retried: failed leaves, and failed containers whose own expansion failed (a folder that could not
 be read, an interrupted prepare-root). A container that is failed only because children failed

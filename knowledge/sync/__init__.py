@@ -1,4 +1,5 @@
-"""Folders that stay in sync (issue 11; seed 003: checkpoint last, compare-and-swap cursors).
+"""Folders that stay in sync (the cursor is checkpointed last, by compare-and-swap, so a crash replays changes
+and never loses one).
 
 Any folder item of a base can be marked synced (``sync_roots``, migration ``0018_sync_roots``), in mode
 ``auto`` (changes applied as found) or ``review`` (listed as pending until a person applies or dismisses
