@@ -56,6 +56,24 @@ def create_default_base(quire: Quire, name: str) -> Base:
     )
 
 
+def create_multilingual_base(quire: Quire, name: str) -> Base:
+    """A base on the multilingual model (its only precision and backend), like ``quire base create --multilingual``:
+    a query in one language finds documents in another."""
+    from knowledge.ingest import MULTILINGUAL_MODEL_ID, model_encoding, model_spec
+
+    spec = model_spec(MULTILINGUAL_MODEL_ID)
+    precision, backend = model_encoding(spec.model_id)
+    return bases.create_base(
+        quire.db,
+        name,
+        model_id=spec.model_id,
+        dimension=spec.dimension,
+        precision=precision,
+        backend=backend,
+        chunk_size=preferences.get(quire.db, "bases.default_chunk_size"),
+    )
+
+
 def delete_base(quire: Quire, base_id: int) -> Base:
     return bases.delete_base(quire.db, quire.queue, base_id, quire.blobs_dir)
 
@@ -82,8 +100,17 @@ STAGE_WORDS = {"validate": "Checking", "items": "Items", "chunks": "Chunks", "bl
 
 
 def base_label(base: Base) -> str:
-    flags = [f for f, on in (("locked", base.locked), ("failed", base.status == "failed")) if on]
+    marks = (("multilingual", base.multilingual), ("locked", base.locked), ("failed", base.status == "failed"))
+    flags = [f for f, on in marks if on]
     return base.name + (f"  ({', '.join(flags)})" if flags else "")
+
+
+def base_tip(base: Base) -> str:
+    """What a base is made with; a multilingual one says it finds documents across languages."""
+    if base.status_reason:
+        return base.status_reason
+    languages = "multilingual: a query in one language finds documents in another · " if base.multilingual else ""
+    return f"{languages}{base.model_id} · {base.precision} · chunk {base.chunk_size}"
 
 
 class BasesPanel(QWidget):
@@ -151,7 +178,7 @@ class BasesPanel(QWidget):
         for base in found:
             entry = QListWidgetItem(icon(self._icon_name(base)), base_label(base))
             entry.setData(BaseIdRole, base.id)
-            entry.setToolTip(base.status_reason or f"{base.model_id} · {base.precision} · chunk {base.chunk_size}")
+            entry.setToolTip(base_tip(base))
             self.list.addItem(entry)
         self.list.blockSignals(False)
         self._show_selection(self.ctx.base)
@@ -184,6 +211,7 @@ class BasesPanel(QWidget):
     def _context_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         menu.addAction("New…", self.create_base)
+        menu.addAction("New multilingual…", self.create_multilingual_base)
         if self.ctx.base is not None:
             menu.addAction("Rename…", self.rename_base)
             menu.addAction(self.lock_button.text(), self.toggle_lock)
@@ -215,6 +243,15 @@ class BasesPanel(QWidget):
         if quire is None or not name or not name.strip():
             return
         Op(create_default_base, quire, name).bound_to(self).on_success(self._created).on_failure(self.ctx.fail).run()
+
+    def create_multilingual_base(self) -> None:
+        quire = self.ctx.quire
+        name = self.ctx.prompter.ask_text(self, "New multilingual knowledge base", "Name:") if quire else None
+        if quire is None or not name or not name.strip():
+            return
+        Op(create_multilingual_base, quire, name).bound_to(self).on_success(self._created).on_failure(
+            self.ctx.fail
+        ).run()
 
     def _created(self, base: Base) -> None:
         self.ctx.info(f"Created knowledge base {base.name!r}.")

