@@ -140,6 +140,24 @@ def claim(quire: Quire, writer: Writer, root_id: int, owner: str) -> tuple[SyncR
     return root, generation
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One reconcile's hold on its root: the root as claimed, the generation and owner that claimed it (every
+    write re-checks both, :meth:`check`), the writer its transactions go through and the actor its audit
+    entries name."""
+
+    quire: Quire
+    writer: Writer
+    root: SyncRoot
+    generation: int
+    owner: str
+    actor: str
+
+    def check(self, conn: Connection) -> SyncRoot:
+        """The root as it is now, or ``StoodDown`` if another reconcile took it over."""
+        return _check_claim(conn, self.root.id, self.generation, self.owner)
+
+
 def _check_claim(conn: Connection, root_id: int, generation: int, owner: str) -> SyncRoot:
     root = load_root(conn, root_id)
     if root is None or root.scan_generation != generation or root.scan_owner != owner:
@@ -198,10 +216,11 @@ def reconcile(
         diff = scan(quire.db, target, hidden=[quire.data_dir], quiet_seconds=setting(quire.db, QUIET_SECONDS))
         outcome.counts, outcome.hashed, outcome.files_seen = diff.counts(), diff.hashed, diff.files_seen
         outcome.changes = [c.as_dict() for c in diff.changes[:200]]
+        held = Claim(quire, writer, root, generation, owner, actor)
         if root.mode == "review":
-            _review(quire, writer, root, generation, owner, diff, outcome, apply_review, actor)
+            _review(held, diff, outcome, apply_review)
         else:
-            _apply_all(quire, writer, root, generation, owner, diff.applicable, diff, outcome, actor)
+            _apply_all(held, diff.applicable, diff, outcome)
         if diff.of("unstable"):
             with quire.db.write() as conn:
                 schedule_reconcile(quire, conn, root, delay=setting(quire.db, QUIET_SECONDS), tag="revisit")
@@ -240,31 +259,20 @@ def _apply_order(changes: Sequence[Change]) -> list[Change]:
     return sorted(changes, key=key)
 
 
-def _apply_all(
-    quire: Quire,
-    writer: Writer,
-    root: SyncRoot,
-    generation: int,
-    owner: str,
-    changes: Sequence[Change],
-    diff: Diff,
-    outcome: Outcome,
-    actor: str,
-    *,
-    pending_after: int = 0,
-) -> None:
+def _apply_all(held: Claim, changes: Sequence[Change], diff: Diff, outcome: Outcome, *, pending_after: int = 0) -> None:
+    quire, root, generation = held.quire, held.root, held.generation
     ordered = _apply_order(changes)
     size = max(1, int(setting(quire.db, APPLY_BATCH)))
     batches = [ordered[i : i + size] for i in range(0, len(ordered), size)] or [[]]
     for number, batch in enumerate(batches):
         last = number == len(batches) - 1
         uploads = _read_uploads(quire, root, batch)  # a team store: the files travel with their jobs
-        with writer() as conn:
-            _check_claim(conn, root.id, generation, owner)
+        with held.writer() as conn:
+            held.check(conn)
             _assert_base_takes_writes(conn, root.base_id)
             outcome.applied += _apply_batch(quire, conn, root, batch, uploads)
             if last:
-                _checkpoint(conn, root, generation, owner, diff, pending_after)
+                _checkpoint(conn, root, generation, held.owner, diff, pending_after)
                 applied_counts: dict[str, int] = {}
                 for c in changes:  # what this diff applied, per kind (review mode applies a subset)
                     applied_counts[c.kind] = applied_counts.get(c.kind, 0) + 1
@@ -272,7 +280,7 @@ def _apply_all(
                     audit.append(
                         conn,
                         SYNC_APPLIED,
-                        actor,
+                        held.actor,
                         base_id=root.base_id,
                         payload={
                             "root": root.id,
@@ -488,18 +496,9 @@ def _schedule_and_reconcile(quire: Quire, conn: Connection, b: _Batch) -> None:
 # -- review mode -------------------------------------------------------------------------------
 
 
-def _review(
-    quire: Quire,
-    writer: Writer,
-    root: SyncRoot,
-    generation: int,
-    owner: str,
-    diff: Diff,
-    outcome: Outcome,
-    apply_review: bool,
-    actor: str,
-) -> None:
-    with quire.db.read() as conn:
+def _review(held: Claim, diff: Diff, outcome: Outcome, apply_review: bool) -> None:
+    root, writer = held.root, held.writer
+    with held.quire.db.read() as conn:
         listed = {
             r.relative_path: (r.status, r.fingerprint)
             for r in conn.execute(select(sync_pending).where(sync_pending.c.root_id == root.id)).all()
@@ -512,12 +511,12 @@ def _review(
     if apply_review:
         chosen = [c for c in current if listed.get(c.relative) == ("pending", c.fingerprint)]
         rest = [c for c in current if c not in chosen]
-        _apply_all(quire, writer, root, generation, owner, chosen, diff, outcome, actor, pending_after=len(rest))
+        _apply_all(held, chosen, diff, outcome, pending_after=len(rest))
         _write_pending(writer, root, rest)
         outcome.pending = len(rest)
         return
     with writer() as conn:
-        _check_claim(conn, root.id, generation, owner)
+        held.check(conn)
         _replace_pending(conn, root.id, current)
         conn.execute(
             update(sync_roots)
