@@ -24,7 +24,7 @@ def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
     components = {c["name"]: c for c in report["components"]}
     assert list(components) == [
         "apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "openvino", "model",
-        "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "PySide6",
+        "multilingual model", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "PySide6",
     ]  # fmt: skip
     assert "eng" in components["OCR (tesserocr)"]["detail"]
     assert components["openvino"]["detail"] == "CPU plugin, IR and PyTorch frontends"
