@@ -27,7 +27,9 @@ test: install
 # loopback (tests/support/servers.py); kept out of `make test` so the default run stays fast. The files
 # parametrized by engine (tests/support/engine_fixtures.py) run their SQLite half in `make test`, their
 # PostgreSQL half here.
-ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/test_diff_kinds.py
+ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/test_diff_kinds.py \
+	tests/knowledge/test_guards.py tests/store/test_guard_triggers.py tests/folder_runs/test_start.py \
+	tests/folder_runs/test_retry.py
 test-engines: install
 	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(ENGINE_FILES)
 

@@ -1,6 +1,6 @@
 """More of people's documents through the real CLI: ``quire add`` a folder, ``worker --until-idle``,
 ``quire search``. Each file carries a made-up sentinel word found only in it; the hit must be that file,
-at the right place (a workbook's sheet and row range, a deck's slide)."""
+at the right place (a workbook's sheet and row range, a deck's slide, a PDF table's page)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import quire_cli
-from tests.sources.office_builders import make_eml, make_msg, make_odt, make_pptx, make_rtf, make_xlsx
+from tests.sources.builders import make_pdf, ruled_table
+from tests.sources.office_builders import make_eml, make_msg, make_odp, make_odt, make_pptx, make_rtf, make_xlsx
 
 # the second sheet has rows enough that a chunk holding row 10 starts inside that sheet (chunk size 64)
 _LEDGER = [["Item", "Cost", "Supplier"]] + [[f"part {n}", n * 3, f"vendor {n}"] for n in range(1, 12)]
 _LEDGER[9] = ["flange", 27, "Vorquistal"]  # spreadsheet row 10
 _PARTS = [["Part", "Stock"], ["bolt", 400], ["washer", 900]]
+# rows enough that the chunk holding the last one starts on the table's page (chunk size 64)
+_FLEET = [[f"boat {n}", str(n * 10), f"crew {n}"] for n in range(1, 6)] + [["Marrowind", "340", "Oskeltrude"]]
 
 
 def _ok(data_dir: Path, *args: str) -> Any:
@@ -37,6 +40,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     (docs / "ledger.xlsx").write_bytes(make_xlsx([("Parts", _PARTS), ("Ledger", _LEDGER)]))
     (docs / "sales.csv").write_text("Region,Amount\nNorth,120\nGlimbardy,75\n", encoding="utf-8")
     (docs / "trip.odt").write_bytes(make_odt(["The ferry to Skarnevik leaves at dawn."]))
+    harbour = [("Harbour plan", "Dredge the basin", "Ask about the brindlemoss permit"), ("Costs", "Tight", "")]
+    (docs / "harbour.odp").write_bytes(make_odp(harbour))
+    fleet = ruled_table(["Vessel", "Tonnage", "Skipper"], _FLEET, above=["Fleet register"])
+    (docs / "fleet.pdf").write_bytes(make_pdf([["Harbour authority annual report", "Berths, dues, dredging."], fleet]))
     (docs / "letter.rtf").write_bytes(make_rtf(["Dear Sir, the trundlewort order shipped."]))
     html = "<html><body><p>The <b>kelmorant</b> shipment arrives Friday.</p></body></html>"
     (docs / "shipment.eml").write_bytes(make_eml("Shipment update", html=html))
@@ -64,6 +71,7 @@ def _top_hit(data: Path, query: str) -> dict[str, Any]:
 def test_every_new_kind_is_indexed(indexed: tuple[Path, dict[str, Any]]) -> None:
     _data, items = indexed
     kinds = ("deck.pptx", "ledger.xlsx", "sales.csv", "trip.odt", "letter.rtf", "release.md.gz", "shipment.eml")
+    kinds += ("harbour.odp", "fleet.pdf")
     for name in (*kinds, "crane.msg"):
         assert items[name]["status"] == "completed", items[name]
 
@@ -83,6 +91,20 @@ def test_slide_and_speaker_notes_found_on_their_slide(indexed: tuple[Path, dict[
     hit = _top_hit(data, "pelorixate")
     assert hit["source_path"].endswith("deck.pptx") and hit["location"]["page"] == 1
     assert "Notes: Remember the pelorixate budget" in hit["text"]
+
+
+def test_odp_speaker_notes_found_on_their_slide(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, _items = indexed
+    hit = _top_hit(data, "brindlemoss")
+    assert hit["source_path"].endswith("harbour.odp") and hit["location"]["page"] == 1
+    assert "Notes: Ask about the brindlemoss permit" in hit["text"]
+
+
+def test_pdf_table_row_found_by_value_and_column_on_its_page(indexed: tuple[Path, dict[str, Any]]) -> None:
+    data, _items = indexed
+    hit = _top_hit(data, "Skipper Oskeltrude")
+    assert hit["source_path"].endswith("fleet.pdf") and hit["location"]["page"] == 2
+    assert "Vessel: Marrowind; Tonnage: 340; Skipper: Oskeltrude" in hit["text"]
 
 
 def test_gzipped_markdown_found_at_its_line_and_bomb_refused(indexed: tuple[Path, dict[str, Any]]) -> None:

@@ -236,26 +236,37 @@ _SPREADSHEET = ParserCensus(
     ),
 )
 
-_ODT = ParserCensus(
-    "odt",
+# OpenDocument meta.xml: the same fields, read the same way, in ODT and ODP.
+_ODF_META_STORED = (
+    stored("dc:title", "title"),
+    stored("dc:creator", "author"),
+    stored("dc:subject", "subject"),
+    stored("dc:description", "description"),
+    stored("dc:language", "language"),
+    stored("meta:keyword", "keywords"),
+    stored("meta:creation-date", "created"),
+    stored("dc:date", "modified"),
+)
+_ODF_META_EXCLUDED = (
+    excluded("meta:generator", _NOT_CONTENT),
+    excluded("meta:initial-creator", "the first author's account name; dc:creator is the author kept"),
+    excluded("meta:editing-cycles and meta:editing-duration", "a save counter and time spent, not content"),
+    excluded("meta:document-statistic", "page/word counts computed by the editor"),
+    excluded("meta:print-date and meta:printed-by", "printing history and an account name"),
+    excluded("meta:template, meta:auto-reload, meta:hyperlink-behaviour", "editor settings"),
+    excluded("meta:user-defined", "user-defined keys with no agreed meaning"),
+)
+
+_ODT = ParserCensus("odt", _ODF_META_STORED, _ODF_META_EXCLUDED)
+
+_ODP = ParserCensus(
+    "odp",
+    (*_ODF_META_STORED, stored("presentation: number of slides (draw:page)", "slide_count")),
     (
-        stored("dc:title", "title"),
-        stored("dc:creator", "author"),
-        stored("dc:subject", "subject"),
-        stored("dc:description", "description"),
-        stored("dc:language", "language"),
-        stored("meta:keyword", "keywords"),
-        stored("meta:creation-date", "created"),
-        stored("dc:date", "modified"),
-    ),
-    (
-        excluded("meta:generator", _NOT_CONTENT),
-        excluded("meta:initial-creator", "the first author's account name; dc:creator is the author kept"),
-        excluded("meta:editing-cycles and meta:editing-duration", "a save counter and time spent, not content"),
-        excluded("meta:document-statistic", "page/word counts computed by the editor"),
-        excluded("meta:print-date and meta:printed-by", "printing history and an account name"),
-        excluded("meta:template, meta:auto-reload, meta:hyperlink-behaviour", "editor settings"),
-        excluded("meta:user-defined", "user-defined keys with no agreed meaning"),
+        *_ODF_META_EXCLUDED,
+        excluded("master pages and layouts", "placeholder prompts and page furniture, not the deck's content"),
+        excluded("annotations (office:annotation)", "reviewers' remarks with their names, not the content"),
+        excluded("pictures, charts and media", "no text to index; chart data is a copy of a spreadsheet"),
     ),
 )
 
@@ -391,7 +402,7 @@ _CONTAINER = ParserCensus(
 )
 
 _DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
-_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _RTF, _MAIL, _OUTLOOK, _CONTAINER)
+_OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _ODP, _RTF, _MAIL, _OUTLOOK, _CONTAINER)
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 
 

@@ -61,6 +61,7 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "spreadsheet": (_on_first_use("knowledge.sources.spreadsheet", "parse_spreadsheet"), "spreadsheet"),
     "slides": (_on_first_use("knowledge.sources.slides", "parse_pptx"), "slide deck"),
     "odt": (_on_first_use("knowledge.sources.opendoc", "parse_odt"), "ODT"),
+    "odp": (_on_first_use("knowledge.sources.opendoc", "parse_odp"), "ODP"),
     "rtf": (_on_first_use("knowledge.sources.rtf", "parse_rtf"), "RTF"),
     "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
     "outlook": (_on_first_use("knowledge.sources.outlook", "parse_msg"), "Outlook message"),

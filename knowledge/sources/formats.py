@@ -17,7 +17,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "markdown": "markdown-2",  # 2: created, modified, aliases, inline #tags, [[wiki links]]
     "code": "code-1",
     "html": "html-1",
-    "pdf": "pdf-2",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages
+    "pdf": "pdf-3",  # 2: pages without a text layer are read by OCR; metadata ocr, ocr_pages; 3: ruled tables' rows
     "docx": "docx-2",  # 2: table rows as "header: value" lines
     "epub": "epub-1",
     "image": "image-1",
@@ -26,6 +26,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "spreadsheet": "spreadsheet-1",
     "slides": "slides-1",
     "odt": "odt-1",
+    "odp": "odp-1",
     "rtf": "rtf-1",
     "mail": "mail-2",  # 2: attached files become children
     "outlook": "outlook-2",  # 2: attached files become children
@@ -69,6 +70,7 @@ _OFFICE_SUFFIXES = {
     ".xlsm": ("spreadsheet", "application/vnd.ms-excel.sheet.macroEnabled.12"),
     ".ods": ("spreadsheet", f"{_ODF}.spreadsheet"),
     ".pptx": ("slides", f"{_OOXML}.presentationml.presentation"),
+    ".odp": ("odp", f"{_ODF}.presentation"),
     ".odt": ("odt", f"{_ODF}.text"), ".rtf": ("rtf", "application/rtf"),
     ".eml": ("mail", "message/rfc822"), ".msg": ("outlook", "application/vnd.ms-outlook"),
     # containers: their files become child items (knowledge/sources/members.py, lifecycle/members.py)

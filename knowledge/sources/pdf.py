@@ -6,7 +6,10 @@ Outcomes, each with a fixed reason so the recorded message never depends on pypd
 * encrypted, and the empty user password does not open it → ``parse_error`` "PDF is encrypted";
 * pages without a text layer (scans) are rendered with pdfium (``pypdfium2``) and read by local OCR
   (``knowledge/sources/ocr.py``); pages that have a text layer never are, so OCR costs nothing there;
-* no text from the text layer nor from OCR → ``no_text``, saying how many pages had no text layer.
+* no text from the text layer nor from OCR → ``no_text``, saying how many pages had no text layer;
+* ruled tables (pages that draw a grid, spotted while pypdf walks the page) are read by pdfplumber
+  (``knowledge/sources/pdf_tables.py``) and follow their page's text as ``header: value`` rows, located
+  on that page, so a search for a cell's value with its column name finds the row.
 
 ``metadata["ocr"]`` is the OCR language and ``metadata["ocr_pages"]`` the pages (``1-3,7``) whose text
 came from OCR, by which chunks are marked as OCR'd text; both ``None`` when no page needed OCR.
@@ -27,7 +30,7 @@ from datetime import datetime
 from pypdf import DocumentInformation, PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError
 
-from knowledge.sources import ocr
+from knowledge.sources import ocr, pdf_tables
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
 from knowledge.sources.image import page_ranges
@@ -54,11 +57,13 @@ def parse_pdf(data: bytes, fmt: Format, *, ocr_language: str = ocr.DEFAULT_LANGU
         page_count = len(reader.pages)
     if page_count == 0:
         raise SourceRejected("no_text", "PDF has no pages")
-    pages = [_page_text(reader, index) for index in range(page_count)]
+    probes = [pdf_tables.RuleProbe() for _ in range(page_count)]
+    pages = [_page_text(reader, index, probes[index]) for index in range(page_count)]
     untexted = [index for index, page in enumerate(pages) if not (page or "").strip()]
     ocr_read = _ocr_pages(data, untexted, ocr_language) if untexted else {}
     texts = [ocr_read.get(index, page or "") for index, page in enumerate(pages)]
-    text, segments = join_blocks(Block(page, index + 1) for index, page in enumerate(texts))
+    tables = pdf_tables.page_tables(data, [index for index, probe in enumerate(probes) if probe.ruled()])
+    text, segments = join_blocks(_page_blocks(texts, tables))
     if not text:
         if None in pages and not ocr_read:
             raise SourceRejected("parse_error", f"{_DAMAGED} (no page text could be read)")
@@ -72,6 +77,15 @@ def parse_pdf(data: bytes, fmt: Format, *, ocr_language: str = ocr.DEFAULT_LANGU
         ocr_pages=read_pages,
     )
     return document("pdf", text, segments, metadata, fmt.mime)
+
+
+def _page_blocks(texts: list[str], tables: dict[int, list[str]]) -> list[Block]:
+    """Each page's text, then its tables' rows, all located on that page."""
+    blocks: list[Block] = []
+    for index, page in enumerate(texts):
+        blocks.append(Block(page, index + 1))
+        blocks.extend(Block(table.translate(_LIGATURES), index + 1) for table in tables.get(index, ()))
+    return blocks
 
 
 def _no_text_message(page_count: int, untexted: int) -> str:
@@ -129,10 +143,11 @@ def _decrypt(reader: PdfReader) -> None:
         raise SourceRejected("parse_error", "PDF is encrypted (a password is needed to open it)")
 
 
-def _page_text(reader: PdfReader, index: int) -> str | None:
-    """The page's text, or ``None`` when pypdf fails on it (logged; the other pages still count)."""
+def _page_text(reader: PdfReader, index: int, probe: pdf_tables.RuleProbe) -> str | None:
+    """The page's text, or ``None`` when pypdf fails on it (logged; the other pages still count).
+    ``probe`` sees the page's drawing operators on the way, to tell whether the page may hold a table."""
     try:
-        return reader.pages[index].extract_text().translate(_LIGATURES)
+        return reader.pages[index].extract_text(visitor_operand_before=probe.visit).translate(_LIGATURES)
     except LimitReachedError as exc:  # pypdf's own output cap on one stream: a decompression bomb
         raise SourceRejected("decompression_bomb", "PDF has a stream that expands past the limit; not read") from exc
     except Exception:

@@ -287,6 +287,18 @@ def _team_sources_postgres(conn: Connection) -> None:
     )
 
 
+def _team_guards(conn: Connection) -> None:
+    """SQLite has guarded folder runs, their manifests, the audit log, sync cursors and proposals by triggers
+    since the migrations that made those tables; nothing to do here."""
+
+
+def _team_guards_postgres(conn: Connection) -> None:
+    """The same guards as PL/pgSQL triggers on a team store made before they were part of its baseline."""
+    from knowledge.store.pg_guards import create_guards
+
+    create_guards(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -312,6 +324,8 @@ MIGRATIONS: list[Migration] = [
     Migration("0022_items_deaths", _items_deaths),
     Migration("0023_folder_run_deaths", _folder_run_deaths),
     Migration("0024_team_sources", _team_sources, _team_sources_postgres),
+    # 0025 is reserved (a link table, written alongside): the list's order is the order applied
+    Migration("0026_team_guards", _team_guards, _team_guards_postgres),
 ]
 
 

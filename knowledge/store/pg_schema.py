@@ -6,7 +6,9 @@ schema those migrations end in — the tables as ``knowledge.store.schema*``/``j
 compiled for PostgreSQL, plus the indexes the migrations made (the partial unique ones are invariants, not
 speed-ups) — and records every migration name up to ``BASELINE_THROUGH`` as applied. A migration added after
 that runs on a team store only through its own PostgreSQL step (``Migration.apply_postgres``); one without it
-stops ``migrate`` with a clear error instead of leaving a store half-migrated.
+stops ``migrate`` with a clear error instead of leaving a store half-migrated. The baseline compiles today's
+tables (and guards), so a store created now already has what those later steps add: each step must be safe to
+run on such a store (``IF NOT EXISTS``, ``CREATE OR REPLACE``) as well as on one created before it.
 
 What differs, and why:
 
@@ -15,8 +17,11 @@ What differs, and why:
 * JSON in index expressions reads ``payload::jsonb ->> 'retry'`` (SQLite: ``json_extract``).
 * The vector extension (pgvector) is created here; a base's vector and keyword tables are made with the
   base (``knowledge.library.index_postgres``).
-* Not yet on PostgreSQL: the SQLite triggers that guard folder runs, the audit log and sync cursors — folder
-  runs and sync are not offered on a team store until they are.
+* SQLite's guard triggers (folder runs' identity and forward-only status, manifests fixed at creation, the
+  append-only audit log, forward-only sync cursors, proposals decided once) are PL/pgSQL triggers
+  (``knowledge.store.pg_guards``), raising the same sentences as integrity errors; a new store gets them with
+  its baseline, a store made before them through migration 0026. TRUNCATE is refused on the append-only
+  tables too (it passes row triggers).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from sqlalchemy.schema import CreateTable
 
 from jobs import schema as job_schema
 from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
+from knowledge.store.pg_guards import create_guards
 
 BASELINE_THROUGH = "0023_folder_run_deaths"
 
@@ -84,6 +90,7 @@ def create_baseline(conn: Connection, migration_names: list[str]) -> None:
             conn.execute(CreateTable(table))  # the tables' own indexes come from INDEXES, spelled for PG
     for ddl in INDEXES:
         conn.exec_driver_sql(ddl)
+    create_guards(conn)
     now = time.time()
     conn.execute(
         text("INSERT INTO schema_migrations (name, applied_at) VALUES (:n, :t)"),

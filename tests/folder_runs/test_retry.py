@@ -35,8 +35,12 @@ from tests.folder_runs.helpers import (
     rows,
     scalar,
 )
+from tests.support.engine_fixtures import ENGINES, engine_quire
 
 SOURCES = 6
+
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 TRANSITIONS = (audit.RUN_STARTED, audit.RUN_COMPLETED, audit.RUN_FAILED, audit.RUN_REVERTED)
 
 
@@ -121,6 +125,7 @@ def test_retry_is_a_new_run_and_what_the_failed_run_committed_settles_already_co
     assert folder_runs.show_run(quire, old_id).as_dict()["retried_by"] == new.id
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)  # the database's guards, on both engines
 def test_a_failed_run_keeps_exactly_one_terminal_entry_and_transitions_name_the_system(
     quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,6 +148,7 @@ def test_a_failed_run_keeps_exactly_one_terminal_entry_and_transitions_name_the_
         audit.append(conn, audit.RUN_COMPLETED, "system", base_id=1, run_id=old_id, attempt=None, payload={})
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)  # the database's guards, on both engines
 def test_statuses_only_move_forward(quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old_id = _failed_run(quire, tmp_path / "f", monkeypatch)
     for sql in (

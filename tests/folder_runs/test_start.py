@@ -29,7 +29,11 @@ from tests.folder_runs.helpers import (
     row_counts,
     rows,
 )
+from tests.support.engine_fixtures import ENGINES, engine_quire
 from tests.support.files import write_tree
+
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 
 
 @pytest.fixture
@@ -227,6 +231,7 @@ def test_a_failed_enqueue_creates_nothing(quire: Quire, folder: Path, monkeypatc
     assert row_counts(quire) == before
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)  # the database's guards, on both engines
 def test_the_manifest_and_the_runs_identity_are_immutable(quire: Quire, folder: Path) -> None:
     make_base(quire)
     started = folder_runs.start_run(quire, PERSON, "kb", folder, key="key-1")

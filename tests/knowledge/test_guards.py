@@ -1,4 +1,4 @@
-"""One test per guard and compensation rule of seed 001 (add, delete, reindex, chunk listing)."""
+"""One test per guard and compensation rule of adding, deleting, reindexing and listing chunks, on both engines."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from sqlalchemy import text
 
 from jobs.errors import EnqueueError
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
-from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput, PathInput
 from knowledge.runtime import Quire
 from tests.knowledge.helpers import drain, make_base, statuses
 from tests.sources.builders import make_pdf
+from tests.support.engine_fixtures import ENGINES, engine_quire, second_session
 from tests.support.files import write_tree
+
+quire = pytest.fixture(params=ENGINES)(engine_quire)  # every test here runs on SQLite and on PostgreSQL
 
 
 def fail_enqueue_on(quire: Quire, monkeypatch: pytest.MonkeyPatch, call: int) -> list[str]:
@@ -310,13 +312,13 @@ def test_invalid_arguments_are_refused(quire: Quire) -> None:
         operations.add_items(quire, "no-such-base", [NoteInput("x")])
 
 
-def test_a_base_whose_index_is_missing_is_failed_at_open(quire: Quire, data_dir: Path) -> None:
+def test_a_base_whose_index_is_missing_is_failed_at_open(quire: Quire) -> None:
     base = make_base(quire)
     note = operations.add_items(quire, "kb", [NoteInput("keep me listed")]).created[0]
     drain(quire)
     with quire.db.write() as conn:
         conn.exec_driver_sql(f"DROP TABLE vec_base_{base.id}")
-    reopened = open_quire(data_dir)
+    reopened = second_session(quire)
     try:
         failed = bases.get_base(reopened.db, "kb")
         assert failed.status == "failed" and "index" in (failed.status_reason or "")

@@ -10,6 +10,7 @@ import datetime as dt
 import io
 import tarfile
 import zipfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import docx
@@ -36,9 +37,10 @@ def _content_stream(lines: list[str]) -> bytes:
     return "\n".join(ops).encode("latin-1")
 
 
-def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None, *, flate_bomb: int = 0) -> bytes:
-    """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page).
-    ``flate_bomb`` > 0 makes the first page's content a FlateDecode stream of that many spaces."""
+def make_pdf(pages: list[list[str] | bytes], info: dict[str, str] | None = None, *, flate_bomb: int = 0) -> bytes:
+    """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page; bytes:
+    the page's content stream as given). ``flate_bomb`` > 0 makes the first page's content a FlateDecode
+    stream of that many spaces."""
     page_ids = [4 + 2 * index for index in range(len(pages))]
     kids = " ".join(f"{page_id} 0 R" for page_id in page_ids)
     objects = [
@@ -47,7 +49,7 @@ def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None, *, flat
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
     ]
     for page_id, lines in zip(page_ids, pages, strict=True):
-        content = _content_stream(lines)
+        content = lines if isinstance(lines, bytes) else _content_stream(lines)
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
             f"/Resources << /Font << /F1 3 0 R >> >> /Contents {page_id + 1} 0 R >>".encode()
@@ -74,6 +76,21 @@ def make_pdf(pages: list[list[str]], info: dict[str, str] | None = None, *, flat
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{trailer_info} >>\n".encode()
     out += f"startxref\n{xref_at}\n%%EOF\n".encode()
     return bytes(out)
+
+
+def ruled_table(header: list[str], rows: list[list[str]], *, above: Sequence[str] = ()) -> bytes:
+    """A page's content stream: ``above`` as text lines, then a table whose every cell is ruled (stroked
+    horizontal and vertical lines, as a word processor draws a grid), one Helvetica value per cell."""
+    width, height, left, top = 130, 20, 72, 600
+    xs = [left + width * column for column in range(len(header) + 1)]
+    ys = [top - height * row for row in range(len(rows) + 2)]
+    ops = [f"{xs[0]} {y} m {xs[-1]} {y} l S" for y in ys] + [f"{x} {ys[0]} m {x} {ys[-1]} l S" for x in xs]
+    ops += ["BT", "/F1 12 Tf", "72 720 Td", "14 TL", *(f"{_pdf_string(line)} Tj T*" for line in above), "ET"]
+    ops += ["BT", "/F1 10 Tf"]
+    for row, values in enumerate([header, *rows]):
+        ops += [f"1 0 0 1 {xs[c] + 4} {ys[row] - 14} Tm {_pdf_string(v)} Tj" for c, v in enumerate(values)]
+    ops.append("ET")
+    return "\n".join(ops).encode("latin-1")
 
 
 def encrypt_pdf(data: bytes, password: str) -> bytes:

@@ -1,4 +1,5 @@
-"""Office files and mail made in-process for the tests (and the package check): workbooks, decks, ODT, RTF, EML."""
+"""Office files and mail made in-process for the tests (and the package check): workbooks, decks, ODT, ODP, RTF,
+EML."""
 
 from __future__ import annotations
 
@@ -80,18 +81,68 @@ def make_odt(paragraphs: Sequence[str], table: Sequence[Sequence[str]] = (), tit
     for text in paragraphs:
         document.text.addElement(P(text=text))
     if table:
-        odf_table = Table(name="T1")
-        for row in table:
-            table_row = TableRow()
-            for value in row:
-                cell = TableCell()
-                cell.addElement(P(text=value))
-                table_row.addElement(cell)
-            odf_table.addElement(table_row)
-        document.text.addElement(odf_table)
+        document.text.addElement(_odf_table(table))
     buffer = io.BytesIO()
     document.write(buffer)
     return buffer.getvalue()
+
+
+def make_odp(slides: Sequence[tuple[str, str, str]], table: Sequence[Sequence[str]] = (), title: str = "") -> bytes:
+    """An OpenDocument presentation: per slide a title frame, a body frame and (when given) speaker notes;
+    ``table`` becomes a last slide holding only that table."""
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+
+    document = OpenDocumentPresentation()
+    if title:
+        from odf.dc import Title
+
+        document.meta.addElement(Title(text=title))
+    layout = PageLayout(name="Layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+
+    def framed(parent: object, *paragraphs: str) -> None:
+        frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+        box = TextBox()
+        for text in paragraphs:
+            box.addElement(P(text=text))
+        frame.addElement(box)
+        parent.addElement(frame)  # type: ignore[attr-defined]
+
+    for number, (heading, body, notes) in enumerate(slides, 1):
+        page = Page(masterpagename=master, name=f"slide{number}")
+        framed(page, heading)
+        framed(page, body)
+        if notes:
+            speaker = Notes()
+            framed(speaker, notes)
+            page.addElement(speaker)
+        document.presentation.addElement(page)
+    if table:
+        page = Page(masterpagename=master, name="table")
+        frame = Frame(width="20cm", height="6cm", x="1cm", y="1cm")
+        frame.addElement(_odf_table(table))
+        page.addElement(frame)
+        document.presentation.addElement(page)
+    buffer = io.BytesIO()
+    document.write(buffer)
+    return buffer.getvalue()
+
+
+def _odf_table(rows: Sequence[Sequence[str]]) -> Table:
+    odf_table = Table(name="T1")
+    for row in rows:
+        table_row = TableRow()
+        for value in row:
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            table_row.addElement(cell)
+        odf_table.addElement(table_row)
+    return odf_table
 
 
 def make_rtf(paragraphs: Sequence[str]) -> bytes:

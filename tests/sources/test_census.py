@@ -22,7 +22,7 @@ from knowledge.sources.census import (
 from knowledge.sources.formats import Format
 
 from .builders import image_bytes, make_docx, make_epub, make_pdf, zip_of
-from .office_builders import make_eml, make_msg, make_odt, make_pptx, make_rtf, make_xlsx
+from .office_builders import make_eml, make_msg, make_odp, make_odt, make_pptx, make_rtf, make_xlsx
 
 FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "text": lambda: parse_bytes(b"plain words\n", name="a.txt"),
@@ -38,6 +38,7 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "spreadsheet": lambda: parse_bytes(make_xlsx(), name="a.xlsx"),
     "slides": lambda: parse_bytes(make_pptx([("T", "body", "notes")]), name="a.pptx"),
     "odt": lambda: parse_bytes(make_odt(["body"], title="T"), name="a.odt"),
+    "odp": lambda: parse_bytes(make_odp([("T", "body", "notes")], title="T"), name="a.odp"),
     "rtf": lambda: parse_bytes(make_rtf(["body"]), name="a.rtf"),
     "mail": lambda: parse_bytes(make_eml("S", plain="body"), name="a.eml"),
     "outlook": lambda: parse_bytes(make_msg("S", plain="body"), name="a.msg"),

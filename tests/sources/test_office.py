@@ -1,4 +1,4 @@
-"""Office formats: CSV, XLSX/ODS, PPTX, ODT and RTF, as real files built by the tests."""
+"""Office formats: CSV, XLSX/ODS, PPTX, ODT, ODP and RTF, as real files built by the tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from knowledge.sources import SourceRejected, archive, parse_bytes, parse_source, spreadsheet
 
 from .conftest import Writer, assert_tiles, rejected, segment_at
-from .office_builders import BUDGET, STAFF, make_ods, make_odt, make_pptx, make_rtf, make_xlsx
+from .office_builders import BUDGET, STAFF, make_odp, make_ods, make_odt, make_pptx, make_rtf, make_xlsx
 
 
 def test_csv_rows_keep_their_headers_and_source_lines(write: Writer) -> None:
@@ -117,3 +117,24 @@ def test_rtf_text_with_code_page_escapes_and_no_info_group(write: Writer) -> Non
     with pytest.raises(SourceRejected) as info:
         parse_bytes(b"{\\rtf1\\ansi {\\fonttbl\\f0 Times;}}", name="empty.rtf")
     assert info.value.code == "no_text"
+
+
+def test_odp_one_segment_per_slide_with_notes_and_tables(write: Writer) -> None:
+    slides = [("Harbour plan", "Dredge the north basin", "Ask about the brindlemoss permit"), ("Budget", "Tight", "")]
+    data = make_odp(slides, [["Vessel", "Berth"], ["Skua", "B4"]], title="Harbour")
+    parsed = parse_source(write("harbour.odp", data))
+    assert parsed.text == (
+        "Harbour plan\nDredge the north basin\nNotes: Ask about the brindlemoss permit\n\n"
+        "Budget\nTight\n\n"
+        "columns: Vessel; Berth\nVessel: Skua; Berth: B4"
+    )
+    assert [s.page for s in parsed.segments] == [1, 2, 3]
+    assert segment_at(parsed, "brindlemoss").page == 1 and segment_at(parsed, "Berth: B4").page == 3
+    assert (parsed.parser, parsed.mime) == ("odp", "application/vnd.oasis.opendocument.presentation")
+    assert parsed.metadata["title"] == "Harbour" and parsed.metadata["slide_count"] == 3
+    assert_tiles(parsed)
+
+
+def test_odp_that_is_not_a_presentation_or_has_no_text(write: Writer) -> None:
+    assert rejected(write("text.odp", make_odt(["a text document under a slide name"]))).code == "parse_error"
+    assert rejected(write("blank.odp", make_odp([("", "", "")]))).code == "no_text"

@@ -9,7 +9,7 @@ import pytest
 
 from knowledge.sources import parse_bytes, parse_source
 
-from .builders import encrypt_pdf, make_pdf
+from .builders import encrypt_pdf, make_pdf, ruled_table
 from .conftest import Writer, assert_tiles, rejected, segment_at
 
 PAGES = [["Alpha page one", "continues here"], ["Beta (page two)"], [], ["Delta on page \\ four"]]
@@ -22,7 +22,7 @@ INFO = {
 
 def test_pages_become_segments_with_page_numbers(write: Writer) -> None:
     parsed = parse_source(write("guide.pdf", make_pdf(PAGES, INFO)))
-    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("pdf", "pdf-2", "application/pdf")
+    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("pdf", "pdf-3", "application/pdf")
     assert "Alpha page one\ncontinues here" in parsed.text
     assert segment_at(parsed, "Alpha").page == 1
     assert segment_at(parsed, "continues").page == 1
@@ -84,3 +84,43 @@ def test_pypdf_noise_is_suppressed(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG):
         assert parse_bytes(sloppy, name="x.pdf").text == "recovered text"
     assert not [record for record in caplog.records if record.name.startswith("pypdf")]
+
+
+_HEADER = ["Region", "Amount", "Manager"]
+_ROWS = [["North", "120", "Ada"], ["Glimbardy", "75", "Zorvek"]]
+
+
+def test_ruled_table_rows_keep_their_headers_on_their_page(write: Writer) -> None:
+    table_page = ruled_table(_HEADER, _ROWS, above=["Sales by region"])
+    parsed = parse_source(write("sales.pdf", make_pdf([["Quarterly summary"], table_page, ["Appendix"]])))
+    row = "Region: Glimbardy; Amount: 75; Manager: Zorvek"
+    assert "columns: Region; Amount; Manager\nRegion: North; Amount: 120; Manager: Ada\n" + row in parsed.text
+    assert segment_at(parsed, row).page == 2
+    assert segment_at(parsed, "Sales by region").page == 2  # the page's own text is kept before its table
+    assert segment_at(parsed, "Appendix").page == 3
+    assert_tiles(parsed)
+
+
+def test_encrypted_pdf_tables_are_read_with_the_empty_password() -> None:
+    data = encrypt_pdf(make_pdf([ruled_table(_HEADER, _ROWS)]), "")
+    assert "Region: North; Amount: 120; Manager: Ada" in parse_bytes(data, name="restricted.pdf").text
+
+
+def test_only_pages_that_draw_a_grid_are_given_to_pdfplumber(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pdfplumber
+
+    opened: list[list[int]] = []
+    real_open = pdfplumber.open
+
+    def spy(*args: object, pages: list[int], **kwargs: object) -> object:
+        opened.append(pages)
+        return real_open(*args, pages=pages, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pdfplumber, "open", spy)
+    framed = b"36 36 540 720 re S\n72 690 m 300 690 l S\nBT /F1 12 Tf 72 700 Td (Framed and underlined) Tj ET"
+    rules_only = b"".join(b"72 %d m 400 %d l S\n" % (y, y) for y in (600, 580, 560, 540))  # no vertical rules
+    plain = make_pdf([["Just prose"], framed, rules_only + b"BT /F1 12 Tf 72 700 Td (Lines) Tj ET"])
+    assert "Framed and underlined" in parse_bytes(plain, name="plain.pdf").text
+    assert opened == []
+    parse_bytes(make_pdf([["Prose"], ruled_table(_HEADER, _ROWS)]), name="table.pdf")
+    assert opened == [[2]]

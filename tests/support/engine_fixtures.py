@@ -56,10 +56,11 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 def engine_quire(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Quire]:
     """A Quire on the engine of ``request.param``: the data directory, or a fresh team store (with this
-    directory as the machine's own)."""
+    directory as the machine's own). Without a param (a module that parametrizes only some tests, with
+    ``@pytest.mark.parametrize("quire", ENGINES, indirect=True)``) it is the data directory."""
     from knowledge.job_types import open_quire, open_team_quire
 
-    if request.param == "postgresql":
+    if getattr(request, "param", "sqlite") == "postgresql":
         quire = open_team_quire(request.getfixturevalue("postgres_url"), data_dir=data_dir)
     else:
         quire = open_quire(data_dir)
