@@ -10,10 +10,14 @@ the build's Python only to make the sample documents and read the app's JSON; th
 Checks, in order: the bundle (the model as the IR converted at build time, no torch, no second copy of the
 weights, no dangling link), ``doctor`` (every component loads, the model is the bundled one, the torch
 backend's stack is absent), a torch base refused in one sentence, ``base create``, ``add`` of one file per
-format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv, xlsx, ods, pptx, odt, rtf, a
-gzip'd Markdown file an e-mail with an HTML body and an Outlook .msg), ``worker --until-idle`` (every item
-completed, the model never converted at run time), ``search`` in vector, keyword and hybrid mode (each
-document found by its topic or its word), ``chunks``, the agent configuration ``mcp --print-config`` prints
+format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv, xlsx, ods, pptx, odp, odt,
+rtf, a gzip'd Markdown file, an xz'd text file, an e-mail with an HTML body, an Outlook .msg, a vault note
+with front-matter tags and a [[wiki link]], a .zip holding a PDF with a ruled table, a .tar.gz and an .mbox
+of three messages), ``worker --until-idle`` (every item completed, the files inside containers too, the model
+never converted at run time), ``search`` in vector, keyword and hybrid mode (each document found by its topic
+or its word: a container's document is its member, found as that child item), ``chunks`` (the PDF table's row
+as ``header: value``), the vault note's tags and link as metadata and ``tag:`` filtering a search, the agent
+configuration ``mcp --print-config`` prints
 started by a real MCP client over stdio (it lists the tools), the window started offscreen (shown, its worker
 process running from the same binary) and closed by SIGTERM with exit 0 and no worker left, and finally a
 bundle without sqlite-vec's extension failing with one readable sentence. Exits 1 with ``package-check: FAILED
@@ -26,6 +30,7 @@ import argparse
 import gzip
 import io
 import json
+import lzma
 import signal
 import subprocess
 import sys
@@ -44,10 +49,11 @@ from mcp import Client, StdioServerParameters
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.sources.builders import image_bytes, make_pdf  # noqa: E402 - the repo's own file builders
+from tests.sources.builders import image_bytes, make_pdf, ruled_table, tar_of, zip_of  # noqa: E402 - the repo's own
 from tests.sources.office_builders import (  # noqa: E402
     make_eml,
     make_msg,
+    make_odp,
     make_ods,
     make_odt,
     make_pptx,
@@ -77,7 +83,19 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "eml": ("ferry.eml", "a ferry timetable and boats leaving the harbour", "pomvarrick"),
     "msg": ("hiking.msg", "a mountain hiking trip on a ridge trail", "traskelhorn"),
     "gz": ("bicycle.md.gz", "repairing a bicycle chain and its gears", "drumbelquist"),  # read as the .md inside
+    "xz": ("knitting.txt.xz", "knitting a wool scarf with needles", "plonderwist"),  # read as the .txt inside
+    "odp": ("puppy.odp", "training a puppy to sit and come when called", "wubbelfrost"),
+    "vault": ("herons.md", "herons and egrets wading in the marsh", "skellovrin"),  # front-matter tags, [[link]]
+    # containers: the document is a file inside, found as a child item of the archive (FOUND_AS)
+    "zip": ("prices.zip", "coffee beans by origin and roast", "kravendolm"),  # a PDF with a ruled table
+    "tgz": ("kitchen.tar.gz", "cooking a lentil and vegetable soup", "mirpelgast"),
+    "mbox": ("inbox.mbox", "a dentist appointment about a toothache", "gravoltine"),  # its second message
 }
+# The item a container's document is found as: the member's name inside the archive.
+FOUND_AS = {"zip": "coffee.pdf", "tgz": "recipes/soup.md", "mbox": "message 0002.eml"}
+# What a chunk of the document must hold besides its word: the PDF table's row keeps its headers.
+IN_CHUNKS = {"zip": "Bean: Kravendolm; Origin: Colombia; Roast: dark", "odp": "Notes: Reward the wubbelfrost puppy"}
+VAULT_TAGS, VAULT_LINK = "birds, field-notes, migration", "Marsh walks"
 
 TEXTS = {
     "txt": [
@@ -134,6 +152,22 @@ TEXTS = {
         "Glaciers are melting as the climate warms, and ice sheets retreat every summer.",
         "The sturmhallow glacier lost a kilometre of ice in ten years.",
     ],
+    "xz": [
+        "Knitting a wool scarf takes two needles, a ball of yarn and a few evenings.",
+        "The plonderwist stitch makes the scarf thick and warm.",
+    ],
+    "vault": [
+        "Herons and egrets wade in the shallow marsh and spear fish with their beaks.",
+        "The skellovrin heron nests in the reeds #migration; see [[Marsh walks]].",
+    ],
+    "tgz": [
+        "Cook the lentil soup slowly with onions, carrots and other vegetables.",
+        "A mirpelgast soup is seasoned with cumin before serving.",
+    ],
+    "mbox": [
+        "I booked a dentist appointment for the toothache on Thursday.",
+        "Dr Gravoltine will check the tooth and the dentist may fill it.",
+    ],
 }
 # Tables and decks are built from structured rows; their words are in DOCUMENTS above.
 _PLANETS = [
@@ -156,6 +190,11 @@ _GARDEN = [
     ),
     ("Harvest", "Pick the ripe tomatoes", ""),
 ]
+_PUPPY = [
+    ("Puppy training", "Teach the puppy to sit and to come when called", "Reward the wubbelfrost puppy with a treat"),
+    ("Walks", "Short walks on a lead", ""),
+]
+_COFFEE = [["Bean", "Origin", "Roast"], ["Arabica", "Ethiopia", "light"], ["Kravendolm", "Colombia", "dark"]]
 
 
 class CheckFailed(Exception):
@@ -191,6 +230,26 @@ def write_documents(folder: Path) -> None:
     (folder / names["msg"]).write_bytes(make_msg("Hiking trip", plain="\n\n".join(TEXTS["msg"])))
     markdown = "# Bicycles\n\n" + "\n\n".join(TEXTS["gz"]) + "\n"
     (folder / names["gz"]).write_bytes(gzip.compress(markdown.encode("utf-8")))
+    (folder / names["xz"]).write_bytes(lzma.compress(("\n\n".join(TEXTS["xz"]) + "\n").encode("utf-8")))
+    (folder / names["odp"]).write_bytes(make_odp(_PUPPY, title="Puppy"))
+    note = "---\ntitle: Herons\ntags: [birds, field-notes]\n---\n# Herons\n\n" + "\n\n".join(TEXTS["vault"]) + "\n"
+    (folder / names["vault"]).write_text(note, encoding="utf-8")
+    table = ruled_table(_COFFEE[0], _COFFEE[1:], above=["Coffee price list: beans by origin and roast"])
+    (folder / names["zip"]).write_bytes(zip_of({FOUND_AS["zip"]: make_pdf([table])}))
+    soup = "# Soup\n\n" + "\n\n".join(TEXTS["tgz"]) + "\n"
+    (folder / names["tgz"]).write_bytes(tar_of({FOUND_AS["tgz"]: soup.encode("utf-8")}, mode="w:gz"))
+    (folder / names["mbox"]).write_bytes(_mbox())
+
+
+def _mbox() -> bytes:
+    """Three messages; the second is the document, the others are about something else."""
+    bodies = [
+        ("Library book", "The library book about sailing is overdue; please return it."),
+        ("Appointment", " ".join(TEXTS["mbox"])),
+        ("Car tyres", "The car needs new winter tyres before the snow."),
+    ]
+    messages = [make_eml(subject, plain=body + "\n").replace(b"\r\n", b"\n") for subject, body in bodies]
+    return b"".join(b"From ada@example.org Tue Mar  5 10:30:00 2024\n" + m + b"\n" for m in messages)
 
 
 def _epub(paragraphs: list[str]) -> bytes:
@@ -316,12 +375,16 @@ def step_ingest(app: Artefact, docs: Path) -> dict[str, int]:
     items = app.cli_json("items", "Smoke")["items"]
     by_name = {i["name"]: i for i in items}
     ids = {}
-    for fmt, (name, _topic, _word) in DOCUMENTS.items():
-        item = by_name.get(name)
-        check(item is not None, f"{name} is not an item of the base: {sorted(by_name)}")
-        assert item is not None
-        check(item["status"] == "completed", f"{fmt}: {name} is {item['status']}: {item.get('error_message')}")
-        ids[fmt] = int(item["id"])
+    for fmt, (file_name, _topic, _word) in DOCUMENTS.items():
+        for name in (file_name, FOUND_AS.get(fmt, file_name)):  # a container, then its file
+            item = by_name.get(name)
+            check(item is not None, f"{name} is not an item of the base: {sorted(by_name)}")
+            assert item is not None
+            check(item["status"] == "completed", f"{fmt}: {name} is {item['status']}: {item.get('error_message')}")
+            ids[fmt] = int(item["id"])
+        if fmt in FOUND_AS:
+            parent = by_name[FOUND_AS[fmt]]["parent"]
+            check(parent == by_name[file_name]["id"], f"{FOUND_AS[fmt]} is not a child of {file_name}")
     converted = sorted(p.name for p in (app.home / ".cache").rglob("model.xml"))
     check(not converted, f"the app converted the model at run time instead of loading the shipped IR: {converted}")
     return ids
@@ -339,7 +402,7 @@ def step_search(app: Artefact, work: Path) -> None:
         answers = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
         check(len(answers) == len(DOCUMENTS), f"search --mode {mode}: {len(answers)} answers for {len(DOCUMENTS)}")
         for answer in answers:
-            expected = DOCUMENTS[answer["id"]][0]
+            expected = FOUND_AS.get(answer["id"], DOCUMENTS[answer["id"]][0])
             top = answer["hits"][0]["item_name"] if answer["hits"] else None
             check(top == expected, f"search --mode {mode} for the {answer['id']} document: top hit {top!r}")
         print(f"  {mode}: every document is the top hit for its query")
@@ -368,6 +431,22 @@ def step_chunks(app: Artefact, ids: dict[str, int]) -> None:
         text = " ".join(c["text"] for c in chunks)
         word = DOCUMENTS[fmt][2]
         check(word.lower() in text.lower(), f"chunks of the {fmt} document do not contain {word!r}: {text[:300]!r}")
+        if fmt in IN_CHUNKS:
+            check(IN_CHUNKS[fmt] in text, f"chunks of the {fmt} document lack {IN_CHUNKS[fmt]!r}: {text[:500]!r}")
+
+
+def step_vault(app: Artefact) -> None:
+    """The vault note's front-matter and inline tags and its [[wiki link]] are metadata; tag: filters on them."""
+    items = app.cli_json("items", "Smoke")["items"]
+    note = next(i for i in items if i["name"] == DOCUMENTS["vault"][0])
+    metadata = note["metadata"]
+    found = (metadata.get("tags"), metadata.get("links"))
+    check(found == (VAULT_TAGS, VAULT_LINK), f"the vault note's tags and links are {found}")
+    word = DOCUMENTS["vault"][2]
+    tagged = app.cli_json("search", "Smoke", f"{word} tag:migration", "--mode", "keyword")["hits"]
+    check([h["item_name"] for h in tagged][:1] == ["herons.md"], f"tag:migration finds {tagged[:1]}")
+    other = app.cli_json("search", "Smoke", f"{word} tag:cooking", "--mode", "keyword")["hits"]
+    check(not other, f"tag:cooking still finds {[h['item_name'] for h in other]}")
 
 
 def step_agent_config(app: Artefact) -> None:
@@ -511,6 +590,7 @@ def run(artefact: Path) -> None:
             ids = _timed(name, action) or ids
         _timed("search (vector, keyword, hybrid)", lambda: step_search(app, work))
         _timed("chunks", lambda: step_chunks(app, ids))
+        _timed("vault note: tags and link as metadata, tag: in a query", lambda: step_vault(app))
         _timed("multilingual base: an English query finds a German document", lambda: step_multilingual(app, work))
         _timed("agent config: an MCP client starts the printed command (stdio)", lambda: step_agent_config(app))
         _timed("window offscreen, worker, SIGTERM", lambda: step_window(app))
