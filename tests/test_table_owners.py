@@ -24,6 +24,7 @@ TABLE_OWNERS: dict[str, str] = {
     "bases": "knowledge.library.bases",
     "identities": "knowledge.library.bases",
     "items": "knowledge.library.tree",
+    "item_links": "knowledge.library.links",
     "chunks": "knowledge.library.index",
     "vector_cache": "knowledge.library.index",
     "blobs": "knowledge.library.blobs",
@@ -37,7 +38,7 @@ TABLE_OWNERS: dict[str, str] = {
     "folder_run_in_flight": "knowledge.folder_runs.deaths",
     "ingest_batches": "knowledge.folder_runs.commit",
     "sync_roots": "knowledge.sync.roots",
-    "sync_pending": "knowledge.sync.reconcile",
+    "sync_pending": "knowledge.sync.pending",
     "jobs": "jobs.queue",
     "worker_sessions": "jobs.sessions",
 }
@@ -54,8 +55,6 @@ SHARED_FOR_NOW: dict[str, set[str]] = {
         "knowledge.portable.import_stages",
     },
     "folder_run_outcomes": {"knowledge.folder_runs.deaths"},
-    "sync_roots": {"knowledge.sync.reconcile"},
-    "sync_pending": {"knowledge.sync.roots"},
     "jobs": {"jobs.recovery", "jobs.runtime"},
     "worker_sessions": {"jobs.runtime"},
 }

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Integer, and_, bindparam, cast, delete, func,
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional, sanitize_reason
 from knowledge.errors import NotFound
-from knowledge.library import index
+from knowledge.library import index, links
 from knowledge.library.ids import ItemId
 from knowledge.library.item import FileStat as FileStat
 from knowledge.library.item import Indexed as Indexed
@@ -224,6 +224,7 @@ def mark_indexed(conn: Connection, item_id: int, made: Indexed, now: float) -> N
             updated_at=now,
         )
     )
+    links.record_links(conn, item_id, made.metadata)  # the targets beside the metadata that holds them
 
 
 def relocate_sources(conn: Connection, base_id: int, old: str, new: str, sep: str) -> int:
@@ -428,6 +429,7 @@ def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     mapped into the reserved range and checked by the import's rules."""
     if rows:
         conn.execute(insert(items), list(rows))
+    links.record_new_rows(conn, rows)
 
 
 def park_incomplete(conn: Connection, error: Reason) -> int:
@@ -444,6 +446,5 @@ def park_incomplete(conn: Connection, error: Reason) -> int:
 
 def delete_rows(conn: Connection, item_ids: Sequence[int]) -> None:
     """Delete item rows whose material the caller has already cleared."""
-    ids = list(item_ids)
-    for start in range(0, len(ids), 500):
-        conn.execute(delete(items).where(items.c.id.in_(ids[start : start + 500])))
+    for start in range(0, len(item_ids), 500):
+        conn.execute(delete(items).where(items.c.id.in_(item_ids[start : start + 500])))

@@ -5,9 +5,10 @@ absent). The new database is made by ``Quire.open`` (current schema), then every
 copied row by row in rowid order, in pages; a page that cannot be read is stepped over (the next
 readable rowid is searched for with growing jumps) and counted. Then what is derived is re-derived:
 each base's vec0 and FTS5 rows from the salvaged chunks (float32 vectors from the old vec0 table where
-readable, else from the float16 copies), and items whose chunks did not all survive are parked
-``failed`` with ``salvaged_incomplete`` so a reindex rebuilds them. Blob files are copied when a
-salvaged ``blobs`` row names them. Foreign keys are off during the copy (rows arrive table by table).
+readable, else from the float16 copies), the items' link targets from their metadata, and items whose
+chunks did not all survive are parked ``failed`` with ``salvaged_incomplete`` so a reindex rebuilds them.
+Blob files are copied when a salvaged ``blobs`` row names them. Foreign keys are off during the copy (rows
+arrive table by table).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import apsw
 import numpy as np
 
 from knowledge.errors import Conflict, InvalidInput
-from knowledge.library import blobs, index, tree
+from knowledge.library import blobs, index, links, tree
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME, Database, open_raw_connection
@@ -30,7 +31,7 @@ from knowledge.store.database import DB_FILENAME, Database, open_raw_connection
 PAGE = 500
 SALVAGED_INCOMPLETE = "salvaged_incomplete"
 # Derived or bookkeeping tables: rebuilt, or already made by the new database's migrations.
-SKIPPED = {"schema_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
+SKIPPED = {"schema_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "item_links"}
 # Copied first: their insert triggers look at rows of later tables (a manifest row is refused once its
 # run is bound to a job, so the manifest arrives before the run).
 FIRST = ("folder_run_sources",)
@@ -223,6 +224,7 @@ def _park_incomplete(target: Path) -> int:
     db = Database.in_dir(target)
     try:
         with db.write() as conn:
+            links.rederive_all(conn)  # derived from the salvaged items' metadata, like the indexes
             return tree.park_incomplete(
                 conn, tree.Reason(SALVAGED_INCOMPLETE, "some of its chunks were in damaged pages; reindex it")
             )

@@ -9,6 +9,7 @@ model involved), so the migration derives it in place.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -299,6 +300,39 @@ def _team_guards_postgres(conn: Connection) -> None:
     create_guards(conn)
 
 
+def _item_links(conn: Connection) -> None:
+    """Backlinks by lookup: each item's ``[[wiki link]]`` targets get rows of their own (``item_links``),
+    filled here from the metadata that holds them. Frozen: the targets are folded by the rule the links
+    module applied when this was written (split on `` | ``, backslashes as slashes, outer slashes and
+    blanks dropped, case folded). Runs alike on both engines (on a team store made after it was written the
+    baseline already has the table)."""
+    for ddl in schema.ITEM_LINKS_DDL:
+        conn.exec_driver_sql(ddl)
+    rows = conn.execute(
+        text("SELECT id, base_id, metadata FROM items WHERE metadata LIKE :m AND type != 'directory'"),
+        {"m": '%"links"%'},
+    ).all()
+    values = [
+        {"i": int(item_id), "t": target, "b": int(base_id)}
+        for item_id, base_id, metadata in rows
+        for target in _frozen_link_targets(metadata)
+    ]
+    if values:
+        conn.execute(text("INSERT INTO item_links (item_id, target, base_id) VALUES (:i, :t, :b)"), values)
+
+
+def _frozen_link_targets(metadata: str | None) -> list[str]:
+    try:
+        fields = json.loads(metadata) if metadata else {}
+    except ValueError:
+        return []
+    links = fields.get("links") if isinstance(fields, dict) else None
+    if not isinstance(links, str):
+        return []
+    folded = (t.strip().replace("\\", "/").strip("/").casefold() for t in links.split(" | "))
+    return list(dict.fromkeys(t for t in folded if t))
+
+
 MIGRATIONS: list[Migration] = [
     Migration("0001_initial", _initial),
     Migration("0002_vector_cache", _vector_cache),
@@ -324,7 +358,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0022_items_deaths", _items_deaths),
     Migration("0023_folder_run_deaths", _folder_run_deaths),
     Migration("0024_team_sources", _team_sources, _team_sources_postgres),
-    # 0025 is reserved (a link table, written alongside): the list's order is the order applied
+    Migration("0025_item_links", _item_links, _item_links),
     Migration("0026_team_guards", _team_guards, _team_guards_postgres),
 ]
 

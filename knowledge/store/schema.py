@@ -134,6 +134,25 @@ chunks = Table(
     Index("chunks_base_hash", "base_id", "text_sha256"),
 )
 
+# The ``[[wiki link]]`` targets in each item's metadata (``links``), one row per distinct target, folded the
+# way ``knowledge.library.links`` resolves them: backlinks look a document's names up here instead of reading
+# every note's JSON. Written with the metadata (migration item_links), gone with the item (cascade).
+item_links = Table(
+    "item_links",
+    metadata,
+    Column("item_id", Integer, ForeignKey("items.id", ondelete="CASCADE"), primary_key=True),
+    Column("target", Text, primary_key=True),
+    Column("base_id", Integer, nullable=False),
+    Index("item_links_target", "base_id", "target"),
+)
+
+# frozen DDL of migration item_links; the same text on both engines
+ITEM_LINKS_DDL = (
+    "CREATE TABLE IF NOT EXISTS item_links (item_id INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE, "
+    "target TEXT NOT NULL, base_id INTEGER NOT NULL, PRIMARY KEY (item_id, target))",
+    "CREATE INDEX IF NOT EXISTS item_links_target ON item_links (base_id, target)",
+)
+
 # Vectors of chunks whose item was reset for reindex or re-expansion, kept by text hash until the new
 # material is written, so unchanged chunks are never embedded again. Swept when no chunk uses them.
 vector_cache = Table(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from sqlalchemy import text
 
 from knowledge.errors import Conflict, NotFound
 from knowledge.job_types import open_quire
@@ -208,3 +209,37 @@ def test_base_imports_table_mirrors_its_ddl(quire: Quire) -> None:
     with quire.db.read() as conn:
         columns = [r[1] for r in conn.execute(text("PRAGMA table_info(base_imports)")).all()]
     assert columns == [c.name for c in base_imports.columns]
+
+
+def test_link_rows_come_with_an_import_and_a_salvage(quire: Quire, target: Quire, tmp_path: Path) -> None:
+    """``item_links`` is derived from the items' metadata: an import writes the rows with its items and a
+    salvage re-derives them (it does not copy the table), so backlinks answer the same in either copy."""
+    from knowledge.library.links import backlinks, record_links
+    from knowledge.portable.salvage import salvage
+
+    synthetic_base(quire, "kb", files=3, chunks_per_file=1)
+    fields = {"links": "doc001.txt | Nowhere"}
+    with quire.db.write() as conn:  # what the Markdown reader would have stored for a note
+        note = conn.execute(text("SELECT id FROM items WHERE name = 'doc000.txt'")).scalar_one()
+        conn.execute(text("UPDATE items SET metadata = :m WHERE id = :i"), {"m": json.dumps(fields), "i": note})
+        record_links(conn, note, fields)
+
+    def linked(q: Quire) -> list[str]:
+        base = bases.get_base(q.db, "kb")
+        with q.db.read() as conn:
+            doc = conn.execute(
+                text("SELECT id FROM items WHERE base_id = :b AND name = 'doc001.txt'"), {"b": base.id}
+            ).scalar_one()
+            return [link.name for link in backlinks(conn, base.id, [doc])[doc]]
+
+    assert linked(quire) == ["doc000.txt"]
+    file = tmp_path / "kb.quirebase"
+    export_base(quire, "kb", file)
+    import_base(target, file)
+    assert linked(target) == ["doc000.txt"]
+    salvage(quire.data_dir, tmp_path / "salvaged")
+    salvaged = open_quire(tmp_path / "salvaged")
+    try:
+        assert linked(salvaged) == ["doc000.txt"]
+    finally:
+        salvaged.close()
