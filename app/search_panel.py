@@ -1,13 +1,12 @@
 """The search panel: search as you type, with filters, results grouped by document, and open-at-location.
 
 Typing starts a search after a short pause (``DEBOUNCE_MS``); Enter searches at once. Filters: the
-base, a folder subtree (the folder selected in the Items tab), the file type and the date — the same
-filters the typed syntax has (``type:``, ``in:``, ``after:``; README "Search syntax"): the controls are
-turned into the search's ``Filters`` and narrowed with the typed ones inside the search, before its top-k
-cut. A query the syntax refuses is answered on the status line. Hits come
-back grouped by document (the best document first, at most ``PASSAGES_PER_DOCUMENT`` passages each);
-relevance is shown as the document's rank and a bar relative to the best hit — fusion scores mean
-nothing to a person. "Open at location" opens a PDF at the hit's page and a text file at its line where
+base, a folder subtree (the folder selected in the Items tab), the file type, the date and a tag (one of
+the tags the base's documents carry, ``app.tag_filter``) — the same filters the typed syntax has (``type:``,
+``in:``, ``after:``, ``tag:``; README "Search syntax"): the controls are turned into the search's ``Filters``
+and narrowed with the typed ones inside the search, before its top-k cut. A query the syntax refuses is
+answered on the status line. Hits are listed grouped by document (``app.search_results``). "Open at
+location" opens a PDF at the hit's page and a text file at its line where
 the platform allows (``app.open_at``); "Show in document" (or a double-click) opens the in-app document
 viewer on the hit, where it stands (``app.document_viewer``).
 
@@ -20,15 +19,12 @@ When the GUI deletes items, their hits leave the list at once (``AppContext.chan
 
 from __future__ import annotations
 
-import html
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAbstractTextDocumentLayout, QPainter, QPalette, QTextDocument
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -38,9 +34,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -50,21 +43,16 @@ from app.context import AppContext
 from app.copies import PrivateCopies
 from app.open_at import open_request, refusal
 from app.ops import Op
+from app.search_results import LOCATION, RELEVANCE, SNIPPET, SOURCE, HitRole, HtmlDelegate, SearchResultsModel
+from app.tag_filter import TagFilter
 from knowledge import app_queries, lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Base
 from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
-from knowledge.search import MODES, Filters, Hit, check_query, parse, parse_type, search
+from knowledge.search import MODES, Filters, Hit, check_query, parse, parse_type, search, tag_name
 
-HitRole = Qt.ItemDataRole.UserRole + 1
-HTML_ROLE = Qt.ItemDataRole.UserRole + 2
-COLUMNS = ("Passage", "Document", "Location", "Relevance")
-SNIPPET, SOURCE, LOCATION, RELEVANCE = range(len(COLUMNS))
-SCORE = RELEVANCE
-LIMIT = 20
 FETCH = 60  # hits asked for, so that grouping by document still leaves a full page
-PASSAGES_PER_DOCUMENT = 3
 DEBOUNCE_MS = 250
 # each choice is what a person would type after type: (README "Search syntax")
 FILE_TYPES: dict[str, tuple[str, ...]] = {
@@ -102,52 +90,16 @@ class SearchRequest:
     subtree: int | None = None
     file_type: str = "Any type"
     max_age: int | None = None
+    tag: str | None = None
 
 
-@dataclass(frozen=True)
-class Row:
-    """One row of the grouped results: a passage, with its document's rank and relevance."""
-
-    hit: Hit
-    rank: int  # the document's rank, 1 = best
-    first: bool  # the document's first (best) passage
-    relevance: float  # 0..1, relative to the best hit
-
-
-def hit_tooltip(hit: Hit) -> str:
-    """Where the hit's document is, and which notes link to it ([[wiki links]])."""
-    where = hit.source_path or hit.item_name
-    if not hit.linked_from:
-        return where
-    return f"{where}\nLinked from: {', '.join(b.name for b in hit.linked_from)}"
-
-
-def relevance_bar(fraction: float, width: int = 8) -> str:
-    filled = max(1, round(fraction * width)) if fraction > 0 else 0
-    return "\u2588" * filled + "\u2591" * (width - filled)
-
-
-def group_by_document(hits: Sequence[Hit], limit: int = LIMIT) -> list[Row]:
-    """Documents in the order of their best hit, each with up to ``PASSAGES_PER_DOCUMENT`` passages."""
-    order: dict[int, list[Hit]] = {}
-    for hit in hits:
-        order.setdefault(hit.item_id, []).append(hit)
-    top = max((h.score for h in hits), default=0.0) or 1.0
-    rows: list[Row] = []
-    for rank, passages in enumerate(order.values(), start=1):
-        for n, hit in enumerate(passages[:PASSAGES_PER_DOCUMENT]):
-            rows.append(Row(hit, rank, n == 0, max(0.0, hit.score / top)))
-        if len(rows) >= limit:
-            break
-    return rows
-
-
-def control_filters(file_type: str, max_age: int | None, now: float | None = None) -> Filters:
-    """The type and date controls as the search's filters (what ``type:`` and ``after:`` would say)."""
+def control_filters(file_type: str, max_age: int | None, now: float | None = None, tag: str | None = None) -> Filters:
+    """The type, date and tag controls as the search's filters (what ``type:``, ``after:`` and ``tag:``
+    would say)."""
     names = FILE_TYPES.get(file_type, ())
     types = frozenset().union(*(parse_type(name) for name in names)) if names else None
     after = None if max_age is None else (time.time() if now is None else now) - max_age
-    return Filters(types=types, after=after)
+    return Filters(types=types, after=after, tags=(tag_name(tag),) if tag else ())
 
 
 def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> list[Hit]:
@@ -159,127 +111,8 @@ def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> li
         mode=request.mode,
         limit=FETCH,
         subtree=request.subtree,
-        filters=control_filters(request.file_type, request.max_age),
+        filters=control_filters(request.file_type, request.max_age, tag=request.tag),
     )
-
-
-AnyIndex = QModelIndex | QPersistentModelIndex
-
-
-def snippet_html(hit: Hit) -> str:
-    """The snippet as HTML, the highlight spans in bold on a soft yellow; everything else escaped."""
-    text, out, at = hit.snippet, [], 0
-    for start, end in sorted(hit.highlights):
-        if start < at or end > len(text):
-            continue
-        out.append(html.escape(text[at:start]))
-        out.append(f'<b style="background-color:#fff1a8;color:#1a1a1a">{html.escape(text[start:end])}</b>')
-        at = end
-    out.append(html.escape(text[at:]))
-    return "".join(out)
-
-
-class SearchResultsModel(QAbstractTableModel):
-    """The grouped rows: each document's best passages under its rank (``hits`` in row order)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[Row] = []
-
-    @property
-    def hits(self) -> list[Hit]:
-        return [row.hit for row in self.rows]
-
-    def set_hits(self, hits: Sequence[Hit]) -> None:
-        self.beginResetModel()
-        self.rows = group_by_document(hits)
-        self.endResetModel()
-
-    def remove_items(self, item_ids: Collection[int]) -> int:
-        """Drop every hit of these items; returns how many went."""
-        removed = 0
-        for row in reversed(range(len(self.rows))):
-            if self.rows[row].hit.item_id in item_ids:
-                self.beginRemoveRows(QModelIndex(), row, row)
-                del self.rows[row]
-                self.endRemoveRows()
-                removed += 1
-        return removed
-
-    def rowCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008
-        return len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: AnyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        row = self.rows[index.row()]
-        if role == HitRole:
-            return row.hit
-        if role == HTML_ROLE and index.column() == SNIPPET:
-            return snippet_html(row.hit)
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(row, index.column())
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if index.column() == RELEVANCE:
-                return (
-                    f"Document ranked {row.rank}; this passage {round(row.relevance * 100)} % as relevant as the best"
-                )
-            return hit_tooltip(row.hit)
-        return None
-
-    @staticmethod
-    def _display(row: Row, column: int) -> str:
-        hit = row.hit
-        if column == SNIPPET:
-            return hit.snippet
-        if column == SOURCE:
-            name = Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
-            return name if row.first else "\u21b3 same document"
-        if column == LOCATION:
-            where = hit.location.describe() or f"chunk {hit.ordinal + 1}"
-            return f"{where} · OCR" if hit.ocr else where  # read from a scan or an image
-        return f"#{row.rank} {relevance_bar(row.relevance)}"
-
-
-class HtmlDelegate(QStyledItemDelegate):
-    """Draws ``HTML_ROLE`` rich text (the highlighted snippet), wrapped to the column width."""
-
-    def _document(self, option: QStyleOptionViewItem, index: AnyIndex) -> QTextDocument:
-        doc = QTextDocument()
-        doc.setDefaultFont(option.font)
-        doc.setHtml(str(index.data(HTML_ROLE) or ""))
-        doc.setTextWidth(max(80, option.rect.width() - 8))
-        return doc
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
-        self.initStyleOption(option, index)
-        doc = self._document(option, index)
-        option.text = ""
-        widget = option.widget
-        style = widget.style() if widget is not None else None
-        if style is not None:
-            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, option, painter, widget)
-        painter.save()
-        rect = option.rect
-        painter.translate(rect.left() + 4, rect.top() + 2)
-        context = QAbstractTextDocumentLayout.PaintContext()
-        if option.state & QStyle.StateFlag.State_Selected:
-            context.palette.setColor(QPalette.ColorRole.Text, option.palette.highlightedText().color())
-        doc.documentLayout().draw(painter, context)
-        painter.restore()
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: AnyIndex) -> QSize:
-        self.initStyleOption(option, index)
-        doc = self._document(option, index)
-        return QSize(int(doc.idealWidth()), int(doc.size().height()) + 4)
 
 
 def owned_copy_for(quire: Quire, copies: PrivateCopies, base_id: int, item_id: int) -> Path | str | None:
@@ -330,9 +163,10 @@ class SearchPanel(QWidget):
         self.type_filter.addItems(list(FILE_TYPES))
         self.date_filter = QComboBox()
         self.date_filter.addItems(list(DATES))
+        self.tag_filter = TagFilter(ctx)
         self.folder_filter = QCheckBox("Only in the selected folder")
         self.folder_filter.setEnabled(False)
-        for combo in (self.mode, self.type_filter, self.date_filter):
+        for combo in (self.mode, self.type_filter, self.date_filter, self.tag_filter):
             combo.currentIndexChanged.connect(lambda _i: self._typed())
         self.folder_filter.toggled.connect(lambda _on: self._typed())
         self.search_button = QPushButton("Search")
@@ -359,6 +193,7 @@ class SearchPanel(QWidget):
             (self.base_filter, "Knowledge base to search"),
             (self.type_filter, "File type filter"),
             (self.date_filter, "Date filter"),
+            (self.tag_filter, "Tag filter"),
             (self.folder_filter, "Only search the selected folder"),
             (self.search_button, "Search now"),
             (self.table, "Search results, grouped by document"),
@@ -390,7 +225,8 @@ class SearchPanel(QWidget):
         bar.addWidget(self.mode)
         bar.addWidget(self.search_button)
         filters = QHBoxLayout()
-        for label, widget in (("Base", self.base_filter), ("Type", self.type_filter), ("Date", self.date_filter)):
+        controls = (("Base", self.base_filter), ("Type", self.type_filter), ("Date", self.date_filter))
+        for label, widget in (*controls, ("Tag", self.tag_filter)):
             caption = QLabel(label)
             caption.setBuddy(widget)
             filters.addWidget(caption)
@@ -463,6 +299,7 @@ class SearchPanel(QWidget):
             subtree,
             self.type_filter.currentText(),
             DATES.get(self.date_filter.currentText()),
+            self.tag_filter.tag(),
         )
         if self.searching:
             self._pending = request  # replaces any older waiting query: it will never run

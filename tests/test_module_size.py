@@ -20,7 +20,6 @@ OVER_FOR_NOW: dict[str, str] = {
     "knowledge/sync/reconcile.py": "sync on the team store is built in it this session; to cut: claim / apply / review",
     "knowledge/lifecycle/operations.py": "its index-batch scheduling is team-store and ingest work this session",
     "jobs/runtime.py": "the team store's workers are being built in it this session",
-    "app/search_panel.py": "to cut: the result list model apart from the panel",
     "app/item_model.py": "to cut: the lazy tree model apart from its row texts",
     "app/window.py": "to cut: the tabs' wiring apart from the window's start and close",
     "app/cli/commands_knowledge.py": "to cut: item commands apart from base commands",

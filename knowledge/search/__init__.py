@@ -2,8 +2,9 @@
 memory per base: the vector index and keyword term statistics. See :mod:`knowledge.search.query`."""
 
 from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit, check_query, search
+from knowledge.search.scope import base_tags
 from knowledge.search.snippets import make_snippet
-from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type
+from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type, tag_name
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -12,9 +13,11 @@ __all__ = [
     "Filters",
     "Hit",
     "ParsedQuery",
+    "base_tags",
     "check_query",
     "make_snippet",
     "parse",
     "parse_type",
     "search",
+    "tag_name",
 ]

@@ -18,6 +18,8 @@
 
 Rankings test each candidate with :meth:`Scope.admits`; when the admitted chunks are few
 (``EXACT_UP_TO``), the vector side scores exactly those instead of searching the nearest and filtering.
+
+:func:`base_tags` lists the tags a base's documents carry, read the same way, for the window's tag control.
 """
 
 from __future__ import annotations
@@ -26,17 +28,20 @@ import json
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
 from knowledge.library import index_postgres, tree
-from knowledge.library.bases import Base
+from knowledge.library.bases import Base, resolve_base
 from knowledge.library.index import fts_table
 from knowledge.search.syntax import NOTE, Filters, ParsedQuery
 from knowledge.search.term_stats import quoted
 from knowledge.sources.formats import format_for, suffix_of
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
 
 MESSAGE_PARSERS = frozenset({"mail", "outlook"})  # items dated by their Date: header
 EXACT_UP_TO = 20_000  # admitted chunks the vector side scores one by one rather than searching all
@@ -76,6 +81,25 @@ def build_scope(conn: Connection, base: Base, parsed: ParsedQuery, subtree: int 
     if parsed.phrases:
         chunks = _fts_rowids(conn, base, " AND ".join(quoted(p) for p in parsed.phrases))
     return Scope(items, frozenset(excluded), None if chunks is None else frozenset(chunks))
+
+
+def base_tags(quire: Quire, base_ref: int | str) -> list[tuple[str, int]]:
+    """Every tag the base's live documents carry, casefolded as ``tag:`` compares them, with how many documents
+    carry it; most used first, then by name."""
+    with quire.db.read() as conn:
+        base = resolve_base(conn, base_ref)
+        rows = conn.execute(
+            text(
+                "SELECT metadata FROM items WHERE base_id = :b AND type != 'directory' AND status != 'deleting' "
+                "AND metadata LIKE :tagged"
+            ),
+            {"b": base.id, "tagged": '%"tags"%'},
+        ).all()
+    counts: dict[str, int] = {}
+    for (metadata,) in rows:
+        for tag in dict.fromkeys(_stored_tags(_fields(metadata).get("tags"))):
+            counts[tag] = counts.get(tag, 0) + 1
+    return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
 def identifier_counts(conn: Connection, base: Base, identifiers: tuple[str, ...]) -> dict[int, int]:
@@ -183,8 +207,11 @@ def _fields(metadata: str | None) -> dict[str, Any]:
 
 def _has_tag(stored: object, wanted: tuple[str, ...]) -> bool:
     """``stored``: the tags as the Markdown reader joins them ("a, b/c"); a wanted tag names its nested ones."""
-    tags = [t.strip().casefold() for t in str(stored or "").split(",") if t.strip()]
-    return any(t == w or t.startswith(w + "/") for t in tags for w in wanted)
+    return any(t == w or t.startswith(w + "/") for t in _stored_tags(stored) for w in wanted)
+
+
+def _stored_tags(stored: object) -> list[str]:
+    return [t.strip().casefold() for t in str(stored or "").split(",") if t.strip()]
 
 
 def _header_date(value: object) -> float | None:

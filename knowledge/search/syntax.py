@@ -255,8 +255,13 @@ def _add_filter(filters: Filters, key: str, value: str) -> Filters:
     return replace(filters, before=_earliest(filters.before, day))
 
 
+def tag_name(value: str) -> str:
+    """A tag as ``tag:`` compares it: without case, its ``#`` and its outer ``/`` (``""`` when none is left)."""
+    return value.lstrip("#").strip("/").casefold()
+
+
 def _tag(key: str, value: str) -> str:
-    tag = value.lstrip("#").strip("/").casefold()
+    tag = tag_name(value)
     if not tag:
         raise InvalidInput(f"{key}:{value} names no tag; write the tag's name, e.g. tag:project")
     return tag

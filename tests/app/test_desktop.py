@@ -17,7 +17,7 @@ from app.accessibility import unnamed_controls
 from app.first_run import sample_files
 from app.open_at import OpenRequest, open_request
 from app.resources import DARK_COLOURS, style_sheet
-from app.search_panel import RELEVANCE, SOURCE
+from app.search_results import RELEVANCE, SOURCE
 from app.status_bar import JobsView
 from app.window import MainWindow
 from knowledge import preferences

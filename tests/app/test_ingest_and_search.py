@@ -16,7 +16,7 @@ from app.chunk_viewer import ChunkViewer
 from app.document_viewer import DocumentViewer
 from app.item_model import STATUS, StatusRole
 from app.open_at import OpenRequest
-from app.search_panel import HTML_ROLE, LOCATION, RELEVANCE, SNIPPET, SOURCE
+from app.search_results import HTML_ROLE, LOCATION, RELEVANCE, SNIPPET, SOURCE
 from knowledge.store.schema import ACTIVE_STATUSES
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,

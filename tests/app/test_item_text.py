@@ -7,7 +7,7 @@ import dataclasses
 
 from app.chunk_viewer import chunk_label
 from app.item_text import STATUS_COLORS, details_text, progress_of, summary_text
-from app.search_panel import LOCATION, SearchResultsModel
+from app.search_results import LOCATION, SearchResultsModel
 from knowledge.library.ids import BaseId, ItemId
 from knowledge.library.tree import Item
 from knowledge.search.query import Hit

@@ -1,5 +1,5 @@
 """The window runs the query-syntax table (tests/support/query_cases.py) through its search box, and its
-type and date controls filter exactly as the typed ``type:`` does, inside the search."""
+type, date and tag controls filter exactly as the typed ``type:`` and ``tag:`` do, inside the search."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_a_hit_tells_which_notes_link_to_its_document(
 ) -> None:
     from PySide6.QtCore import Qt
 
-    from app.search_panel import SOURCE
+    from app.search_results import SOURCE
 
     window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
     panel = window.search_panel
@@ -117,3 +117,40 @@ def test_the_mode_box_offers_both_fusions_and_the_search_gets_the_one_chosen(
         scores[mode] = [round(h.score, 6) for h in panel.results.hits]
     assert asked == ["hybrid", "hybrid-rrf"]
     assert scores["hybrid"] != scores["hybrid-rrf"]  # two fusions, not one under two names
+
+
+def test_the_tag_control_lists_the_bases_tags_and_filters_as_typed_tag_does(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    from app.tag_filter import ANY_TAG
+
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    tags = panel.tag_filter
+    qtbot.waitUntil(lambda: tags.count() > 1, timeout=WORKER_TIMEOUT_MS)  # read from the items off the main thread
+    listed = [(tags.itemText(n), tags.itemData(n)) for n in range(tags.count())]
+    assert listed == [
+        (ANY_TAG, None),
+        ("baking (1)", "baking"),  # delta's inline #baking
+        ("dredging (1)", "dredging"),  # alpha's front matter
+        ("project/harbour (1)", "project/harbour"),
+    ]
+
+    tags.setCurrentIndex(tags.findData("dredging"))
+    by_control, _ = _search(qtbot, panel, "harbour")
+    tags.setCurrentIndex(0)
+    typed, _ = _search(qtbot, panel, "harbour tag:dredging")
+    assert by_control == typed and {stem(n) for n in typed or []} == {"alpha"}
+
+    tags.setCurrentIndex(tags.findData("baking"))  # with a typed tag: either, as two typed tags are
+    either, _ = _search(qtbot, panel, "harbour tag:dredging")
+    assert {stem(n) for n in either or []} == {"alpha", "delta"}
+    baking, _ = _search(qtbot, panel, "harbour type:pdf")  # with a typed type: both hold
+    assert baking == []
+
+    with qtbot.waitSignal(tags.filled, timeout=WORKER_TIMEOUT_MS):
+        tags.refresh()  # listed again (as when the list is opened): the choice is kept
+    assert tags.tag() == "baking" and tags.count() == len(listed)
+    tags.setCurrentIndex(0)
+    every, _ = _search(qtbot, panel, "harbour")
+    assert {stem(n) for n in every or []} == {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
