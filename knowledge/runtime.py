@@ -27,7 +27,9 @@ from jobs.transport import Transport, WakeTransport
 from knowledge import preferences
 from knowledge.ingest import encode_watch
 from knowledge.ingest.parse_worker import ParseWorkers
+from knowledge.library.keyword_file import KeywordFiles
 from knowledge.library.vector_file import VectorFiles
+from knowledge.search.keyword_index import KeywordIndex
 from knowledge.search.term_stats import TermStats
 from knowledge.search.vector_index import VectorIndex
 from knowledge.store import apsw_dbapi, settings
@@ -57,7 +59,10 @@ class Quire:
     # What search holds of each base's vectors: mapped from the base's file (a local store), or read from
     # its rows into memory (a team store); filled on a base's first vector search.
     vectors: VectorIndex = field(default_factory=VectorIndex)
-    # Keyword search's term counts per base (used on large bases only).
+    # What keyword search ranks with: each base's tantivy index in the data directory (a local store), or
+    # nothing (a team store ranks in SQL); opened on a base's first keyword search.
+    keywords: KeywordIndex = field(default_factory=KeywordIndex)
+    # Keyword search's term counts per base (used when FTS5 ranks a large base).
     terms: TermStats = field(default_factory=TermStats)
     _encoders_lock: threading.Lock = field(default_factory=threading.Lock)
     # Tests and benchmarks may wrap encoders (e.g. to count calls); None means the real one.
@@ -81,8 +86,9 @@ class Quire:
         session = Session.for_this_process(hosts_worker=hosts_worker)
         queue = JobQueue(db, transport, registry, session)
         vectors = VectorIndex(VectorFiles(db, data_dir))  # mapped from each base's file in the data directory
+        keywords = KeywordIndex(KeywordFiles(db, data_dir))
         doorbell = Doorbell.for_directory(data_dir)
-        quire = cls(data_dir, db, transport, registry, queue, vectors=vectors, doorbell=doorbell)
+        quire = cls(data_dir, db, transport, registry, queue, vectors=vectors, keywords=keywords, doorbell=doorbell)
         queue.on_enqueue = quire._ring_after_commit
         from knowledge.library.bases import verify_base_indexes
 

@@ -7,8 +7,9 @@ keyword entries commit together: a reader never sees half-written search materia
 pages are ordinary pages of the same database; FACTS.md "vec0 writes").
 
 Each base's vectors are also in a memory-mapped file search reads (:mod:`knowledge.library.vector_file`),
-derived from these rows: it is appended after every commit that wrote material and rebuilt from the rows
-whenever it does not match them.
+and its keywords in a tantivy index keyword search ranks with (:mod:`knowledge.library.keyword_file`), both
+derived from these rows: brought up to them after every commit that wrote or cleared material (the keyword
+index told which chunks the commit cleared) and rebuilt from the rows whenever they do not match them.
 
 Two stamps let a search process keep its in-memory copy fresh cheaply, both written in the same
 transactions as the material: every write or clear of a base's chunks bumps the base's
@@ -31,9 +32,10 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
 
 from knowledge.library import index_postgres as pg
+from knowledge.library import keyword_file
 from knowledge.library.vector_file import RemoveAfterCommit, SyncAfterCommit
 from knowledge.store import settings
-from knowledge.store.database import after_commit
+from knowledge.store.database import after_commit, queued_after_commit
 from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
@@ -86,6 +88,7 @@ def drop_base_index(conn: Connection, base_id: int) -> None:
     settings.remove(conn, version_key(base_id))
     if not _on_postgres(conn) and conn.in_transaction():
         after_commit(conn, RemoveAfterCommit(base_id))
+        after_commit(conn, keyword_file.RemoveAfterCommit(base_id))
 
 
 def _existing_tables(conn: Connection, base_id: int) -> list[str]:
@@ -200,11 +203,14 @@ def insert_vectors(conn: Connection, base_id: int, ids: Sequence[int], floats: n
     )
 
 
-def sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool) -> None:
-    """Append the new rows to the base's vector file once they are committed (``knowledge.library.vector_file``;
-    a search that finds the file behind syncs it itself, so a crash before this runs loses nothing)."""
+def sync_file_after_commit(conn: Connection, base_id: int, *, check_dead: bool, cleared: Sequence[int] = ()) -> None:
+    """Bring the base's vector file and keyword index up to the rows once they are committed, the index told
+    which chunk ids this transaction ``cleared`` (``knowledge.library.vector_file``, ``keyword_file``; a search
+    that finds either behind syncs it itself, so a crash before this runs loses only deletes the index then
+    holds until a rebuild, which search's join to live rows hides)."""
     if not _on_postgres(conn) and conn.in_transaction():
         after_commit(conn, SyncAfterCommit(base_id, check_dead=check_dead))
+        queued_after_commit(conn, keyword_file.SyncAfterCommit(base_id)).cleared.update(cleared)
 
 
 def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int], *, keep_vectors: bool = False) -> int:
@@ -218,7 +224,7 @@ def clear_items_material(conn: Connection, base_id: int, item_ids: Iterable[int]
 
 
 def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequence[str], *, keep_vectors: bool) -> int:
-    removed = 0
+    removed: list[int] = []
     for start in range(0, len(item_list), 500):
         part = item_list[start : start + 500]
         if keep_vectors:
@@ -233,11 +239,11 @@ def _clear(conn: Connection, base_id: int, item_list: list[int], tables: Sequenc
                     {"ids": chunk_ids[cstart : cstart + 500]},
                 )
         conn.execute(delete(chunks).where(chunks.c.item_id.in_(part)))
-        removed += len(chunk_ids)
+        removed.extend(chunk_ids)
     if removed:
         bump_version(conn, base_id)
-        sync_file_after_commit(conn, base_id, check_dead=True)
-    return removed
+        sync_file_after_commit(conn, base_id, check_dead=True, cleared=removed)
+    return len(removed)
 
 
 def _stash_vectors(conn: Connection, base_id: int, item_ids: list[int]) -> None:

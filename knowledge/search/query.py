@@ -1,18 +1,21 @@
-"""Search over a base: vector (cosine), keyword (FTS5, BM25) and hybrid (the two fused).
+"""Search over a base: vector (cosine), keyword (BM25: :mod:`knowledge.search.keyword`) and hybrid (the two fused).
 
 Hybrid fuses the two rankings with the fusion fitted on SciFact's training queries
 (:mod:`knowledge.search.fusion`, its numbers in ``resources/fusion/``); ``hybrid-rrf`` fuses them by
 weighted reciprocal-rank fusion, as hybrid did before, and is what hybrid falls back to when the fusion
 data cannot be loaded.
 
-Visibility: hits are joined to their items and ``deleting`` items are dropped inside the same read
-snapshot, so nothing whose delete has committed is ever returned. Both rankings are over-fetched and
+Visibility: hits are joined to their live rows and items, and ``deleting`` items are dropped, inside the
+same read snapshot (:mod:`knowledge.search.candidates`), so nothing whose delete has committed is ever
+returned, whatever a derived index still holds. Both rankings are over-fetched and
 the fetch grows until enough visible hits are found (or the index is exhausted).
 
 Vector search runs over the process's in-memory copy of the base's vectors
 (:class:`knowledge.search.vector_index.VectorIndex`, kept on the ``Quire``): exact up to 20,000 chunks,
 binary-quantized candidates rescored with the float16 copies above. Scores are cosine similarities.
-Keyword search leaves very common terms out of the query on bases above 20,000 chunks
+Keyword search ranks with the base's tantivy index, a top-k that skips what cannot reach the top
+(:mod:`knowledge.search.keyword_index`), or with FTS5 where there is none (a team store; an index not built
+yet), which leaves very common terms out of the query on bases above 20,000 chunks
 (:mod:`knowledge.search.term_stats`).
 
 Hybrid runs its keyword part on a second thread, with its own read snapshot, while the query is encoded
@@ -49,16 +52,16 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
-from knowledge.library import index_postgres
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
-from knowledge.library.index import fts_table
 from knowledge.library.links import Backlink, backlinks
 from knowledge.library.location import Location, read_by_ocr
 from knowledge.search import fusion
+from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
+from knowledge.search.keyword import keyword_candidates
+from knowledge.search.keyword_query import query_terms
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
-from knowledge.search.snippets import WORD, make_snippet
-from knowledge.search.syntax import Filters, ParsedQuery, parse, plain
-from knowledge.search.term_stats import TermStats, quoted
+from knowledge.search.snippets import make_snippet
+from knowledge.search.syntax import Filters, ParsedQuery, parse
 from knowledge.search.vector_index import VectorIndex
 
 if TYPE_CHECKING:
@@ -86,40 +89,6 @@ SHORT_QUERY_WORDS = 3
 # Hybrid's keyword halves, one at a time per process: a long-lived thread (no start-up per query); two
 # searches at once queue their keyword halves here, which a two-core machine would serialise anyway.
 _KEYWORD_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quire-search-keyword")
-# Words that match nearly every chunk: dropping them keeps BM25 OR-queries fast and sharp.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "their",
-        "this",
-        "to",
-        "was",
-        "were",
-        "which",
-        "with",
-    ]
-)
 
 
 @dataclass
@@ -161,10 +130,6 @@ class Hit:
         }
 
 
-def query_terms(query: str) -> list[str]:
-    return [w for w in (m.group(0).lower() for m in WORD.finditer(query)) if w not in STOPWORDS]
-
-
 def check_query(query: str) -> None:
     """Refuse (``InvalidInput``) an empty query or one over the bounds; the message says the bound."""
     if not query.strip():
@@ -176,67 +141,7 @@ def check_query(query: str) -> None:
         raise InvalidInput(f"the query has {distinct} different words; a query may have at most {MAX_QUERY_TERMS}")
 
 
-def fts_query(query: str | ParsedQuery, keep: Callable[[list[str]], list[str]] | None = None) -> str | None:
-    """The FTS5 query: the quoted words OR-ed (quoting makes any user text safe to MATCH), each identifier
-    beside them as one exact phrase (kept whole: never dropped by ``keep``), and — when the query has
-    phrases — all the phrases required: ``("p1" AND "p2") AND ("p1" OR "p2" OR ids OR words)``, so BM25
-    ranks over everything typed while only chunks with every phrase match.
-
-    ``keep`` may narrow the words (on a large base: without the common ones, :mod:`knowledge.search.term_stats`).
-    """
-    parsed = plain(query) if isinstance(query, str) else query
-    terms = list(dict.fromkeys(query_terms(" ".join((*parsed.words, *parsed.identifiers)))))
-    if keep is not None and terms:
-        terms = keep(terms)
-    required = [quoted(p) for p in parsed.phrases]
-    alternatives = list(dict.fromkeys([*required, *(quoted(i) for i in parsed.identifiers), *map(quoted, terms)]))
-    if not alternatives:
-        return None
-    if not required:
-        return " OR ".join(alternatives)
-    return f"({' AND '.join(required)}) AND ({' OR '.join(alternatives)})"
-
-
 # -- candidates --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A visible chunk a ranking found: its id and item (the text is read only for the hits returned)."""
-
-    id: int
-    item_id: int
-
-
-Ranked = list[tuple[Candidate, float]]
-
-# chunks by id, joined to their items; those of deleting items are never visible
-_VISIBLE_CHUNKS = "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
-_VISIBLE = text(f"SELECT c.id, c.item_id {_VISIBLE_CHUNKS}").bindparams(bindparam("ids", expanding=True))
-_HIT_ROWS = text(
-    "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
-    f"i.metadata {_VISIBLE_CHUNKS}"
-).bindparams(bindparam("ids", expanding=True))
-
-
-def _visible(conn: Connection, chunk_ids: Sequence[int], scope: Scope | None) -> dict[int, Candidate]:
-    if not chunk_ids:
-        return {}
-    rows = conn.execute(_VISIBLE, {"ids": list(chunk_ids)}).all()
-    return {r[0]: Candidate(r[0], r[1]) for r in rows if scope is None or scope.admits(r[0], r[1])}
-
-
-def hit_rows(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, Any]:
-    """The rows hits are made of (chunk text, location, item name), by chunk id; deleting items left out."""
-    if not chunk_ids:
-        return {}
-    return {r.id: r for r in conn.execute(_HIT_ROWS, {"ids": list(chunk_ids)}).all()}
-
-
-def _over_fetch(depth: int) -> int:
-    """How many candidates to fetch for ``depth`` visible ones: a margin for hidden (deleting) chunks;
-    if too many were hidden, the caller fetches again, four times as many."""
-    return max(depth + depth // 4, 20)
 
 
 def vector_candidates(
@@ -254,11 +159,11 @@ def vector_candidates(
         admitted = admitted_chunks(conn, scope)
         if admitted is not None:
             return _score_exactly(conn, admitted, vector)[:depth]
-    k = min(_over_fetch(depth), MAX_K)
+    k = min(over_fetch(depth), MAX_K)
     while True:
         rows = index.nearest(conn, base, vector, k)
-        visible = _visible(conn, [r[0] for r in rows], scope)
-        hits = [(visible[r[0]], 1.0 - float(r[1])) for r in rows if r[0] in visible]
+        shown = visible(conn, [r[0] for r in rows], scope)
+        hits = [(shown[r[0]], 1.0 - float(r[1])) for r in rows if r[0] in shown]
         if len(hits) >= depth or len(rows) < k or k >= MAX_K:
             return hits[:depth]
         k = min(k * 4, MAX_K)
@@ -281,42 +186,6 @@ def _score_exactly(conn: Connection, admitted: list[tuple[int, int]], vector: np
             v = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
             scored.append((Candidate(cid, items[cid]), float(v @ query) / (float(np.linalg.norm(v)) or 1.0)))
     return sorted(scored, key=lambda pair: (-pair[1], pair[0].id))
-
-
-def keyword_candidates(
-    conn: Connection,
-    base: Base,
-    query: str | ParsedQuery,
-    depth: int,
-    scope: Scope | None,
-    *,
-    stats: TermStats | None = None,
-) -> Ranked:
-    """The ``depth`` best visible chunks by BM25 (``stats``: leave common terms out on a large base)."""
-    match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
-    if match is None:
-        return []
-    limit = _over_fetch(depth)
-    while True:
-        rows = _ranked_matches(conn, base, match, limit)
-        visible = _visible(conn, [r[0] for r in rows], scope)
-        hits = [(visible[r[0]], float(r[1])) for r in rows if r[0] in visible]
-        if len(hits) >= depth or len(rows) < limit:
-            return hits[:depth]
-        limit *= 4
-
-
-def _ranked_matches(conn: Connection, base: Base, match: str, limit: int) -> list[tuple[int, float]]:
-    """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best (highest score) first:
-    FTS5's BM25 here, the same BM25 computed in SQL on a team store (``index_postgres.keyword_matches``)."""
-    table = fts_table(base.id)
-    if conn.dialect.name == "postgresql":
-        return index_postgres.keyword_matches(conn, table, match, limit)
-    rows = conn.execute(
-        text(f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH :m ORDER BY s LIMIT :n"),
-        {"m": match, "n": limit},
-    ).all()
-    return [(int(r[0]), -float(r[1])) for r in rows]
 
 
 def fuse(
@@ -409,7 +278,7 @@ def search(
     terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
 
     def keyword(conn: Connection, scope: Scope) -> Ranked:
-        return keyword_candidates(conn, base, parsed, depth, scope, stats=quire.terms)
+        return keyword_candidates(conn, base, parsed, depth, scope, stats=quire.terms, index=quire.keywords)
 
     if mode == "keyword":
         found = _in_snapshot(quire, base, parsed, subtree, keyword, limit, exact_first=_looks_up(parsed))

@@ -35,7 +35,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import apsw
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -235,14 +235,26 @@ class Database:
             conn.rollback()
 
 
+_Hook = TypeVar("_Hook", bound=Callable[["Database"], object])
+
+
 def after_commit(conn: Connection, hook: Callable[[Database], object]) -> None:
     """Run ``hook(database)`` once the write transaction open on ``conn`` has committed (see the docstring);
     a hook already registered in this transaction (an equal callable) is not added again."""
+    queued_after_commit(conn, hook)
+
+
+def queued_after_commit(conn: Connection, hook: _Hook) -> _Hook:
+    """``after_commit``, answering the hook that will run: the equal one already registered in this
+    transaction, if any (so a caller can add to what that one carries), else ``hook``."""
     if not conn.in_transaction():
         raise StoreError("after_commit needs an open write transaction")
     hooks = _hooks(conn)
-    if hook not in hooks:  # registered twice in one transaction (a ring per enqueued job): run once
-        hooks.append(hook)
+    for queued in hooks:  # registered twice in one transaction (a ring per enqueued job): run once
+        if queued == hook:
+            return queued  # equal to the _Hook asked for: the same kind
+    hooks.append(hook)
+    return hook
 
 
 def _hooks(conn: Connection) -> list[Callable[[Database], object]]:

@@ -110,7 +110,7 @@ def keyword_rankings(texts: Sequence[str], queries: Sequence[str], depth: int) -
     import apsw
 
     from knowledge.library.index import FTS_TOKENIZER
-    from knowledge.search.query import fts_query
+    from knowledge.search.keyword_query import fts_query
 
     conn = apsw.Connection(":memory:")
     conn.execute(f"CREATE VIRTUAL TABLE chunks USING fts5(text, tokenize='{FTS_TOKENIZER}')")

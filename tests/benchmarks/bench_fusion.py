@@ -91,7 +91,9 @@ def build_cache(data_dir: Path, data: corpus.SciFact, path: Path) -> dict[str, A
             vector = encoder.encode_query(parsed.text)
             with quire.db.read() as conn:
                 by_vector = search.vector_candidates(conn, b, vector, CACHE_DEPTH, None, index=quire.vectors)
-                by_keyword = search.keyword_candidates(conn, b, parsed, CACHE_DEPTH, None, stats=quire.terms)
+                by_keyword = search.keyword_candidates(
+                    conn, b, parsed, CACHE_DEPTH, None, stats=quire.terms, index=quire.keywords
+                )
                 wanted = [c.id for c, _s in (*by_vector, *by_keyword) if str(c.id) not in chunks]
                 for cid, row in search.hit_rows(conn, wanted).items():
                     chunks[str(cid)] = [Path(row.name).stem, row.text]

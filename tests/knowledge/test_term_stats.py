@@ -12,6 +12,7 @@ from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
 from knowledge.search import query as search
 from knowledge.search import term_stats
+from knowledge.search.keyword_query import fts_query
 from tests.knowledge.helpers import make_base
 
 
@@ -27,7 +28,7 @@ def fill(quire: Quire, texts: list[str]) -> None:
 def keyword(quire: Quire, query: str) -> list[str]:
     base = get_base(quire.db, "kb")
     with quire.db.read() as conn:
-        assert search.fts_query(query) is not None
+        assert fts_query(query) is not None
         found = search.keyword_candidates(conn, base, query, 10, None, stats=quire.terms)
         rows = search.hit_rows(conn, [c.id for c, _s in found])
         return [rows[c.id].text for c, _s in found]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from knowledge.errors import InvalidInput
-from knowledge.search.query import _looks_up, fts_query
+from knowledge.search.keyword_query import fts_query
+from knowledge.search.query import _looks_up
 from knowledge.search.syntax import Filters, parse
 
 
