@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
+from PySide6.QtWidgets import QApplication, QMessageBox
 
+from app.team_store import TeamStore
 from knowledge.errors import DataDirInUse
 from knowledge.instance_lock import GuiInstanceLock
 from knowledge.paths import resolve_data_dir
@@ -77,7 +78,9 @@ def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
         gc.freeze()
 
 
-def run_gui(data_dir: Path) -> int:
+def run_gui(data_dir: Path, store: TeamStore | None = None) -> int:
+    """The window on ``data_dir`` — or, with ``store``, on a team store, ``data_dir`` being this machine's own
+    directory (owned copies, caches, the worker's log), locked as ever against a second window."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = make_application()
     lock, refusal = acquire_instance_lock(data_dir)
@@ -88,11 +91,11 @@ def run_gui(data_dir: Path) -> int:
     try:
         from app.window import MainWindow
 
-        window = MainWindow(data_dir)
+        window = MainWindow(data_dir, store=store)
         window.show()
         _report_shown()
         window.start()
-        _close_on_signals(window)
+        _close_on_signals()
         return int(app.exec())
     finally:
         lock.release()
@@ -104,18 +107,18 @@ def _report_shown() -> None:
         QTimer.singleShot(0, lambda: Path(path).write_text(f"{time.time():.6f}\n", encoding="utf-8"))
 
 
-def _close_on_signals(window: QWidget) -> None:
+def _close_on_signals() -> None:
     """Ctrl-C or SIGTERM in a terminal closes the window properly (the worker is stopped, not orphaned).
 
     Python runs signal handlers only between bytecodes, so a light timer lets it look while Qt waits.
     """
 
-    def close(_signum: int, _frame: object) -> None:
-        QTimer.singleShot(0, window.close)
+    def close(_signum: int, _frame: object) -> None:  # every window: File ▸ Connect may have replaced the first
+        QTimer.singleShot(0, QApplication.closeAllWindows)
 
     signal.signal(signal.SIGINT, close)
     signal.signal(signal.SIGTERM, close)
-    ticker = QTimer(window)
+    ticker = QTimer(QApplication.instance())
     ticker.timeout.connect(lambda: None)
     ticker.start(250)
 
@@ -124,7 +127,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="quire-gui", description="Quire: the desktop window.")
     parser.add_argument("--data-dir", help="data directory (default: QUIRE_DATA_DIR, else the platform dir)")
     args = parser.parse_args()
-    return run_gui(resolve_data_dir(args.data_dir))
+    return run_gui(resolve_data_dir(args.data_dir), TeamStore.from_environment())
 
 
 if __name__ == "__main__":

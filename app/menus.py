@@ -21,6 +21,7 @@ from PySide6.QtCore import qVersion
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
+from app.connect_dialog import ConnectDialog, open_connect_dialog, reopen
 from app.ops import Op
 from app.preferences import PreferencesDialog
 from knowledge import preferences
@@ -63,6 +64,9 @@ class Menus:
         w = window
         self.act_new_base = w._action("New knowledge base…", w.bases_panel.create_base)
         self.act_sample = w._action("Create sample base", w.first_run.create_sample)
+        self.act_connect = w._action("Connect to a team store…", self.open_connect)
+        self.act_use_local = w._action("Use this machine's data", self.use_local)
+        self.act_use_local.setVisible(w.store is not None)  # a window on a team store can go back
         self.act_preferences = w._action("Preferences…", self.open_preferences)
         self.act_preferences.setShortcut(shortcut_for(QKeySequence.StandardKey.Preferences, "Ctrl+,"))
         self.act_preferences.setMenuRole(QAction.MenuRole.PreferencesRole)
@@ -89,6 +93,13 @@ class Menus:
         file_menu.addAction(w.backup_menu.backup_action)
         file_menu.addAction(w.backup_menu.restore_action)
         file_menu.addSeparator()
+        file_menu.addAction(self.act_connect)
+        file_menu.addAction(self.act_use_local)
+        file_menu.addSeparator()
+        if w.store is not None:  # they copy a data directory's SQLite file; a team store is backed up by pg_dump
+            for act in (w.backup_menu.backup_action, w.backup_menu.restore_action):
+                act.setEnabled(False)
+                act.setToolTip("A team store is backed up on its server (pg_dump), not from this window.")
         file_menu.addAction(self.act_preferences)
         file_menu.addSeparator()
         file_menu.addAction(self.act_quit)
@@ -127,6 +138,12 @@ class Menus:
         w.tabs.setCurrentWidget(w.search_panel)
         w.search_panel.query.setFocus()
         w.search_panel.query.selectAll()
+
+    def open_connect(self) -> ConnectDialog:
+        return open_connect_dialog(self.window)
+
+    def use_local(self) -> None:
+        reopen(self.window, None)
 
     def open_preferences(self) -> PreferencesDialog:
         if self.preferences_dialog is None:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app import team_store
 from knowledge import app_queries, folder_runs
 from knowledge.app_queries import Split
 from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary
@@ -16,7 +17,11 @@ from knowledge.runtime import Quire
 
 
 def gui_principal() -> Principal:
-    """The person at the keyboard: the GUI may start and revert runs (an agent may not)."""
+    """The person at the keyboard: the GUI may start and revert runs (an agent may not). On a team store the
+    database role that connected (``app.team_store``), else this machine's user."""
+    name = team_store.person_name()
+    if name is not None:
+        return Principal.person(name)
     try:
         return Principal.person(getpass.getuser())
     except Exception:

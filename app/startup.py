@@ -1,7 +1,8 @@
 """What the app does off the main thread at start-up and on every poll (plain functions, run in ``Op``s).
 
-* ``open_and_recover`` opens the data directory (migrating it), runs startup recovery and reports the
-  items recovery left parked (``indexing_interrupted``) — before the worker process is started.
+* ``open_and_recover`` opens the data directory (migrating it) or a team store (``app.team_store``), runs
+  startup recovery and reports the items recovery left parked (``indexing_interrupted``) — before the worker
+  process is started.
 * ``poll`` reads, in a few short snapshots, what the window shows live: rows updated since a cursor,
   the child counts of the containers that need them, the base's progress, the job counts, the bases.
 * ``reindex_parked`` reindexes parked items, base by base, and reports what each base answered.
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app import team_store
+from app.team_store import TeamStore, open_team_store
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
 from knowledge import app_queries, lifecycle, preferences
@@ -30,7 +33,11 @@ from knowledge.runtime import Quire
 
 
 def person() -> str:
-    """The identity the GUI acts as (a person, like the CLI in a terminal)."""
+    """The identity the GUI acts as (a person, like the CLI in a terminal): on a team store the database role
+    that connected, else this machine's user."""
+    name = team_store.person_name()
+    if name is not None:
+        return f"person:{name}"
     try:
         return f"person:{getpass.getuser()}"
     except Exception:
@@ -49,14 +56,16 @@ class StartupResult:
         return sum(len(ids) for ids in self.parked.values())
 
 
-def open_and_recover(data_dir: Path) -> StartupResult:
+def open_and_recover(data_dir: Path, store: TeamStore | None = None) -> StartupResult:
     """The app hosts the worker, so its session says so: an app crash's pending jobs are abandoned.
 
     When opening fails, a read-only diagnosis (damaged tables, a file in the way, no write access) and
-    the ways back replace the bare error."""
+    the ways back replace the bare error (a team store says why itself: refused, unreachable, no schema)."""
     try:
-        quire = open_quire(data_dir, hosts_worker=True)
+        quire = open_team_store(data_dir, store) if store is not None else open_quire(data_dir, hosts_worker=True)
     except Exception as exc:
+        if store is not None:
+            raise
         from knowledge.portable import explain_open_failure
 
         problem = explain_open_failure(data_dir)
@@ -65,6 +74,7 @@ def open_and_recover(data_dir: Path) -> StartupResult:
         raise
     if quire.encoder_factory is None:  # the window never imports torch: queries are encoded in a child
         quire.encoder_factory = out_of_process_queries
+    team_store.set_person(quire)
     report = quire.recover()
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 

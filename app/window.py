@@ -57,10 +57,12 @@ from app.search_panel import SearchPanel
 from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
 from app.status_bar import StatusBar
 from app.sync_actions import SyncActions
+from app.team_store import TeamStore, upload_here
 from app.worker_process import WorkerProcess
 from knowledge import lifecycle
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
+from knowledge.runtime import Quire
 from knowledge.search import Hit
 
 log = logging.getLogger(__name__)
@@ -78,14 +80,17 @@ class MainWindow(QMainWindow):
         prompter: Prompter | None = None,
         start_worker: bool = True,
         poll_ms: int = 500,
+        store: TeamStore | None = None,
     ) -> None:
         super().__init__()
-        self.setWindowTitle(f"Quire — {data_dir}")
+        self.store = store  # a team store (app.team_store), else the data directory's own
+        self.setWindowTitle(f"Quire — {store.shown if store else data_dir}")
         self.setWindowIcon(icon("quire"))
         self.ctx = AppContext(data_dir, prompter or QtPrompter(), self)
         ops.set_default_failure_handler(self.ctx.fail)
         self.start_worker = start_worker
-        self.worker = WorkerProcess(data_dir, self)
+        self.poll_ms = poll_ms
+        self.worker = WorkerProcess(data_dir, self, store=store)
         self.model = ItemTreeModel(self)
         self._viewers: list[ChunkViewer | DocumentViewer] = []
         self._closed = False
@@ -228,7 +233,7 @@ class MainWindow(QMainWindow):
     def start(self) -> None:
         """Open the data directory and recover in the background; then start the worker and the poll."""
         self.statusBar().showMessage("Opening the data directory and checking for interrupted work…")
-        Op(open_and_recover, self.ctx.data_dir).bound_to(self).on_success(self._started).on_failure(
+        Op(open_and_recover, self.ctx.data_dir, self.store).bound_to(self).on_success(self._started).on_failure(
             self._start_failed
         ).run()
 
@@ -384,8 +389,15 @@ class MainWindow(QMainWindow):
         if base is None or quire is None:
             return
         Op(lifecycle.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
-            lambda changes: self._changed(changes, item_rules.added_message(changes, what, base.name))
+            lambda changes: self._added(quire, changes, item_rules.added_message(changes, what, base.name))
         ).on_failure(self.ctx.fail).run()
+
+    def _added(self, quire: Quire, changes: Changes, text: str) -> None:
+        self._changed(changes, text)
+        if quire.is_team_store:  # this machine walks what it added and uploads the files, as `quire add` does
+            Op(upload_here, quire).bound_to(self).on_success(lambda _jobs: self.poller.poll_now()).on_failure(
+                self.ctx.fail
+            ).run()
 
     def delete_selected(self) -> None:
         base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()

@@ -4,7 +4,9 @@ Why a process and not a thread: the worker parses and embeds; torch's OpenMP thr
 process would fight the UI thread and the GIL for two cores (FACTS.md #8), and its import alone costs
 seconds and hundreds of MB (FACTS.md #9). The process is ``python -m app.cli --data-dir D worker``
 (through ``app.worker_launch``, which makes Linux stop it if the app dies), so the GUI and the CLI run
-the very same worker.
+the very same worker. On a team store the worker learns the store from its environment
+(``QUIRE_STORE``/``QUIRE_QUEUE``, ``app.team_store``), never its arguments, which every user of the machine
+can read; a window on a data directory takes both out, so its worker never follows a store the window does not.
 
 Threading contract: a ``WorkerProcess`` lives on the main thread; ``QProcess`` reports through its own
 signals on the main thread's event loop. Nothing here touches the database: the GUI learns what the
@@ -20,6 +22,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 import knowledge
+from app.team_store import WORKER_ENV_KEYS, TeamStore
 from app.worker_launch import launcher_argv
 
 log = logging.getLogger(__name__)
@@ -33,9 +36,10 @@ class WorkerProcess(QObject):
 
     state_changed = Signal(str)  # starting | running | stopping | stopped | crashed
 
-    def __init__(self, data_dir: Path, parent: QObject | None = None) -> None:
+    def __init__(self, data_dir: Path, parent: QObject | None = None, *, store: TeamStore | None = None) -> None:
         super().__init__(parent)
         self.data_dir = data_dir
+        self.store = store
         self.state = "stopped"
         self._stopping = False
         self._restarts = 0
@@ -91,6 +95,10 @@ class WorkerProcess(QObject):
         for key, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
             if not env.contains(key):
                 env.insert(key, value)
+        for key in WORKER_ENV_KEYS:
+            env.remove(key)
+        for key, value in (self.store.worker_environment() if self.store else {}).items():
+            env.insert(key, value)
         return env
 
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:

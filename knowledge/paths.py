@@ -47,6 +47,10 @@ def set_configured_data_dir(path: Path | None) -> None:
         data.pop("data_dir", None)
     else:
         data["data_dir"] = str(path)
+    _write_config(data)
+
+
+def _write_config(data: dict[str, object]) -> None:
     target = config_file()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
@@ -61,3 +65,40 @@ def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return (configured_data_dir() or default_data_dir()).resolve()
+
+
+TEAM_STORE_KEY = "team_store"
+
+
+def without_password(url: str) -> str:
+    """A URL with its password left out (``scheme://user@host:port/…``): the only form a store or queue URL
+    is ever written to the config file in."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}@" if parts.username else ""
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = user + host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def remembered_team_store() -> tuple[str, str | None] | None:
+    """The team store (and queue) the window last connected to, without passwords, if any."""
+    value = _read_config().get(TEAM_STORE_KEY)
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str):
+        return None
+    queue = value.get("queue")
+    return str(value["url"]), queue if isinstance(queue, str) and queue else None
+
+
+def remember_team_store(url: str | None, queue: str | None = None) -> None:
+    """Keep (or forget, with ``None``) the team store the window connected to — its passwords left out."""
+    data = _read_config()
+    if url is None:
+        data.pop(TEAM_STORE_KEY, None)
+    else:
+        data[TEAM_STORE_KEY] = {"url": without_password(url), "queue": without_password(queue) if queue else None}
+    _write_config(data)

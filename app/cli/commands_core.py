@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import Output, UsageError, local_only
+from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge.job_types import open_quire
 from knowledge.principal import Principal
@@ -303,7 +303,10 @@ def _model_path() -> str | None:
 
 
 def cmd_gui(args: argparse.Namespace, out: Output) -> int:
-    local_only(args, "the window", "connecting the window to a team store is not built yet")
+    """The window on the data directory, or on a team store (``--store``/``QUIRE_STORE``, its queue with it):
+    the window's own worker is told the store through its environment, never its arguments."""
     from app.main import run_gui  # Qt is imported here, for this command only
+    from app.team_store import TeamStore
 
-    return int(run_gui(Path(args.data_dir)))
+    store = TeamStore(args.store, args.queue) if args.store else None
+    return int(run_gui(Path(args.data_dir), store))
