@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, text
 
+from knowledge.library.vector_rows import RowReader
 from knowledge.store import settings
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class Mapped:
     ids: Ids
     bits: Bits  # (count, words)
     floats: Floats  # (count, dimension): the rows' float16 copies, widened
+    rows: RowReader  # the same rows by pread: what a search rescores (gathering from the map bloats RSS)
 
     @property
     def version(self) -> int:
@@ -264,11 +266,14 @@ class VectorFiles:
             info = os.fstat(fd)
             header = Header.unpack(os.pread(fd, HEADER_SIZE, 0))
             if header is None or header.key != key or info.st_size < header.file_size:
+                os.close(fd)
                 return None
             mapping = mmap.mmap(fd, header.file_size, access=mmap.ACCESS_READ)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         ids_at, bits_at, floats_at = header.offsets()
+        rows = RowReader(fd, floats_at, key.dimension)  # owns fd from here on
         n = header.count
         ids = np.frombuffer(mapping, dtype=np.int64, count=n, offset=ids_at)
         bits = np.frombuffer(mapping, dtype=np.uint64, count=n * header.words, offset=bits_at)
@@ -281,6 +286,7 @@ class VectorFiles:
             ids,
             bits.reshape(n, header.words),
             floats.reshape(n, key.dimension),
+            rows,
         )
 
     def matches_rows(self, conn: Connection, mapped: Mapped) -> bool:

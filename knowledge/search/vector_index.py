@@ -9,9 +9,10 @@ work over numpy arrays in memory takes a few milliseconds.
 What is held per base: the chunk ids, the vectors' sign bits packed in uint64 words (48 bytes for 384
 dimensions) and their float16 copies. On a local store they are views of the base's memory-mapped vector
 file (:mod:`knowledge.library.vector_file`, which holds the copies widened to float32, so rescoring
-needs no cast), so opening a base reads nothing and only the pages a search touches become resident (the
-sign bits, and the few rows rescored); on a team store they are read from ``chunks.vector_f16`` into
-memory as float16 (about 0.8 KB per chunk).
+needs no cast), so opening a base reads nothing and only the sign bits a search scans become resident; the
+few rows it rescores are read with ``pread`` (:mod:`knowledge.library.vector_rows`), never gathered from the
+map, whose fault-around would leave hundreds of megabytes mapped; on a team store they are read from
+``chunks.vector_f16`` into memory as float16 (about 0.8 KB per chunk).
 
 Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
 copies, <= 30 MB, . query) — exact up to float16 rounding (|dcos| < 1e-3, below the bf16 model's own
@@ -52,6 +53,7 @@ from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
 from knowledge.library.index import vec_table, vectors_version
 from knowledge.library.vector_file import BaseKey, Mapped, VectorFiles, sign_bits
+from knowledge.library.vector_rows import RowReader
 
 __all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "sign_bits"]
 
@@ -76,6 +78,11 @@ class _Segment:
     ids: Ids
     bits: Bits  # (n, dimension / 64)
     vectors: Vectors  # (n, dimension)
+    rows: RowReader | None = None  # a mapped file's rows by pread: rescoring never gathers from the map
+
+    def gather(self, positions: npt.NDArray[np.intp]) -> Vectors:
+        """The vectors at ``positions`` (ascending)."""
+        return self.vectors[positions] if self.rows is None else self.rows.read(positions)
 
     @classmethod
     def build(cls, ids: list[int], halves: Halves) -> _Segment:
@@ -183,7 +190,7 @@ class VectorIndex:
 
 
 def _mapped_segments(mapped: Mapped) -> tuple[_Segment, ...]:
-    return (_Segment(mapped.ids, mapped.bits, mapped.floats),) if mapped.header.count else ()
+    return (_Segment(mapped.ids, mapped.bits, mapped.floats, mapped.rows),) if mapped.header.count else ()
 
 
 def _rows(conn: Connection, base: Base, after: int) -> tuple[list[int], Halves]:
@@ -249,7 +256,7 @@ def _candidates(segments: tuple[_Segment, ...], query_bits: Bits, count: int) ->
         if mask.any():
             local = chosen[mask] - starts[n]
             ids[mask] = segment.ids[local]
-            vectors[mask] = segment.vectors[local]
+            vectors[mask] = segment.gather(local)
     return ids, vectors
 
 

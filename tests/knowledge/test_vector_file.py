@@ -51,6 +51,9 @@ def assert_matches_rows(quire: Quire, base: Base, mapped: Mapped | None, *, exac
     for cid, blob in rows.items():
         assert np.array_equal(mapped.floats[held[cid]], np.frombuffer(blob, dtype=np.float16).astype(np.float32))
     assert np.array_equal(mapped.bits, vector_file.sign_bits(mapped.floats))
+    every = np.arange(len(mapped.ids))  # the rows search rescores, read with pread: one run, and scattered
+    assert np.array_equal(mapped.rows.read(every), mapped.floats)
+    assert np.array_equal(mapped.rows.read(every[1::3]), mapped.floats[1::3])
     assert list(mapped.ids) == sorted(held)  # ascending ids: appends follow the rows' order
 
 
@@ -116,6 +119,8 @@ def test_the_writer_keeps_the_file_in_step_with_adds_deletes_and_reindex(quire: 
     with quire.db.write() as conn:  # more than a quarter deleted: rebuilt to the live rows only
         index.clear_items_material(conn, base.id, items[5:40])
     assert_matches_rows(quire, base, files.peek(key_of(base)), exact=True)
+    # a reader of the file renamed over keeps reading the old file's rows, as its mapping does
+    assert np.array_equal(mapped.rows.read(np.arange(len(mapped.ids))), mapped.floats)
 
     queries = near(np.random.default_rng(2), vectors, 20)
     live = set(live_rows(quire, base.id))
