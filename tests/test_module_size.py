@@ -16,7 +16,6 @@ MAX_LINES = 450
 
 OVER_FOR_NOW: dict[str, str] = {
     "knowledge/library/vector_file.py": "the vector file is being reworked this session",
-    "knowledge/sync/reconcile.py": "sync on the team store is built in it this session; to cut: claim / apply / review",
     "knowledge/lifecycle/operations.py": "its index-batch scheduling is team-store and ingest work this session",
     "jobs/runtime.py": "the team store's workers are being built in it this session",
     "app/item_model.py": "to cut: the lazy tree model apart from its row texts",

@@ -3,7 +3,7 @@
 ``sync_roots`` marks a folder item of a base as kept in sync with its folder on disk. Its *cursor*
 (``cursor_generation`` + ``cursor_state``) is the last scan generation whose whole diff was applied; it
 moves forward only with a compare-and-swap in the transaction that commits the last change it covers.
-``scan_generation``/``scan_owner`` is the claim of the reconcile applying now (knowledge/sync/reconcile.py).
+``scan_generation``/``scan_owner`` is the claim of the reconcile applying now (knowledge/sync/claim.py).
 ``sync_pending`` holds what a ``review`` root found and has not applied, and dismissals (with the
 fingerprint of the file as it was dismissed, so a dismissal sticks until the file changes again).
 """

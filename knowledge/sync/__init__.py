@@ -12,9 +12,11 @@ them). Events are hints, the scan is the truth:
 * The **scan** (``scan.py``) is read-only and bounded: the folder walked with the add-a-folder rules,
   the item rows paged by relative path in short read snapshots, a file hashed only when its size or
   mtime differ. It yields an explicit diff: added, changed, removed, moved, unreadable, unstable.
-* **Transaction and cursor contract** (``reconcile.py``): a reconcile claims the root first
-  (``scan_generation`` s → s+1 by compare-and-swap, owner stamped; a live claim makes a newcomer stand
-  down writing nothing, a dead one's claim is taken over), scans after the claim, then applies at most
+* **Transaction and cursor contract** (``reconcile.py``, which runs ``claim.py`` → ``apply.py`` or
+  ``review.py``; ``roots.py`` alone writes ``sync_roots`` and ``pending.py`` ``sync_pending``): a reconcile
+  claims the root first (``scan_generation`` s → s+1 by compare-and-swap, owner stamped; a live claim
+  makes a newcomer stand down writing nothing, a dead one's claim is taken over), scans after the claim,
+  then applies at most
   ``sync.apply_batch`` changes per write transaction (the job's ``ctx.write()``, re-checking the claim, each
   change re-validated). The cursor (``cursor_generation`` + ``cursor_state``) moves only in the
   transaction of the last batch, by ``UPDATE … WHERE cursor_generation = old AND scan_generation = s+1
@@ -32,7 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.registry import JobType
 from knowledge.sync import job
-from knowledge.sync.reconcile import Outcome, StoodDown, apply_pending, dismiss, list_pending, page_pending, reconcile
+from knowledge.sync.claim import Outcome, StoodDown
+from knowledge.sync.pending import list_pending, page_pending
+from knowledge.sync.reconcile import apply_pending, reconcile
+from knowledge.sync.review import dismiss
 from knowledge.sync.roots import (
     APPLY_BATCH,
     FULL_RECONCILE_SECONDS,

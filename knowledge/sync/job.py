@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from jobs.runtime import JobContext
-from knowledge.sync.reconcile import new_owner, reconcile
+from knowledge.sync.claim import new_owner
+from knowledge.sync.reconcile import reconcile
 from knowledge.sync.roots import load_root
 
 if TYPE_CHECKING:

@@ -1,4 +1,6 @@
-"""Synced roots: turning sync on and off for a folder item, their status, the sync settings."""
+"""Synced roots: turning sync on and off for a folder item, their status, the sync settings. The only writer
+of ``sync_roots``: a reconcile's claim, release and cursor move are verbs here (``take_claim``,
+``release_claim``, ``move_cursor``, ``set_pending_count``)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
 from knowledge.store import settings
 from knowledge.store.database import Database
-from knowledge.store.schema_sync import SYNC_MODES, sync_pending, sync_roots
+from knowledge.store.schema_sync import SYNC_MODES, sync_roots
+from knowledge.sync import pending
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -191,7 +194,7 @@ def disable_sync(quire: Quire, base_ref: str | int, item_id: int) -> bool:
         root = root_for_item(conn, item_id)
         if root is None:
             return False
-        conn.execute(delete(sync_pending).where(sync_pending.c.root_id == root.id))
+        pending.forget_root(conn, root.id)
         conn.execute(delete(sync_roots).where(sync_roots.c.id == root.id))
         return True
 
@@ -250,3 +253,61 @@ def toggle_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = 
         disable_sync(quire, base.id, item_id)
         return None
     return enable_sync(quire, base.id, item_id, mode=mode)
+
+
+# -- a reconcile's claim and cursor (the contract: knowledge/sync/reconcile.py) ---------------------------
+
+
+def take_claim(conn: Connection, root: SyncRoot, generation: int, owner: str) -> bool:
+    """Claim ``root`` for one reconcile by compare-and-swap on the generation it was read at; whether it won."""
+    won = conn.execute(
+        update(sync_roots)
+        .where(and_(sync_roots.c.id == root.id, sync_roots.c.scan_generation == root.scan_generation))
+        .values(scan_generation=generation, scan_owner=owner, scan_started_at=time.time())
+    ).rowcount
+    return bool(won == 1)
+
+
+def release_claim(conn: Connection, root_id: int, owner: str, error: str | None = None) -> None:
+    """Give ``owner``'s claim back without moving the cursor, with the reason (or none) in ``last_error``."""
+    conn.execute(
+        update(sync_roots)
+        .where(and_(sync_roots.c.id == root_id, sync_roots.c.scan_owner == owner))
+        .values(scan_owner=None, last_error=sanitize_optional(error), updated_at=time.time())
+    )
+
+
+def move_cursor(conn: Connection, root: SyncRoot, generation: int, owner: str, state: str, pending: int) -> bool:
+    """Move the cursor to ``generation`` by compare-and-swap on the old cursor and the claim, releasing the
+    claim; whether it moved (False: another reconcile got there)."""
+    now = time.time()
+    moved = conn.execute(
+        update(sync_roots)
+        .where(
+            and_(
+                sync_roots.c.id == root.id,
+                sync_roots.c.cursor_generation == root.cursor_generation,
+                sync_roots.c.scan_generation == generation,
+                sync_roots.c.scan_owner == owner,
+            )
+        )
+        .values(
+            cursor_generation=generation,
+            cursor_state=state,
+            scan_owner=None,
+            last_synced_at=now,
+            pending_count=pending,
+            last_error=None,
+            updated_at=now,
+        )
+    ).rowcount
+    return bool(moved == 1)
+
+
+def set_pending_count(conn: Connection, root_id: int, count: int, *, release: bool = False) -> None:
+    """Record how many changes the root lists for review; ``release``: a review scan's end, which also gives
+    the claim back (the caller re-checked it in this transaction)."""
+    values: dict[str, Any] = {"pending_count": count}
+    if release:
+        values.update(scan_owner=None, updated_at=time.time())
+    conn.execute(update(sync_roots).where(sync_roots.c.id == root_id).values(**values))

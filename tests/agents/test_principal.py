@@ -54,7 +54,7 @@ SYSTEM_WRITES = {
     "blobs.unlink_unrecorded",  # the after-commit removal of an owned file nobody references
     "roots.request_reconcile",  # folder sync's watcher and jobs (the worker's own)
     "roots.set_watcher_state",
-    "reconcile.release",
+    "claim.release",
     "reconcile.reconcile",
     "deaths.clear_in_flight",  # a folder-run attempt that stops without dying clears its marks (the worker's)
     "access.record_call",  # the audit of an agent's own call
@@ -142,7 +142,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "roots.disable_sync": lambda: sync_roots.disable_sync(quire, b, w["note"]),
         "roots.set_setting": lambda: sync_roots.set_setting(quire.db, sync_roots.POLL_SECONDS, 5.0),
         "ocr_language.set_ocr_language": lambda: set_ocr_language(quire.db, b, "eng"),
-        "reconcile.dismiss": lambda: sync.dismiss(quire, 1, ["a.md"], "bot"),
+        "review.dismiss": lambda: sync.dismiss(quire, 1, ["a.md"], "bot"),
     }
 
 
