@@ -24,7 +24,8 @@ startup recovery or the stale-claim lease and the next attempt resumes the run)
   resuming a running run takes it over (each entering attempt files one ``started`` entry), an older
   one stands down without writing.
 * One source per transaction. Reading, parsing, chunking and embedding happen outside any transaction,
-  a group of sources at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the group);
+  a group of sources at a time (:mod:`knowledge.folder_runs.group`: one parse request and one encoder call
+  for the group; the next group is prepared and this one settled while a group is embedded);
   inside its transaction the source is re-judged (the walk's rules along its path, still the bytes that
   were read, coverage by the base), everything is written (item, chunks, vectors, keyword entries, owned-copy
   records, ingest batch, outcome, ``ingest.batch.committed``), and immediately before commit the run is

@@ -1,25 +1,29 @@
 """Worker deaths per source of a folder run: the run's poison isolation (``items.deaths`` is the index job's).
 
 An attempt marks in ``folder_run_in_flight`` exactly the sources it is working on at each moment
-(:class:`Flight`): the one being parsed and chunked, then the group's sources while their chunks are
-embedded together, then the one being settled. When a later attempt enters the run (recovery handed the
-job back after the worker died, or a stale claim was taken over), every unsettled source an earlier
-attempt left in flight counts one death; at :data:`DEATHS_BEFORE_QUARANTINE` it settles ``quarantined``
-(with its one outcome row, like any other disposition) and the run goes on. A source that died once is
-read alone from then on, so a second death names it exactly. A source the dead attempt had not reached,
-or had finished with while it worked on another, counts nothing.
+(:class:`Flight`): a group's sources from their chunking until their encode is done, the one being settled
+(or read again), and one whose parse is slow (its answer not back within
+:data:`knowledge.ingest.parse_worker.SLOW_ANSWER_SECONDS`). When a later attempt enters the run (recovery
+handed the job back after the worker died, or a stale claim was taken over), every unsettled source an
+earlier attempt left in flight counts one death; at :data:`DEATHS_BEFORE_QUARANTINE` it settles
+``quarantined`` (with its one outcome row, like any other disposition) and the run goes on. A source that
+died once is worked on alone from then on (nothing else in flight with it), so a second death names it
+exactly. A source the dead attempt had not reached, had only read or quickly parsed, or had finished with
+while it worked on another, counts nothing.
 
-The marks ride on transactions the run takes anyway where they can: a source's mark on the coverage check
-after its bytes are read (made a write), the next source's mark on the settling transaction of the one
-before; only the group's embedding and the move from it to the first source to settle take one small
-write each per group.
+The marks ride on transactions the run takes anyway where they can: the next source's mark on the settling
+transaction of the one before; a group's chunking and the move from its embedding to its first source to
+settle take one small write each per group, and a slow parse one more. Reading and parsing a group write
+nothing.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
@@ -79,19 +83,44 @@ def set_in_flight(conn: Connection, run_id: int, attempt: int, source_ids: Seque
         conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Flight:
-    """The in-flight marks of one attempt of one run."""
+    """The in-flight marks of one attempt of one run, kept by the job's thread: the sources it works on itself
+    (the one being settled, or read again, or a parse that is slow) and the groups it *holds* — chunked in
+    its thread, then embedded on the encoder's thread until that encode is done. Every mark it writes is
+    exactly their union, so a group whose encode ended is no longer marked by the next write."""
 
     ctx: JobContext
     run_id: int
+    _held: dict[int, Future[Any] | None] = field(default_factory=dict)  # source -> its group's encode
+
+    def hold(self, source_ids: Sequence[int]) -> None:
+        """These sources are in flight from now until :meth:`release` or their encode is done (one write)."""
+        if source_ids:
+            self._held.update((source_id, None) for source_id in source_ids)
+            self.move([])
+
+    def encoding(self, source_ids: Sequence[int], encode: Future[Any]) -> None:
+        """The held ``source_ids`` are being embedded by ``encode``: in flight while it runs (no write)."""
+        self._held.update((source_id, encode) for source_id in source_ids if source_id in self._held)
+
+    def release(self, source_ids: Sequence[int]) -> None:
+        """No longer held (the next write says so)."""
+        for source_id in source_ids:
+            self._held.pop(source_id, None)
+
+    def marked(self, source_ids: Sequence[int]) -> list[int]:
+        done = [s for s, encode in self._held.items() if encode is not None and encode.done()]
+        self.release(done)
+        return list(dict.fromkeys([*source_ids, *self._held]))
 
     def now(self, conn: Connection, source_ids: Sequence[int]) -> None:
-        """Mark ``source_ids`` (only) in a transaction the caller takes anyway."""
-        set_in_flight(conn, self.run_id, self.ctx.attempt, source_ids)
+        """Mark ``source_ids`` and the held ones (only) in a transaction the caller takes anyway."""
+        set_in_flight(conn, self.run_id, self.ctx.attempt, self.marked(source_ids))
 
     def move(self, source_ids: Sequence[int]) -> None:
-        """Mark ``source_ids`` (only) in a transaction of their own (fenced on this attempt owning the job)."""
+        """Mark ``source_ids`` and the held ones (only) in a transaction of their own (fenced on this attempt
+        owning the job)."""
         with self.ctx.write() as conn:
             self.now(conn, source_ids)
 

@@ -1,18 +1,24 @@
 """Execution of a ``knowledge.folder-run`` job: enter, settle each source in turn, then the terminal transition.
 
-Sources are prepared a group at a time (:mod:`knowledge.folder_runs.group`: one encoder call for the
-group's chunks) and settled one per transaction, in manifest order, with the cancellation check before
-each source. The sources being worked on are marked in flight as they are (the one parsed, the group
-embedded, the one settled); a source in flight across two worker deaths settles ``quarantined`` when the
-next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
+Sources are prepared a group at a time (:mod:`knowledge.folder_runs.group`: one coverage read, one parse
+request and one encoder call for the group) and settled one per transaction, in manifest order, with the
+cancellation check before each. Groups are pipelined as an index job's batches are: while group k is
+embedded on the encoder's thread (:mod:`knowledge.ingest.pipeline`), the job's thread settles group k-1 and
+prepares group k+1. The sources being worked on are marked in flight as they are (a group from its chunking
+to the end of its encode, the one settled, a slow parse); a source in flight across two worker deaths
+settles ``quarantined`` when the next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +55,8 @@ from knowledge.folder_runs.ledger import (
 )
 from knowledge.folder_runs.principal import ingest_agent
 from knowledge.folder_runs.rules import ALREADY_COMMITTED, COMMITTED, MAX_ROUNDS, RunFault, SourceChanged
-from knowledge.folder_runs.source import SourceTools, prepare_source
+from knowledge.folder_runs.source import SourceTools, embed_works, prepare_source, write_owned_copies
+from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.ingest.walk import VISIBLE, judge_path
 from knowledge.library import audit
 from knowledge.library.bases import load_base
@@ -168,24 +175,95 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             tally[ALREADY_COMMITTED] += 1
             done += 1
             ctx.progress(done, run.declared_size, "ingesting")
-    root = Path(run.folder)
+    progress = _Progress(done, run.declared_size)
     try:
-        while todo:
-            ctx.check_cancelled()
-            window = next_window(todo, deaths)
-            group = prepare_group(tools, root, window)
-            Flight(ctx, run.id).move([group[0].id])  # embedded: from now on only the one being settled
-            for n, source in enumerate(group):
-                ctx.check_cancelled()
-                then = [s.id for s in group[n + 1 : n + 2]]
-                tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then)] += 1
-                done += 1
-                ctx.progress(done, run.declared_size, "ingesting")
-            todo.extendleft(reversed(window))  # what the group did not take goes first next time
+        _ingest(ctx, run, tools, agent, todo, deaths, tally, progress)
     except BaseException:
         clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
         raise
     return tally
+
+
+@dataclass
+class _Progress:
+    done: int
+    total: int
+
+
+def _ingest(
+    ctx: JobContext,
+    run: RunRecord,
+    tools: SourceTools,
+    agent: str,
+    todo: deque[ManifestSource],
+    deaths: dict[int, int],
+    tally: Counter[str],
+    progress: _Progress,
+) -> None:
+    """Group by group, pipelined as an index job's batches are: group k+1 is read, parsed and chunked while
+    group k is embedded on the encoder's thread, then group k settles, source by source, while group k+1 is
+    embedded. A source that died before is worked on alone: the group before it settles first, and the
+    next group is read only once it has settled."""
+    root = Path(run.folder)
+    embedding: tuple[list[ManifestSource], Future[Any]] | None = None
+    encodes: list[Future[Any]] = []
+    settle = partial(_settle_group, ctx, run, tools, agent, tally=tally, progress=progress)
+    try:
+        while todo:
+            ctx.check_cancelled()
+            window = next_window(todo, deaths)
+            alone = bool(deaths.get(window[0].id, 0))
+            if alone and embedding is not None:
+                settle(*embedding)
+                embedding = None
+            try:
+                group = prepare_group(tools, root, window)
+            except ControlFlow:
+                raise
+            except Exception:
+                if embedding is not None:  # the sources before the fault settle first, as one at a time did
+                    settle(*embedding)
+                raise
+            todo.extendleft(reversed(window))  # what the group did not take goes first next time
+            encodes.append(ENCODE_STAGE.submit(embed_works, tools, [tools.ready[s.id] for s in group]))
+            assert tools.flight is not None
+            tools.flight.encoding([s.id for s in group], encodes[-1])
+            if embedding is not None:
+                settle(*embedding)
+            embedding = (group, encodes[-1])
+            if alone:
+                settle(*embedding)
+                embedding = None
+        if embedding is not None:
+            settle(*embedding)
+    finally:
+        for encode in encodes:  # never leave an encode of this run running behind it
+            with contextlib.suppress(BaseException):
+                encode.result()
+
+
+def _settle_group(
+    ctx: JobContext,
+    run: RunRecord,
+    tools: SourceTools,
+    agent: str,
+    group: list[ManifestSource],
+    encode: Future[Any],
+    *,
+    tally: Counter[str],
+    progress: _Progress,
+) -> None:
+    """Wait for the group's vectors (an unavailable endpoint raises here: the run faults), write its owned
+    copies, then settle its sources one per transaction, in order, with the cancellation check before each."""
+    encode.result()
+    write_owned_copies(tools, [tools.ready.get(s.id) for s in group])
+    assert tools.flight is not None
+    tools.flight.release([s.id for s in group])
+    tools.flight.move([group[0].id])  # embedded: from now on only the one being settled
+    for n, source in enumerate(group):
+        ctx.check_cancelled()
+        then = [s.id for s in group[n + 1 : n + 2]]
+        tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then, progress=progress)] += 1
 
 
 def _committed_earlier(earlier: dict[str, EarlierCommit], source: ManifestSource) -> EarlierCommit | None:
@@ -215,10 +293,12 @@ def _settle_source(
     agent: str,
     *,
     then_in_flight: Sequence[int],
+    progress: _Progress | None = None,
 ) -> str:
     """Settle in one fenced transaction what its group prepared (a source that changed meanwhile is read
     again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back. The same
-    transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle)."""
+    transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle) and records
+    the job's progress."""
     quire = tools.quire
     root = Path(run.folder)
     for round_no in range(MAX_ROUNDS):
@@ -233,8 +313,13 @@ def _settle_source(
                 disposition = settle_source_in_tx(
                     conn, ctx, run, tools, source, agent, work, reads, last_round=round_no == MAX_ROUNDS - 1
                 )
-                Flight(ctx, run.id).now(conn, then_in_flight)
+                assert tools.flight is not None
+                tools.flight.now(conn, then_in_flight)
+                if progress is not None:
+                    ctx.progress(progress.done + 1, progress.total, "ingesting")
                 fence_run(conn, run.id, ctx.attempt)  # immediately before commit, under the write lock
+            if progress is not None:
+                progress.done += 1
             return disposition
         except SourceChanged:
             _refile(quire, reads)

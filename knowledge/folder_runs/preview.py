@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, bindparam, or_, select
 
 from knowledge import preferences
 from knowledge.errors import NotFound
@@ -172,29 +173,39 @@ def _judge_entry(root: Path, entry: Entry, limit: int = MAX_SOURCE_BYTES) -> Pre
     return PreviewEntry(entry.relative, "file", len(raw), blobs.sha256_bytes(raw), None)
 
 
-def _covered_query(base: Base, shas: Sequence[str]) -> Any:
-    """Completed, visible items of the base with these bytes, indexed with the current stamps."""
-    parser_stamp = or_(*(and_(items.c.parser == p, items.c.parser_version == v) for p, v in PARSER_VERSIONS.items()))
+@functools.lru_cache(maxsize=16)
+def _covered_statement(base_id: int, stamp: str, chunker: str, parsers: tuple[tuple[str, str], ...]) -> Any:
+    """Completed, visible items of the base with the bytes ``:shas`` names, indexed with these stamps. Built
+    once per base and stamps (a run asks once per group and once per source's transaction)."""
+    parser_stamp = or_(*(and_(items.c.parser == p, items.c.parser_version == v) for p, v in parsers))
     return select(items.c.content_sha256).where(
         and_(
-            items.c.base_id == base.id,
-            items.c.content_sha256.in_(list(shas)),
+            items.c.base_id == base_id,
+            items.c.content_sha256.in_(bindparam("shas", expanding=True)),
             items.c.status == "completed",
-            items.c.chunker_version == chunker_version(),
-            items.c.model_fingerprint == model_stamp(base),
+            items.c.chunker_version == chunker,
+            items.c.model_fingerprint == stamp,
             parser_stamp,
         )
     )
 
 
-def _covered_shas(quire: Quire, base: Base, shas: set[str]) -> set[str]:
+def covered_shas(conn: Connection, base: Base, shas: set[str]) -> set[str]:
+    """Which of ``shas`` the base holds, completed with today's stamps (parser, chunker, model)."""
+    statement = _covered_statement(
+        base.id, model_stamp(base), chunker_version(), tuple(sorted(PARSER_VERSIONS.items()))
+    )
     found: set[str] = set()
     ordered = sorted(shas)
-    with quire.db.read() as conn:
-        for start in range(0, len(ordered), 500):
-            found.update(r[0] for r in conn.execute(_covered_query(base, ordered[start : start + 500])).all())
+    for start in range(0, len(ordered), 500):
+        found.update(r[0] for r in conn.execute(statement, {"shas": ordered[start : start + 500]}).all())
     return found
 
 
+def _covered_shas(quire: Quire, base: Base, shas: set[str]) -> set[str]:
+    with quire.db.read() as conn:
+        return covered_shas(conn, base, shas)
+
+
 def is_covered(conn: Connection, base: Base, sha: str) -> bool:
-    return conn.execute(_covered_query(base, [sha]).limit(1)).first() is not None
+    return bool(covered_shas(conn, base, {sha}))

@@ -1,8 +1,11 @@
 """A source read, parsed and chunked outside any transaction, with what it was judged on.
 
-:func:`read_source_work` stops before embedding so a group of sources can share one encoder call
-(:mod:`knowledge.folder_runs.group`); :func:`prepare_source` is the group of one a changed source is
-read again with.
+The work is done a group of sources at a time (:mod:`knowledge.folder_runs.group`), in stages that each
+cost one round trip for the whole group: :func:`read_source_work` reads and fingerprints one source (no
+database, no parse), :func:`parse_works` asks the base once which of the group's bytes it holds already
+and sends the rest to the parse process in one request, :func:`chunk_work` chunks one parsed source, and
+:func:`embed_works` embeds the group's chunks in one encoder call (on the encoder's thread).
+:func:`prepare_source` is the group of one a changed source is read again with.
 """
 
 from __future__ import annotations
@@ -17,20 +20,22 @@ from typing import TYPE_CHECKING
 
 from jobs.runtime import sanitize_error
 from knowledge.folder_runs.ledger import ManifestSource
-from knowledge.folder_runs.preview import is_covered
+from knowledge.folder_runs.preview import covered_shas
 from knowledge.ingest.material import (
     MAX_SOURCE_BYTES,
     BatchStats,
     Prepared,
     Rejected,
-    prepare_bytes_isolated,
+    chunk_parsed,
     write_blob_files,
 )
 from knowledge.ingest.narrowing import embed_narrowed
+from knowledge.ingest.parse_worker import ParseFailed
+from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.library import blobs, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
-from knowledge.sources import SourceRejected
+from knowledge.sources import ParsedDocument, SourceRejected
 from knowledge.sources.files import read_source
 
 if TYPE_CHECKING:
@@ -44,12 +49,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class SourceTools:
     """Per-attempt, lazily loaded: the tokenizer's model directory and the document encoder; the sources a
-    group prepared ahead (each taken once, by its source's first round); and the attempt's in-flight marks."""
+    group prepared ahead (each taken once, by its source's first round); the sources read and parsed for a
+    group that closed before chunking them (the next group's first, taken once); and the attempt's
+    in-flight marks."""
 
     quire: Quire
     base: Base
     flight: Flight | None = None
     ready: dict[int, SourceWork | None] = field(default_factory=dict)  # by source id; None: not visible
+    ahead: dict[int, SourceWork] = field(default_factory=dict)  # by source id: parsed, not yet chunked
     _encoder: Encoder | None = None
     _model_path: str | None = None
 
@@ -79,6 +87,17 @@ class SourceWork:
     rejected: str | None = None
     rejected_code: str | None = None  # decides the disposition: skipped (by design) or rejected
     prepared: Prepared | None = None
+    raw: bytes | None = None  # read and still to parse (None once covered, parsed or judged)
+    parsed: ParsedDocument | None = None  # parsed and still to chunk
+    item: tree.Item | None = None  # the placeholder the prepared material is made for
+    mtime: float | None = None
+
+    @property
+    def to_parse(self) -> bool:
+        return self.raw is not None and self.parsed is None and self.rejected is None
+
+    def reject(self, code: str, message: str) -> None:
+        self.rejected, self.rejected_code, self.raw, self.parsed = f"{code}: {message}", code, None, None
 
 
 def file_identity(path: Path) -> tuple[int, ...]:
@@ -88,14 +107,20 @@ def file_identity(path: Path) -> tuple[int, ...]:
 
 
 def prepare_source(tools: SourceTools, root: Path, source: ManifestSource) -> SourceWork:
-    """Read, parse, chunk and embed one source on its own (a source read again after it changed)."""
+    """Read, parse, chunk and embed one source on its own (a source read again after it changed), marked in
+    flight from its read on."""
     work = read_source_work(tools, root, source)
-    finish_works(tools, [work])
+    if tools.flight is not None:
+        tools.flight.move([source.id])
+    parse_works(tools, [(source, work)])
+    if chunk_work(tools, work):
+        ENCODE_STAGE.submit(embed_works, tools, [work]).result()  # the process's encodes queue there, in order
+    write_owned_copies(tools, [work])
     return work
 
 
 def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> SourceWork:
-    """Read, fingerprint, parse and chunk one source; its vectors are left to :func:`finish_works`."""
+    """Read and fingerprint one source; parsing, chunking and vectors are left to the group's later stages."""
     path = root / source.relative_path
     try:
         before = file_identity(path)
@@ -108,53 +133,87 @@ def read_source_work(tools: SourceTools, root: Path, source: ManifestSource) -> 
     sha = blobs.sha256_bytes(raw)
     if sha != source.content_sha256 or len(raw) != source.size:
         return SourceWork(ident=after, sha=sha, changed=True)
-    work = SourceWork(ident=after if before == after else None, sha=sha)
-    if _covered(tools, source, sha):
-        return work  # nothing to parse: the transaction will settle it already_covered
     item = _placeholder_item(tools.base, path, source)
+    return SourceWork(ident=after if before == after else None, sha=sha, raw=raw, item=item, mtime=after[3] / 1e9)
+
+
+def parse_works(tools: SourceTools, pairs: Sequence[tuple[ManifestSource, SourceWork]]) -> None:
+    """Parse the works still to parse in ONE request to this thread's parse process, except those whose bytes
+    the base holds already (one read for all: their transaction settles them ``already_covered``). A hang or a
+    crash costs its own source (``parse_timeout`` / ``parser_crashed``); a parse that is slow marks its
+    source in flight, so a worker stopped during it counts that source's death and no other's."""
+    todo = [(source, work) for source, work in pairs if work.to_parse]
+    if not todo:
+        return
+    with tools.quire.db.read() as conn:
+        covered = covered_shas(conn, tools.base, {w.sha for _s, w in todo if w.sha is not None})
+    for _source, work in todo:
+        if work.sha in covered:
+            work.raw = None  # nothing to parse: the transaction will settle it already_covered
+    todo = [(source, work) for source, work in todo if work.raw is not None]
+    if not todo:
+        return
+
+    def waiting(index: int) -> None:
+        if tools.flight is not None:
+            tools.flight.move([todo[index][0].id])
+
+    requests = [
+        (w.item.name if w.item else "", w.raw or b"", MAX_SOURCE_BYTES, tools.base.ocr_language) for _s, w in todo
+    ]
     try:
-        parser = tools.quire.parsers.for_this_thread()  # a hang or crash costs this source, not the run
-        outcome = prepare_bytes_isolated(tools.base, item, raw, sha, after[3] / 1e9, tools.model_path, parser)
-    except Exception as exc:  # a parser bug isolates this source (poison-item isolation), not the run
-        work.rejected = f"parse_error: {sanitize_error(exc)}"
-        return work
+        results = tools.quire.parsers.for_this_thread().parse_many(requests, waiting)
+    except Exception as exc:  # a parser bug isolates its sources (poison-item isolation), not the run
+        for _source, work in todo:
+            work.reject("parse_error", sanitize_error(exc))
+        return
+    for (_source, work), result in zip(todo, results, strict=True):
+        if isinstance(result, ParseFailed):
+            work.reject(result.code, result.message)
+        else:
+            work.parsed = result
+
+
+def chunk_work(tools: SourceTools, work: SourceWork | None) -> int:
+    """Chunk a parsed work into its prepared material; the number of chunks it brings (0: nothing to embed)."""
+    if work is None or work.parsed is None or work.item is None:
+        return 0
+    doc, work.parsed = work.parsed, None
+    try:
+        outcome = chunk_parsed(tools.base, work.item, doc, work.raw, work.sha, work.mtime, tools.model_path)
+    except Exception as exc:  # a chunking bug isolates this source (poison-item isolation), not the run
+        work.reject("parse_error", sanitize_error(exc))
+        return 0
+    work.raw = None  # the prepared material holds the bytes from here on
     if isinstance(outcome, Rejected):
-        work.rejected, work.rejected_code = f"{outcome.code}: {outcome.message}", outcome.code
-        return work
+        work.reject(outcome.code, outcome.message)
+        return 0
     work.prepared = outcome
-    return work
+    return len(outcome.rows)
 
 
-def _covered(tools: SourceTools, source: ManifestSource, sha: str) -> bool:
-    """Whether the base holds these bytes already; in a run, the same transaction marks the source the one
-    in flight (parsing and chunking come next), so the mark costs no round trip of its own."""
-    if tools.flight is None:
-        with tools.quire.db.read() as conn:
-            return is_covered(conn, tools.base, sha)
-    with tools.flight.ctx.write() as conn:
-        tools.flight.now(conn, [source.id])
-        return is_covered(conn, tools.base, sha)
-
-
-def finish_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> BatchStats:
-    """Vectors for every prepared work in ONE encoder call (reused by text hash first), then the owned
-    copies on disk. An embedding failure is narrowed to its culprit sources (the index job's bisection),
-    which become ``rejected`` (``embedding_error``, or ``embedding_rejected`` for a text a remote endpoint
-    refused); their neighbours keep their vectors. An unavailable endpoint is raised: the run faults."""
+def embed_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> BatchStats:
+    """Vectors for every prepared work in ONE encoder call (reused by text hash first). An embedding failure
+    is narrowed to its culprit sources (the index job's bisection), which become ``rejected``
+    (``embedding_error``, or ``embedding_rejected`` for a text a remote endpoint refused); their neighbours
+    keep their vectors. An unavailable endpoint is raised: the run faults. No database writes: this runs on
+    the encoder's thread."""
     stats = BatchStats()
     prepared = [w.prepared for w in works if w is not None and w.prepared is not None]
     if not prepared:
         return stats
-    if tools.flight is not None and len(prepared) > 1:  # one alone is marked already, by its coverage check
-        tools.flight.move([-p.item.id for p in prepared])  # placeholder ids are the sources' ids, negated
     culprits = embed_narrowed(tools.quire, tools.base, prepared, tools.encoder, stats)
     for work in works:
         if work is not None and work.prepared is not None and work.prepared.item.id in culprits:
             culprit = culprits[work.prepared.item.id]
             work.rejected, work.rejected_code, work.prepared = f"{culprit.code}: {culprit.message}", culprit.code, None
-    # owned copies first, recorded in the source's transaction (a crash leaves orphans the sweep removes)
-    write_blob_files(tools.quire.blobs_dir, [p for p in prepared if p.item.id not in culprits])
     return stats
+
+
+def write_owned_copies(tools: SourceTools, works: Sequence[SourceWork | None]) -> None:
+    """Owned copies on disk before the transactions that record them (a crash leaves orphans the sweep
+    removes)."""
+    write_blob_files(tools.quire.blobs_dir, [w.prepared for w in works if w is not None and w.prepared is not None])
 
 
 def _placeholder_item(base: Base, path: Path, source: ManifestSource) -> tree.Item:

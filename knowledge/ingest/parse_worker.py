@@ -6,6 +6,9 @@ request; the child answers item by item, so the parent knows which item it is wa
 
 * each answer must come within ``timeout_seconds`` (wall clock), else the child is killed, that item
   fails ``parse_timeout`` and a fresh child takes the rest of the batch;
+* a caller may ask to hear about an answer that is slow (``waiting``: called once with the item's index
+  when its answer has not come within :data:`SLOW_ANSWER_SECONDS`), so it can say durably which item it
+  is waiting on without a write per item (folder runs mark that source in flight);
 * a child that dies (a parser crash, a signal, the memory limit) fails the item it was on
   ``parser_crashed``, and likewise a fresh child takes the rest;
 * the child runs under ``RLIMIT_AS = memory_bytes``, so a parser that tries to unpack a bomb gets a
@@ -20,6 +23,7 @@ Settings: ``QUIRE_PARSE_TIMEOUT`` (seconds, default 120), ``QUIRE_PARSE_MEMORY_M
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing
 import os
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 PARSE_TIMEOUT = "parse_timeout"
 PARSER_CRASHED = "parser_crashed"
+SLOW_ANSWER_SECONDS = 1.0  # a text file parses in about a millisecond; a second is a slow parse
 _SPAWN = multiprocessing.get_context("spawn")
 
 
@@ -165,10 +170,13 @@ class ParseWorker:
         self._proc, self._conn = None, None
         end_child(proc, conn)
 
-    def parse_many(self, requests: list[ParseRequest]) -> list[ParseResult]:
+    def parse_many(
+        self, requests: list[ParseRequest], waiting: Callable[[int], None] | None = None
+    ) -> list[ParseResult]:
         """Parse every request; a result per request, in order. Never raises for what a file does; a parser
         that yields metadata its census does not declare is a bug in Quire and raises
-        :class:`~knowledge.sources.census.UndeclaredMetadata` (naming the parser and the fields)."""
+        :class:`~knowledge.sources.census.UndeclaredMetadata` (naming the parser and the fields).
+        ``waiting(i)`` is called (in this thread) when request ``i``'s answer is slow, before waiting on."""
         results: list[ParseResult] = []
         pending = list(requests)
         while pending:
@@ -182,7 +190,12 @@ class ParseWorker:
                 continue
             answered = 0
             for _request in pending:
-                result = self._answer(conn)
+                slow = None if waiting is None else functools.partial(waiting, len(results))
+                try:
+                    result = self._answer(conn, slow)
+                except BaseException:  # the rest of the batch's answers would be read by the next request
+                    self.close()
+                    raise
                 results.append(result)
                 answered += 1
                 if isinstance(result, ParseFailed) and result.code in (PARSE_TIMEOUT, PARSER_CRASHED):
@@ -191,10 +204,13 @@ class ParseWorker:
             pending = pending[answered:]
         return results
 
-    def _answer(self, conn: Connection) -> ParseResult:
-        timeout = self.limits.timeout_seconds
+    def _answer(self, conn: Connection, slow: Callable[[], None] | None = None) -> ParseResult:
+        timeout = left = self.limits.timeout_seconds
         try:
-            if not conn.poll(timeout):
+            if slow is not None and left > SLOW_ANSWER_SECONDS and not conn.poll(SLOW_ANSWER_SECONDS):
+                slow()
+                left -= SLOW_ANSWER_SECONDS
+            if not conn.poll(left):
                 log.warning("a parse took longer than %.0f s; replacing the parse process", timeout)
                 return ParseFailed(PARSE_TIMEOUT, f"parsing took longer than {timeout:g} s and was stopped")
             answer = conn.recv()

@@ -136,6 +136,40 @@ def test_the_parse_process_is_replaced_and_bounded(monkeypatch: pytest.MonkeyPat
         worker.close()
 
 
+def test_a_slow_answer_is_told_with_its_index_and_a_refusal_drops_the_batch(
+    monkeypatch: pytest.MonkeyPatch, bad_parsers_here: None
+) -> None:
+    """``waiting`` hears once about the request whose answer is slow (a folder run marks that source in
+    flight); if it raises, the rest of the batch's answers go with the process, never to the next request."""
+    for key, value in poison_env(10).items():  # generous: a child's start counts against it on a loaded machine
+        monkeypatch.setenv(key, value)
+    from knowledge.ingest import parse_worker
+
+    worker = parse_worker.ParseWorker(parse_worker.ParseLimits.from_env())
+    heard: list[int] = []
+    try:
+        assert [r.text for r in worker.parse_many([("w.txt", b"warm", 1 << 20, "eng")])] == ["warm"]  # type: ignore[union-attr]
+        results = worker.parse_many(
+            [
+                ("a.txt", b"quick", 1 << 20, "eng"),
+                ("x.hang", b"hang", 1 << 20, "eng"),
+                ("b.txt", b"after", 1 << 20, "eng"),
+            ],
+            heard.append,
+        )
+        assert [getattr(r, "code", None) or r.text for r in results] == ["quick", "parse_timeout", "after"]  # type: ignore[union-attr]
+        assert 1 in heard and heard == sorted(set(heard))  # the hang, once (a loaded machine may slow another)
+
+        def refuse(index: int) -> None:
+            raise RuntimeError(f"no longer this attempt's (request {index})")
+
+        with pytest.raises(RuntimeError, match="request 0"):
+            worker.parse_many([("y.hang", b"hang", 1 << 20, "eng"), ("c.txt", b"left over", 1 << 20, "eng")], refuse)
+        assert [r.text for r in worker.parse_many([("d.txt", b"next batch", 1 << 20, "eng")])] == ["next batch"]  # type: ignore[union-attr]
+    finally:
+        worker.close()
+
+
 def item_row(quire: Quire, name: str) -> tuple[str, int]:
     with quire.db.read() as conn:
         row = conn.execute(text("SELECT status, deaths FROM items WHERE name = :n"), {"n": name}).first()
