@@ -153,3 +153,26 @@ def test_a_fault_reading_a_source_settles_the_group_before_it_then_stops_the_run
     assert scalar(quire, "SELECT count(*) FROM items WHERE type = 'file'") == 3
     with quire.db.read() as conn:
         assert conn.execute(text("SELECT count(*) FROM folder_run_outcomes")).scalar_one() == 3
+
+
+def test_a_group_closes_at_its_chunk_limit_and_the_next_takes_the_parsed_rest(
+    quire: Quire, counting: CountingEncoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.ingest.parse_worker import ParseWorker
+
+    parsed: list[list[str]] = []
+    real_parse = ParseWorker.parse_many
+
+    def parse_many(self: ParseWorker, requests: list[Any], waiting: Any = None) -> Any:
+        parsed.append([name for name, *_rest in requests])
+        return real_parse(self, requests, waiting)
+
+    monkeypatch.setattr(ParseWorker, "parse_many", parse_many)
+    monkeypatch.setattr(group, "GROUP_MAX_CHUNKS", 5)  # each small document is one chunk
+    started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 12), key="k")
+    drain(quire)
+
+    assert counting.sizes == [5, 5, 2]  # three encoder calls of at most five chunks...
+    assert parsed == [[f"doc{n:03d}.txt" for n in range(12)]]  # ...from one parse request: none parsed twice
+    assert committed_per_source(quire, started.run_id) == [(n, 1, 1) for n in range(12)]
+    assert [h.item_name for h in search(quire, "kb", "marker11x", mode="keyword")] == ["doc011.txt"]
