@@ -1,9 +1,12 @@
 """Real `quire worker` processes killed with SIGKILL mid-index and mid-delete, then restarted: the jobs
-converge, and the derived vector file (appended after every material commit, rebuilt after a large delete)
-agrees with the rows — every search result a live chunk, every live chunk findable."""
+converge, and both derived indexes — the vector file and the keyword index, brought up to the rows after
+every material commit, rebuilt when they do not match — agree with the rows: every search result a live
+chunk, every live chunk findable by its vector and by keyword. Two of the kills land while the worker is
+writing the keyword index (its lock held), right after the vector file's append."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -19,6 +22,7 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import drain, make_base, material_counts
+from tests.knowledge.test_keyword_file import assert_keywords_consistent_after_restart
 from tests.knowledge.test_vector_file import assert_consistent_after_restart
 from tests.support.files import write_tree
 
@@ -86,6 +90,26 @@ def status_counts(quire: Quire) -> dict[str, int]:
     return {r[0]: r[1] for r in rows}
 
 
+def writing_keywords(data_dir: Path, base_id: int) -> bool:
+    """Whether a process holds the base's keyword index lock exclusively: it is writing the index."""
+    try:
+        fd = os.open(data_dir / "keywords" / f"base-{base_id}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the shared lock if it was taken
+
+
+def assert_both_indexes_consistent(quire: Quire, base_name: str) -> None:
+    assert_consistent_after_restart(quire, base_name)
+    assert_keywords_consistent_after_restart(quire, base_name)
+
+
 def kill(proc: subprocess.Popen[str]) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -123,7 +147,29 @@ def test_sigkill_mid_index_documents_retries_the_batch_and_converges(
             text("SELECT count(*) FROM (SELECT item_id, ordinal FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)")
         ).scalar_one()
     assert dupes == 0
-    assert_consistent_after_restart(quire, "kb")
+    assert_both_indexes_consistent(quire, "kb")
+
+
+def test_sigkill_while_the_keyword_index_is_written_mid_ingest_converges(
+    quire: Quire, data_dir: Path, tmp_path: Path
+) -> None:
+    """Short notes in several batches: the worker is killed while it syncs a batch's keywords (the vector
+    file appended just before), with the next batch being encoded."""
+    rng = random.Random(5)
+    base = make_base(quire)
+    write_tree(tmp_path / "notes", {f"n{n:03}.txt": f"marker{n} {prose(rng, 30)}" for n in range(200)})
+    operations.add_items(quire, "kb", [PathInput(tmp_path / "notes")])
+    worker = start_worker(data_dir)
+    try:
+        wait_until(lambda: writing_keywords(data_dir, base.id), timeout=300, interval=0.001)
+    finally:
+        kill(worker)
+    restart = quire_cli("worker", "--until-idle", "--json", data_dir=data_dir, timeout=900)
+    assert restart.returncode == 0, restart.stderr
+    assert status_counts(quire) == {"completed": 201}
+    found = search(quire, "kb", "marker17 marker145", mode="keyword", limit=10)
+    assert {h.item_name for h in found} == {"n017.txt", "n145.txt"}
+    assert_both_indexes_consistent(quire, "kb")
 
 
 def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_subtree(
@@ -162,8 +208,12 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     assert deleted_by_keyword() == set()
 
     worker = start_worker(data_dir)
-    try:
-        wait_until(lambda: 0 < sum(status_counts(quire).values()) <= 2000 - 400, timeout=120, interval=0.002)
+    try:  # mid-job, while the worker deletes the cleared chunks from the keyword index
+        wait_until(
+            lambda: 0 < sum(status_counts(quire).values()) <= 2000 - 400 and writing_keywords(data_dir, base.id),
+            timeout=120,
+            interval=0.001,
+        )
         os.kill(worker.pid, signal.SIGSTOP)  # freeze it mid-job, then check, then kill
         mid = status_counts(quire)
     finally:
@@ -182,4 +232,4 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)
     jobs = [j for j in quire.queue.list() if j.type == operations.DELETE_SUBTREE]
     assert [j.status for j in jobs] == ["completed"] and jobs[0].attempt == 2
-    assert_consistent_after_restart(quire, "kb")
+    assert_both_indexes_consistent(quire, "kb")
