@@ -4,8 +4,9 @@ Outcomes, each with a fixed reason so the recorded message never depends on pypd
 
 * no ``%PDF-`` header, or a structure pypdf cannot read (truncated, damaged) → ``parse_error``;
 * encrypted, and the empty user password does not open it → ``parse_error`` "PDF is encrypted";
-* pages without a text layer (scans) are rendered with pdfium (``pypdfium2``) and read by local OCR
-  (``knowledge/sources/ocr.py``); pages that have a text layer never are, so OCR costs nothing there;
+* pages without a text layer (scans) are rendered with pdfium (``pypdfium2``) at a resolution chosen for
+  their print and read by local OCR in parallel (``knowledge/sources/pdf_ocr.py``, ``ocr.py``); pages that
+  have a text layer never are, so OCR costs nothing there;
 * no text from the text layer nor from OCR → ``no_text``, saying how many pages had no text layer;
 * ruled tables (pages that draw a grid, spotted while pypdf walks the page) are read by pdfplumber
   (``knowledge/sources/pdf_tables.py``) and follow their page's text as ``header: value`` rows, located
@@ -30,7 +31,7 @@ from datetime import datetime
 from pypdf import DocumentInformation, PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError
 
-from knowledge.sources import ocr, pdf_tables
+from knowledge.sources import ocr, pdf_ocr, pdf_tables
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
 from knowledge.sources.image import page_ranges
@@ -46,7 +47,6 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 _HEADER_WINDOW = 1024  # readers accept junk before the header; the PDF spec's tolerance is 1 KiB
 _LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
 _DAMAGED = "PDF is damaged or truncated"
-_OCR_DPI = 300  # render scans at 300 dpi for OCR (capped at ocr.MAX_SIDE pixels on the long side)
 
 
 def parse_pdf(data: bytes, fmt: Format, *, ocr_language: str = ocr.DEFAULT_LANGUAGE) -> ParsedDocument:
@@ -60,7 +60,7 @@ def parse_pdf(data: bytes, fmt: Format, *, ocr_language: str = ocr.DEFAULT_LANGU
     probes = [pdf_tables.RuleProbe() for _ in range(page_count)]
     pages = [_page_text(reader, index, probes[index]) for index in range(page_count)]
     untexted = [index for index, page in enumerate(pages) if not (page or "").strip()]
-    ocr_read = _ocr_pages(data, untexted, ocr_language) if untexted else {}
+    ocr_read = pdf_ocr.ocr_pages(data, untexted, ocr_language) if untexted else {}
     texts = [ocr_read.get(index, page or "") for index, page in enumerate(pages)]
     tables = pdf_tables.page_tables(data, [index for index, probe in enumerate(probes) if probe.ruled()])
     text, segments = join_blocks(_page_blocks(texts, tables))
@@ -93,33 +93,6 @@ def _no_text_message(page_count: int, untexted: int) -> str:
     if untexted == page_count:
         return f"no text found: the PDF has {pages} without a text layer (images) and OCR found nothing"
     return f"no text found: the PDF has {pages}, {untexted} without a text layer, and OCR found nothing"
-
-
-def _ocr_pages(data: bytes, indexes: list[int], language: str) -> dict[int, str]:
-    """OCR text of the pages at ``indexes`` (0-based), rendered by pdfium; a page pdfium cannot render is
-    left out (logged), so one bad page never loses the rest. Pages whose OCR finds nothing map to ``""``."""
-    import pypdfium2 as pdfium
-
-    try:
-        document_ = pdfium.PdfDocument(data)
-    except Exception:
-        log.info("pdfium cannot open this PDF; its pages without text are not read by OCR", exc_info=True)
-        return {}
-    found: dict[int, str] = {}
-    try:
-        for index in indexes:
-            try:
-                page = document_[index]
-                width, height = page.get_size()
-                scale = min(_OCR_DPI / 72, ocr.MAX_SIDE / max(width, height, 1))
-                image = page.render(scale=scale, grayscale=True).to_pil()
-            except Exception:
-                log.info("PDF page %d could not be rendered for OCR", index + 1, exc_info=True)
-                continue
-            found[index] = ocr.recognize(image, language)
-    finally:
-        document_.close()
-    return found
 
 
 def _open(data: bytes) -> PdfReader:

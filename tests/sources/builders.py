@@ -37,7 +37,7 @@ def _content_stream(lines: list[str]) -> bytes:
     return "\n".join(ops).encode("latin-1")
 
 
-def make_pdf(pages: list[list[str] | bytes], info: dict[str, str] | None = None, *, flate_bomb: int = 0) -> bytes:
+def make_pdf(pages: Sequence[list[str] | bytes], info: dict[str, str] | None = None, *, flate_bomb: int = 0) -> bytes:
     """A valid PDF with one Helvetica text line per entry of each page (an empty list: a blank page; bytes:
     the page's content stream as given). ``flate_bomb`` > 0 makes the first page's content a FlateDecode
     stream of that many spaces."""
@@ -172,6 +172,29 @@ def render_page(lines: list[str], size: tuple[int, int] | None = None) -> PILIma
     for row, line in enumerate(lines):
         draw.text((100, 150 + row * 70), line, fill=0, font=font)
     return image
+
+
+def printed_page(words: Sequence[str], points: float, dpi: int = 300, seed: int = 0) -> tuple[PILImage, str]:
+    """An A4 page of ``points``-pt prose (random ``words``, lines 1.35 apart) as scanned at ``dpi``: the
+    picture and the words on it."""
+    import random
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    rnd = random.Random(seed)
+    size = round(points * dpi / 72)
+    image = Image.new("L", (round(8.27 * dpi), round(11.69 * dpi)), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=size)
+    lines, y = [], round(0.8 * dpi)
+    while y + size < image.height - 0.8 * dpi:
+        line: list[str] = []
+        while draw.textlength(" ".join([*line, "harbour"]), font=font) < 6.6 * dpi:
+            line.append(rnd.choice(words))
+        draw.text((round(0.8 * dpi), y), " ".join(line), fill=0, font=font)
+        lines.append(" ".join(line))
+        y += round(size * 1.35)
+    return image, " ".join(lines)
 
 
 def image_bytes(lines: list[str], fmt: str = "PNG") -> bytes:
