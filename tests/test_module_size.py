@@ -49,9 +49,6 @@ _CITATION = re.compile(r"\bissue \d+|\bseed \d{3}|\bseed ``\d{3}|SPEC §|SPEC\.m
 CITING_FOR_NOW = {
     "knowledge/ingest/remote.py",
     "knowledge/ingest/parse_worker.py",
-    "knowledge/sources/model.py",
-    "knowledge/sources/census.py",
-    "knowledge/sources/formats.py",
     "knowledge/store/migrations.py",
     "jobs/recovery.py",
     "jobs/backoff.py",

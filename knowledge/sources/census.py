@@ -1,4 +1,4 @@
-"""Metadata census (SPEC §5, seed 003 item 14): every field a parser reads is stored or excluded, with why.
+"""Metadata census: every field a parser reads is stored or excluded, with why (nothing is kept by accident).
 
 For each parser, :data:`CENSUS` lists the fields the *source* states that the parser sees — named the
 way the source names them (``/Title`` in a PDF, ``core_properties.author`` in a DOCX, ``dc:creator`` in

@@ -3,7 +3,7 @@
 The table is fixed in code rather than taken from :mod:`mimetypes`, whose answers depend on the host's
 ``/etc/mime.types`` and would make the same file parse differently on two machines.
 
-``PARSER_VERSIONS`` is stamped on derived data (SPEC §2): bump a parser's version whenever its output for
+``PARSER_VERSIONS`` is stamped on derived data (chunks, vectors): bump a parser's version whenever its output for
 the same bytes changes (text, segments or metadata), so stale chunks are rebuilt rather than trusted.
 """
 

@@ -8,8 +8,8 @@ have one segment per source line (``line_start == line_end``, 1-based, counted i
 even when Markdown front matter was cut off); PDF has one per page with text (blank pages have none);
 EPUB one per chapter; HTML and DOCX one for the whole text.
 
-A file that cannot be ingested raises :class:`SourceRejected`. That is a *terminal* outcome (seed 003
-item 13): retrying the same bytes gives the same answer, so callers record ``code`` and ``reason`` and
+A file that cannot be ingested raises :class:`SourceRejected`. That is a *terminal* outcome, never retried:
+retrying the same bytes gives the same answer, so callers record ``code`` and ``reason`` and
 move on. ``reason`` is shown to people and stored, so it never carries paths, tracebacks or library
 messages; :func:`failing_as` is the one place where library exceptions are turned into such reasons.
 """
