@@ -336,3 +336,33 @@ def test_doctor_checks_each_index_and_rebuilds_one_that_does_not_match(
         assert held(fresh, base) == set(live_chunks(fresh, base.id))  # the dead chunk gone: rebuilt
     finally:
         fresh.close()
+
+
+def test_an_import_builds_the_keyword_index_and_a_salvaged_copy_rebuilds_it(quire: Quire, tmp_path: Path) -> None:
+    """An import builds the base's index after its last commit (not its first search); a salvaged data
+    directory has none until its first keyword search builds it from the salvaged rows."""
+    from knowledge.job_types import open_quire
+    from knowledge.portable import export_base, import_base, salvage
+    from tests.portable.helpers import synthetic_base
+
+    synthetic_base(quire, "kb", files=6, chunks_per_file=4)
+    file = tmp_path / "kb.quirebase"
+    export_base(quire, "kb", file)
+    target = open_quire(tmp_path / "elsewhere")
+    try:
+        imported = import_base(target, file)
+        base = get_base(target.db, "kb")
+        opened = KeywordFiles(target.db).peek(key_of(base))
+        with target.db.read() as conn:
+            assert opened is not None and opened.version == index.vectors_version(conn, base.id)
+        assert held(target, base) == set(live_chunks(target, base.id)) and imported.chunks == 24
+    finally:
+        target.close()
+    salvage.salvage(quire.data_dir, tmp_path / "salvaged")
+    saved = open_quire(tmp_path / "salvaged")
+    try:
+        base = get_base(saved.db, "kb")
+        assert not KeywordFiles(saved.db).path(base.id).exists()
+        assert_keywords_consistent_after_restart(saved, "kb")  # the first search built it from the rows
+    finally:
+        saved.close()
