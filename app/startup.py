@@ -2,7 +2,7 @@
 
 * ``open_and_recover`` opens the data directory (migrating it) or a team store (``app.team_store``), runs
   startup recovery and reports the items recovery left parked (``indexing_interrupted``) — before the worker
-  process is started.
+  process is started; the first base's query process is spawned before recovery, to load while it runs.
 * ``poll`` reads, in a few short snapshots, what the window shows live: rows updated since a cursor,
   the child counts of the containers that need them, the base's progress, the job counts, the bases.
 * ``reindex_parked`` reindexes parked items, base by base, and reports what each base answered.
@@ -30,6 +30,7 @@ from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
 from knowledge.lifecycle import Changes, interrupted_items
 from knowledge.runtime import Quire
+from knowledge.search import start_query_encoder
 
 
 def person() -> str:
@@ -75,6 +76,9 @@ def open_and_recover(data_dir: Path, store: TeamStore | None = None) -> StartupR
     if quire.encoder_factory is None:  # the window never imports torch: queries are encoded in a child
         quire.encoder_factory = out_of_process_queries
     team_store.set_person(quire)
+    listed = bases.list_bases(quire.db)
+    if listed:  # the base the window shows first: its query process loads the model while recovery runs
+        start_query_encoder(quire, listed[0])
     report = quire.recover()
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 

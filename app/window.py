@@ -63,7 +63,7 @@ from knowledge import lifecycle
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes, NoteInput, PathInput
 from knowledge.runtime import Quire
-from knowledge.search import Hit
+from knowledge.search import Hit, warm_search
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,10 @@ class MainWindow(QMainWindow):
         self.ctx.set_bases(result.bases)
         if result.bases and self.ctx.base is None:
             self.ctx.select_base(result.bases[0])
+        if self.ctx.base is not None:  # what its first search waits for, done while the window appears
+            Op(warm_search, result.quire, self.ctx.base).bound_to(self).on_success(lambda _s: None).on_failure(
+                lambda exc: log.warning("warming the first search failed: %s", exc)
+            ).run()
         if self.start_worker:
             self.worker.start()
         self.poller.start()

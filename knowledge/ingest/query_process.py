@@ -62,6 +62,7 @@ class QueryEncoderProcess(Encoder):
         self._lock = threading.Lock()
         self._proc: Any = None
         self._conn: Connection | None = None
+        self._ready = False
         self.started = 0  # child processes started (tests)
 
     @property
@@ -79,6 +80,14 @@ class QueryEncoderProcess(Encoder):
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else int(self._proc.pid)
+
+    def start(self) -> None:
+        """Spawn the child now without waiting for it: it loads the model while the caller goes on, and the
+        first query waits only for what is left of the load (the window does this while it appears)."""
+        with self._lock:
+            if self._proc is None or not self._proc.is_alive():
+                self._stop()
+                self._spawn()
 
     def encode_query(self, text: str) -> Vectors:
         vector: Vectors = self._ask("query", text)
@@ -112,20 +121,33 @@ class QueryEncoderProcess(Encoder):
         raise AssertionError("unreachable")
 
     def _ensure(self) -> Connection:
-        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
-            return self._conn
-        self._stop()
+        """The child's pipe once it is ready; one started ahead (:meth:`start`) that died before saying so is
+        replaced once, one spawned here that cannot load the model raises."""
+        for replace in (False, True):
+            spawned = replace or self._proc is None or not self._proc.is_alive() or self._conn is None
+            if spawned:
+                self._stop()
+                self._spawn()
+            conn = self._conn
+            assert conn is not None
+            if self._ready:
+                return conn
+            try:
+                _ready, precision = conn.recv()  # the model is loaded: the first query is not slower than before
+            except (EOFError, OSError):
+                self._stop()
+                if spawned:
+                    raise RuntimeError("the query encoder process could not load the model") from None
+                continue
+            self._precision, self._ready = str(precision), True
+            return conn
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
         choice = EncoderChoice(self.spec.model_id, self._precision or self._requested_precision, self.backend)
-        proc, parent = start_child(_child_main, choice, os.getpid(), name="quire-query")
-        try:
-            _ready, precision = parent.recv()  # the model is loaded: the first query is not slower than before
-        except (EOFError, OSError):
-            proc.join(timeout=5)
-            raise RuntimeError("the query encoder process could not load the model") from None
-        self._proc, self._conn = proc, parent
-        self._precision = str(precision)
+        self._proc, self._conn = start_child(_child_main, choice, os.getpid(), name="quire-query")
+        self._ready = False  # until the child says so (its first message)
         self.started += 1
-        return parent
 
     def _stop(self) -> None:
         proc, conn = self._proc, self._conn

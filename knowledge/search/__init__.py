@@ -5,6 +5,7 @@ from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit,
 from knowledge.search.scope import base_tags
 from knowledge.search.snippets import make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type, tag_name
+from knowledge.search.warm import start_query_encoder, warm_search
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -19,5 +20,7 @@ __all__ = [
     "parse",
     "parse_type",
     "search",
+    "start_query_encoder",
     "tag_name",
+    "warm_search",
 ]

@@ -149,3 +149,31 @@ def test_a_second_window_on_the_same_data_directory_is_refused(data_dir: Path) -
     again, refusal = acquire_instance_lock(data_dir)
     assert again is not None and refusal is None
     again.release()
+
+
+def test_the_first_search_finds_the_query_process_and_vectors_warmed(
+    qtbot: QtBot, data_dir: Path, open_window: WindowFactory
+) -> None:
+    """On a base that holds chunks, opening the window spawns the base's query process before recovery and
+    warms a throwaway search meanwhile; the person's first search is answered by that same process."""
+    from app import ops
+    from knowledge.job_types import open_quire
+    from knowledge.library.bases import get_base
+    from tests.portable.helpers import synthetic_base
+
+    quire = open_quire(data_dir)
+    try:
+        synthetic_base(quire, "kb", files=3, chunks_per_file=2)
+    finally:
+        quire.close()
+    window = open_window()
+    assert window.ctx.quire is not None and window.ctx.base is not None
+    encoder = window.ctx.quire.query_encoder(get_base(window.ctx.quire.db, "kb"))
+    assert encoder.started == 1  # spawned by open_and_recover, before any search was asked
+    qtbot.waitUntil(lambda: ops.in_flight() == 0, timeout=120_000)  # the warm-up search has run
+    assert window.ctx.quire.vectors.held_count(window.ctx.base.id) == 6  # its vectors are open
+    panel = window.search_panel
+    panel.query.setText("protein")
+    with qtbot.waitSignal(panel.searched, timeout=60_000) as shown:
+        panel.run_search()
+    assert shown.args[0] and encoder.started == 1

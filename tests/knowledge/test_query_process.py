@@ -55,6 +55,28 @@ def test_a_killed_child_is_replaced() -> None:
     assert remote.pid is None
 
 
+@pytest.mark.model
+def test_a_child_started_ahead_serves_the_first_query_and_a_dead_one_is_replaced() -> None:
+    """``start`` spawns the child without waiting: the first query waits for its model and is answered by that
+    same child; a child killed before its first query is replaced by it."""
+    remote = QueryEncoderProcess(EncoderChoice(default_model_spec().model_id, "fp32", "openvino"))
+    try:
+        remote.start()
+        pid = remote.pid
+        assert pid is not None and remote.started == 1
+        remote.start()  # already on its way: no second child
+        first = remote.encode_query(QUERIES[0])
+        assert (remote.pid, remote.started) == (pid, 1)
+        remote.close()
+        remote.start()
+        assert remote.pid is not None and remote.pid != pid
+        os.kill(remote.pid, signal.SIGKILL)
+        again = remote.encode_query(QUERIES[0])
+        assert remote.started == 3 and float(np.dot(first, again)) > 0.99999
+    finally:
+        remote.close()
+
+
 _PROBE = """
 import json, sys
 from knowledge.ingest import out_of_process_queries
