@@ -1,4 +1,4 @@
-"""Bounded retries of transient faults, with exponential backoff and full jitter (seed 003 rule 12).
+"""Bounded retries of transient faults, with exponential backoff and full jitter.
 
 :func:`full_jitter` is the one backoff formula: the worker's delay before a failed ``retry`` job's next
 attempt (``jobs/runtime.py``) and :func:`retry_transient`'s waits both draw from it.

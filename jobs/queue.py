@@ -1,9 +1,14 @@
-"""Enqueue inside the caller's transaction, read and cancel jobs.
+"""The ``jobs`` table's one writer: enqueue inside the caller's transaction, read, cancel, claim, and the verbs
+the worker (``jobs.runtime``) and recovery (``jobs.recovery``) change a job's state by.
 
 Contract: ``JobQueue.enqueue(conn, ...)`` must be called with a connection inside an open write
 transaction (``Database.write()``). It writes the ``jobs`` row and the huey wake-up through that same
 connection, so the caller's commit makes both durable and a rollback leaves neither. An enqueue whose
 idempotency key names a live (pending/running) job returns that job instead of creating another.
+
+The verbs that end or hand back an attempt (``record_progress``, ``finish``, ``retry_later``, ``hand_back``)
+write by job id only: the caller runs them inside ``JobContext.write()``, whose transaction first re-checks
+``(id, attempt, status='running')``, so a superseded attempt never reaches them.
 """
 
 from __future__ import annotations
@@ -13,15 +18,38 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NewType, Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, and_, insert, or_, select, text, true, update
 
 from jobs.errors import EnqueueError, JobNotFound
+from jobs.record import JobId, JobRecord
 from jobs.registry import Registry
+from jobs.sanitize import sanitize_optional, sanitize_reason
 from jobs.schema import LIVE_STATUSES, jobs
 from jobs.sessions import Session
 from jobs.transport import WakeTransport
+
+__all__ = [
+    "ABANDONED_ERROR",
+    "EXHAUSTED_ERROR",
+    "DatabaseLike",
+    "Enqueued",
+    "JobId",
+    "JobQueue",
+    "JobRecord",
+    "cancel_abandoned",
+    "claim_job",
+    "claimable_here",
+    "fail_exhausted",
+    "finish",
+    "hand_back",
+    "record_progress",
+    "renew_leases",
+    "requeue",
+    "requeue_expired",
+    "retry_later",
+]
 
 
 class DatabaseLike(Protocol):
@@ -29,64 +57,6 @@ class DatabaseLike(Protocol):
 
     def write(self, *, store_lock: bool = True) -> Any: ...  # a Connection in BEGIN IMMEDIATE (or row locks)
     def read(self) -> Any: ...  # context manager yielding a Connection in a read snapshot
-
-
-JobId = NewType("JobId", int)  # a row of the jobs table
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    id: JobId
-    type: str
-    base_id: int | None
-    payload: dict[str, Any]
-    idempotency_key: str | None
-    status: str
-    attempt: int
-    recovery: str
-    lease_owner: str | None
-    lease_expires_at: float | None
-    cancel_requested: bool
-    progress_done: int
-    progress_total: int
-    progress_label: str
-    last_error: str | None
-    result: Any
-    enqueued_by: str | None
-    created_at: float
-    updated_at: float
-    started_at: float | None
-    finished_at: float | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> JobRecord:
-        m = row._mapping
-        return cls(
-            id=m["id"],
-            type=m["type"],
-            base_id=m["base_id"],
-            payload=json.loads(m["payload"] or "{}"),
-            idempotency_key=m["idempotency_key"],
-            status=m["status"],
-            attempt=m["attempt"],
-            recovery=m["recovery"],
-            lease_owner=m["lease_owner"],
-            lease_expires_at=m["lease_expires_at"],
-            cancel_requested=bool(m["cancel_requested"]),
-            progress_done=m["progress_done"],
-            progress_total=m["progress_total"],
-            progress_label=m["progress_label"],
-            last_error=m["last_error"],
-            result=json.loads(m["result"]) if m["result"] else None,
-            enqueued_by=m["enqueued_by"],
-            created_at=m["created_at"],
-            updated_at=m["updated_at"],
-            started_at=m["started_at"],
-            finished_at=m["finished_at"],
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -327,3 +297,133 @@ def _claim_postgres(
         only, params["id"] = "AND id = :id", int(job_id)
     where = "AND host = :host" if pinned_only else "AND (host IS NULL OR host = :host)"
     return conn.execute(text(_CLAIM_POSTGRES.format(only=only, where=where)), params).first()
+
+
+# -- an attempt's progress and end (inside ``JobContext.write()``: the attempt is re-checked there) -----------
+
+
+def record_progress(conn: Connection, job_id: int, done: int, total: int, label: str) -> None:
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(progress_done=done, progress_total=total, progress_label=label[:200], updated_at=time.time())
+    )
+
+
+def finish(conn: Connection, job_id: int, status: str, result: Any, error: str | None) -> None:
+    """End the attempt ``completed``, ``failed`` or ``cancelled``, with its result or its reason."""
+    now = time.time()
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            status=status,
+            result=None if result is None else json.dumps(result, default=str),
+            last_error=sanitize_optional(error),
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def retry_later(conn: Connection, job_id: int, error: str, delay: float) -> None:
+    """Back to ``pending`` after ``delay`` seconds; the attempt is spent (the next claim bumps it again)."""
+    now = time.time()
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            status="pending",
+            last_error=sanitize_reason(error),
+            lease_owner=None,
+            lease_expires_at=None,
+            available_at=now + delay,
+            updated_at=now,
+        )
+    )
+
+
+def hand_back(conn: Connection, job_id: int, reason: str, delay: float) -> None:
+    """Back to ``pending`` without consuming the attempt (the next claim re-bumps it)."""
+    now = time.time()
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            status="pending",
+            attempt=jobs.c.attempt - 1,
+            last_error=sanitize_reason(reason),
+            lease_owner=None,
+            lease_expires_at=None,
+            available_at=now + delay,
+            updated_at=now,
+        )
+    )
+
+
+# -- leases and recovery --------------------------------------------------------------------------------
+
+
+def renew_leases(conn: Connection, owner: str, until: float) -> None:
+    """Extend every lease ``owner`` holds on a running job (a live worker's heartbeat)."""
+    conn.execute(
+        update(jobs).where(and_(jobs.c.lease_owner == owner, jobs.c.status == "running")).values(lease_expires_at=until)
+    )
+
+
+def requeue(conn: Connection, job_id: int, attempt: int, now: float) -> None:
+    """Hand a dead process's running attempt back as ``pending`` (only that attempt: ``WHERE attempt = …``);
+    the next claim bumps the attempt, which fences out anything the dead one might still write."""
+    conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt))
+        .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
+    )
+
+
+def requeue_expired(conn: Connection, job_ids: Sequence[int], now: float) -> None:
+    """Hand ``retry`` jobs whose lease ran out back as ``pending`` (read in this transaction by the caller)."""
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id.in_(list(job_ids)))
+        .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
+    )
+
+
+EXHAUSTED_ERROR = "attempts_exhausted: the process running it stopped on its last allowed attempt; not retried"
+ABANDONED_ERROR = "interrupted: the process running it stopped; not resumed (recovery: abandon)"
+
+
+def fail_exhausted(conn: Connection, job_id: int, attempt: int, now: float) -> None:
+    """A ``retry`` job whose attempt reached ``max_attempts`` ends ``failed`` instead of being redelivered
+    (a job that kills its worker every time must not be handed back for ever)."""
+    conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt))
+        .values(
+            status="failed",
+            last_error=EXHAUSTED_ERROR,
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def cancel_abandoned(conn: Connection, job_ids: Sequence[int], now: float) -> None:
+    """Cancel ``abandon`` jobs a dead process left behind (one statement: they all get the same values)."""
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id.in_(list(job_ids)))
+        .values(
+            status="cancelled",
+            last_error=ABANDONED_ERROR,
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )

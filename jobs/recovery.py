@@ -22,11 +22,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, and_, or_, select
 
-from jobs.queue import JobQueue, JobRecord
-from jobs.schema import jobs, worker_sessions
-from jobs.sessions import host_of, live_session_ids, this_host
+from jobs.queue import JobQueue, JobRecord, cancel_abandoned, fail_exhausted, requeue
+from jobs.schema import jobs
+from jobs.sessions import host_of, live_session_ids, this_host, worker_hosting_ids
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def recover(queue: JobQueue, *, repair_limit: int = 1000) -> RecoveryReport:
     for scan in queue.registry.repair_scans:
         try:
             report.repaired += scan(queue, repair_limit)
-        except Exception:  # logged, not retried in-session (seed 001: onAllReady)
+        except Exception:  # logged, not retried in this session: the next start or period runs it again
             log.exception("repair scan %s failed", getattr(scan, "__name__", scan))
     if report.cancelled or report.redelivered or report.repaired:
         log.info("startup recovery: %s", report.as_dict())
@@ -74,9 +74,7 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
     now = time.time()
     with queue.db.write() as conn:
         live = live_session_ids(conn)
-        worker_hosts = {
-            r.id for r in conn.execute(select(worker_sessions.c.id).where(worker_sessions.c.hosts_worker == 1)).all()
-        }
+        worker_hosts = worker_hosting_ids(conn)
         rows = conn.execute(
             select(jobs)
             .where(and_(jobs.c.id > after, or_(jobs.c.status == "running", jobs.c.status == "pending")))
@@ -96,36 +94,12 @@ def _recover_page(queue: JobQueue, after: int, report: RecoveryReport) -> int | 
                 fail_exhausted(conn, record.id, record.attempt, now)  # crash redelivery honours max_attempts
                 report.exhausted.append(record.id)
             elif record.status == "running":
-                conn.execute(
-                    update(jobs)
-                    .where(and_(jobs.c.id == record.id, jobs.c.attempt == record.attempt))
-                    .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
-                )
+                requeue(conn, record.id, record.attempt, now)
                 queue.transport.wake(conn, record.id)
                 report.redelivered.append(record.id)
         _cancel(conn, abandoned, now, report)
         _run_abandon_hooks(queue, conn, abandoned, report)
         return int(rows[-1].id)
-
-
-EXHAUSTED_ERROR = "attempts_exhausted: the process running it stopped on its last allowed attempt; not retried"
-
-
-def fail_exhausted(conn: Connection, job_id: int, attempt: int, now: float) -> None:
-    """A ``retry`` job whose attempt reached ``max_attempts`` ends ``failed`` instead of being redelivered
-    (a job that kills its worker every time must not be handed back for ever)."""
-    conn.execute(
-        update(jobs)
-        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt))
-        .values(
-            status="failed",
-            last_error=EXHAUSTED_ERROR,
-            lease_owner=None,
-            lease_expires_at=None,
-            finished_at=now,
-            updated_at=now,
-        )
-    )
 
 
 def _left_behind(record: JobRecord, live: set[str], worker_hosts: set[str], now: float) -> bool:
@@ -145,18 +119,7 @@ def _cancel(conn: Connection, records: list[JobRecord], now: float, report: Reco
     """Cancel abandoned jobs (one statement for the page: they all get the same values)."""
     if not records:
         return
-    conn.execute(
-        update(jobs)
-        .where(jobs.c.id.in_([r.id for r in records]))
-        .values(
-            status="cancelled",
-            last_error="interrupted: the process running it stopped; not resumed (recovery: abandon)",
-            lease_owner=None,
-            lease_expires_at=None,
-            finished_at=now,
-            updated_at=now,
-        )
-    )
+    cancel_abandoned(conn, [r.id for r in records], now)
     report.cancelled.extend(r.id for r in records)
 
 

@@ -4,9 +4,10 @@ Threading contract
 * A ``Worker`` runs ``threads`` executor threads plus one heartbeat thread. Each executor takes one
   job at a time: a huey wake-up names a job id; when the queue is empty the executor also scans the
   ``jobs`` table (the source of truth), so a lost message never strands a job.
-* Claim: ``UPDATE jobs SET status='running', attempt=attempt+1, lease_owner=…`` in ``BEGIN
-  IMMEDIATE``, only from ``pending`` (on PostgreSQL ``FOR UPDATE SKIP LOCKED``: ``jobs.queue.claim_job``). The
-  attempt number is the fence token.
+* Claim (``jobs.queue.claim_job``): ``status='running', attempt=attempt+1, lease_owner=…`` in ``BEGIN
+  IMMEDIATE``, only from ``pending`` (on PostgreSQL ``FOR UPDATE SKIP LOCKED``). The attempt number is the
+  fence token. Every change of a job row is a verb of ``jobs.queue``, its one writer; this module decides
+  which verb, and when.
 * Every write an attempt makes goes through ``JobContext.write()``, which re-checks
   ``(id, attempt, status='running')`` inside the write transaction before yielding. A superseded or
   cancelled attempt gets ``Superseded`` and stands down without writing anything.
@@ -22,22 +23,34 @@ Threading contract
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, select
 
 from jobs.backoff import full_jitter
 from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
-from jobs.queue import DatabaseLike, JobQueue, JobRecord, claim_job, claimable_here
-from jobs.recovery import fail_exhausted, recover
-from jobs.sanitize import sanitize_error, sanitize_optional, sanitize_reason
-from jobs.schema import jobs, worker_sessions
+from jobs.queue import (
+    DatabaseLike,
+    JobQueue,
+    JobRecord,
+    claim_job,
+    claimable_here,
+    fail_exhausted,
+    finish,
+    hand_back,
+    record_progress,
+    renew_leases,
+    requeue_expired,
+    retry_later,
+)
+from jobs.recovery import recover
+from jobs.sanitize import sanitize_error
+from jobs.schema import jobs
 from jobs.sessions import live_session_ids
 
 log = logging.getLogger(__name__)
@@ -93,11 +106,7 @@ class JobContext:
     def progress(self, done: int, total: int, label: str = "") -> None:
         """Record progress (fenced). The GUI polls this column; no signal crosses threads."""
         with self.write() as conn:
-            conn.execute(
-                update(jobs)
-                .where(jobs.c.id == self.job_id)
-                .values(progress_done=done, progress_total=total, progress_label=label[:200], updated_at=time.time())
-            )
+            record_progress(conn, self.job_id, done, total, label)
 
 
 class Worker:
@@ -153,7 +162,7 @@ class Worker:
             self.queue.ensure_session(conn)
             if self.pinned_only:
                 return  # a one-shot command finishing its own walks: what they enqueue waits for a worker
-            conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.session.id).values(hosts_worker=1))
+            self.session.host_worker(conn)
 
     def start(self) -> None:
         """Run in background threads (the GUI's choice)."""
@@ -324,22 +333,9 @@ class Worker:
             self._finish(ctx, "completed", result, None)
 
     def _finish(self, ctx: JobContext, status: str, result: Any, error: str | None) -> None:
-        now = time.time()
         try:
             with ctx.write() as conn:
-                conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == ctx.job_id)
-                    .values(
-                        status=status,
-                        result=None if result is None else json.dumps(result, default=str),
-                        last_error=sanitize_optional(error),
-                        lease_owner=None,
-                        lease_expires_at=None,
-                        finished_at=now,
-                        updated_at=now,
-                    )
-                )
+                finish(conn, ctx.job_id, status, result, error)
             if status == "completed":
                 self.completed += 1
         except Superseded:
@@ -355,38 +351,13 @@ class Worker:
         self._finish(ctx, "failed", None, error)
 
     def _retry_later(self, ctx: JobContext, error: str, delay: float) -> None:
-        now = time.time()
         with contextlib.suppress(Superseded), ctx.write() as conn:
-            conn.execute(
-                update(jobs)
-                .where(jobs.c.id == ctx.job_id)
-                .values(
-                    status="pending",
-                    last_error=sanitize_reason(error),
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    available_at=now + delay,
-                    updated_at=now,
-                )
-            )
+            retry_later(conn, ctx.job_id, error, delay)
 
     def _hand_back(self, ctx: JobContext, hb: HandBack) -> None:
         """Give the job back without consuming the attempt (the next claim re-bumps it)."""
-        now = time.time()
         with contextlib.suppress(Superseded), ctx.write() as conn:
-            conn.execute(
-                update(jobs)
-                .where(jobs.c.id == ctx.job_id)
-                .values(
-                    status="pending",
-                    attempt=jobs.c.attempt - 1,
-                    last_error=sanitize_reason(hb.reason),
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    available_at=now + hb.delay_seconds,
-                    updated_at=now,
-                )
-            )
+            hand_back(conn, ctx.job_id, hb.reason, hb.delay_seconds)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -418,15 +389,9 @@ class Worker:
     def heartbeat(self) -> None:
         now = time.time()
         with self.queue.db.write() as conn:
-            conn.execute(
-                update(worker_sessions).where(worker_sessions.c.id == self.session.id).values(heartbeat_at=now)
-            )
+            self.session.beat(conn, now)
             if self.renew_leases:
-                conn.execute(
-                    update(jobs)
-                    .where(and_(jobs.c.lease_owner == self.session.id, jobs.c.status == "running"))
-                    .values(lease_expires_at=now + self.lease_seconds)
-                )
+                renew_leases(conn, self.session.id, now + self.lease_seconds)
         self.redeliver_stale_claims()
 
     def redeliver_stale_claims(self) -> list[int]:
@@ -443,11 +408,7 @@ class Worker:
                     fail_exhausted(conn, r.id, r.attempt, now)
             ids = [r.id for r in stale if r.attempt < r.max_attempts]
             if ids:
-                conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id.in_(ids))
-                    .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
-                )
+                requeue_expired(conn, ids, now)
                 for job_id in ids:
                     self.queue.transport.wake(conn, job_id)
         if ids:

@@ -1,4 +1,5 @@
-"""Process sessions: who enqueues and who runs jobs, and whether that process is still alive.
+"""Process sessions: who enqueues and who runs jobs, and whether that process is still alive. The only writer
+of ``worker_sessions``.
 
 A session id is ``host/pid/process-start-time/n``. Liveness on this host is decided by the pid *and*
 its start time (so a reused pid is not mistaken for the old process); a session on another host is
@@ -77,6 +78,14 @@ class Session:
     def end(self, conn: Connection) -> None:
         conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.id).values(ended_at=time.time()))
 
+    def host_worker(self, conn: Connection) -> None:
+        """Mark this process as one that runs jobs (recovery treats what it enqueued as interrupted work)."""
+        conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.id).values(hosts_worker=1))
+
+    def beat(self, conn: Connection, now: float) -> None:
+        """The heartbeat that keeps this session alive to other hosts (they cannot ask for its pid)."""
+        conn.execute(update(worker_sessions).where(worker_sessions.c.id == self.id).values(heartbeat_at=now))
+
 
 def is_alive(host: str, pid: int, process_started_at: float, heartbeat_at: float, ended_at: float | None) -> bool:
     """Whether the process behind a session row still runs (an ended session is not alive)."""
@@ -104,3 +113,8 @@ def live_session_ids(conn: Connection) -> set[str]:
         ).where(worker_sessions.c.ended_at.is_(None))
     ).all()
     return {r.id for r in rows if is_alive(r.host, r.pid, r.process_started_at, r.heartbeat_at, r.ended_at)}
+
+
+def worker_hosting_ids(conn: Connection) -> set[str]:
+    """The sessions that ever hosted a worker."""
+    return {r.id for r in conn.execute(select(worker_sessions.c.id).where(worker_sessions.c.hosts_worker == 1)).all()}

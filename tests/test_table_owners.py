@@ -55,8 +55,6 @@ SHARED_FOR_NOW: dict[str, set[str]] = {
         "knowledge.portable.import_stages",
     },
     "folder_run_outcomes": {"knowledge.folder_runs.deaths"},
-    "jobs": {"jobs.recovery", "jobs.runtime"},
-    "worker_sessions": {"jobs.runtime"},
 }
 
 MIGRATIONS = {"knowledge.store.migrations"}
