@@ -15,13 +15,27 @@ as the old mapping does.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 
 Floats = npt.NDArray[np.float32]
 Positions = npt.NDArray[np.intp]
+
+READ_THREADS = 2  # measured on 2 cores: see the module docstring
+PARALLEL_FROM = 1024  # runs; fewer are read on the caller's thread (a vector search's ~3,200 rows and up split)
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="quire-rows"))
+        return _POOL[0]
 
 
 class RowReader:
@@ -34,19 +48,30 @@ class RowReader:
         self._closer = weakref.finalize(self, os.close, fd)
 
     def read(self, positions: Positions) -> Floats:
-        """The rows at ``positions`` (ascending), in that order; runs of adjacent rows in one call each."""
+        """The rows at ``positions`` (ascending), in that order; runs of adjacent rows in one call each, the
+        runs shared among ``READ_THREADS`` threads when there are many (each call is a syscall that
+        releases the GIL, so the threads' calls overlap)."""
         out = np.empty((len(positions), self.dimension), dtype=np.float32)
         if len(positions) == 0:
             return out
-        row_bytes = self.dimension * 4
         view = out.data.cast("B")
         breaks = np.flatnonzero(np.diff(positions) != 1) + 1
         starts = np.concatenate(([0], breaks)).tolist()
         ends = np.concatenate((breaks, [len(positions)])).tolist()
-        first = positions[starts].tolist()
-        for start, end, row in zip(starts, ends, first, strict=True):
-            self._read_into(view[start * row_bytes : end * row_bytes], self._offset + row * row_bytes)
+        runs = list(zip(starts, ends, positions[starts].tolist(), strict=True))
+        if len(runs) < PARALLEL_FROM:
+            self._read_runs(view, runs)
+            return out
+        share = -(-len(runs) // READ_THREADS)
+        parts = [runs[n : n + share] for n in range(0, len(runs), share)]
+        for done in [_pool().submit(self._read_runs, view, part) for part in parts]:
+            done.result()
         return out
+
+    def _read_runs(self, view: memoryview, runs: list[tuple[int, int, int]]) -> None:
+        row_bytes = self.dimension * 4
+        for start, end, row in runs:
+            self._read_into(view[start * row_bytes : end * row_bytes], self._offset + row * row_bytes)
 
     def _read_into(self, target: memoryview, at: int) -> None:
         while target:

@@ -303,3 +303,21 @@ def test_doctor_reports_each_file_and_rebuilds_one_that_does_not_match(quire: Qu
         assert_matches_rows(fresh, other, VectorFiles(fresh.db).peek(key_of(other)), exact=True)
     finally:
         fresh.close()
+
+
+def test_many_scattered_rows_are_read_by_the_reader_threads_in_order(tmp_path: Path) -> None:
+    """Past ``PARALLEL_FROM`` runs the rows are read by the reader's threads, each its share of the runs,
+    into one array in the asked order; a file shorter than the rows asked for is an error, not zeros."""
+    from knowledge.library.vector_rows import PARALLEL_FROM, RowReader
+
+    rows = np.random.default_rng(7).normal(size=(6 * PARALLEL_FROM, 8)).astype(np.float32)
+    path = tmp_path / "rows.bin"
+    path.write_bytes(b"\0" * 100 + rows.tobytes())
+    reader = RowReader(os.open(path, os.O_RDONLY), 100, 8)
+    scattered = np.arange(0, len(rows), 3)  # 2 x PARALLEL_FROM runs of one row
+    both = np.sort(np.concatenate([scattered, scattered[:-1] + 1]))  # runs of two
+    for positions in (scattered, both, np.arange(len(rows))):
+        assert np.array_equal(reader.read(positions), rows[positions])
+    with pytest.raises(OSError, match="ended"):
+        reader.read(np.array([len(rows)]))
+    reader.close()
