@@ -75,6 +75,8 @@ class Quire:
     # The background warm-up (make_worker(warm=True)); close() waits for it: a process that exits while a
     # daemon thread is still inside a native model load aborts at interpreter shutdown.
     _warm_up: threading.Thread | None = None
+    # Set first by close(): work still running in the background (a keyword index build) stops.
+    _closing: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
@@ -266,19 +268,32 @@ class Quire:
 
     def warm_up(self) -> None:
         """Load the encoder of every local base here and run one tiny batch through it, so the first job
-        (a dropped note) pays no import, model load or first-call kernel set-up. The window's worker
-        calls this in a background thread at start; it holds the model lock only while it loads."""
+        (a dropped note) pays no import, model load or first-call kernel set-up; then bring every base's
+        keyword index up to its rows, so a base indexed before it had one (too large for a search to build
+        it on the spot) gets it now. The window's worker calls this in a background thread at start; it
+        holds the model lock only while it loads."""
         from knowledge.library.bases import list_bases
 
-        wanted = {b.model_fingerprint: b for b in list_bases(self.db) if b.embedder is None and b.status == "ok"}
+        listed = list_bases(self.db)
+        wanted = {b.model_fingerprint: b for b in listed if b.embedder is None and b.status == "ok"}
         for stamp, base in sorted(wanted.items()):
             try:
                 with encode_watch.bounded(1):  # a load that hangs ends this process, as a hung encode does
                     self.document_encoder(base).encode_documents(["warm up"])
             except Exception:  # a model that cannot load fails its jobs with the reason; nothing to add here
                 log.warning("could not warm up the encoder %s", stamp, exc_info=True)
+        files = self.keywords.files
+        if files is None:
+            return
+        for base in listed:
+            try:
+                # a no-op when current; a first build takes minutes on a million chunks: close() stops it
+                files.sync(base.id, stop=self._closing.is_set)
+            except Exception:  # derived: search ranks with FTS5 until a later sync succeeds
+                log.warning("could not bring the keyword index of base %s up to date", base.id, exc_info=True)
 
     def close(self) -> None:
+        self._closing.set()
         if self._warm_up is not None:
             self._warm_up.join(timeout=WARM_UP_JOIN_SECONDS)
         for encoder in list(self._encoders.values()):

@@ -221,7 +221,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
 
 
 def _database_report(args: argparse.Namespace) -> dict[str, Any]:
-    from knowledge.library import keyword_file, vector_file
+    from knowledge.library import keyword_check, vector_file
     from knowledge.portable import diagnose
     from knowledge.store.health import database_health
 
@@ -230,7 +230,7 @@ def _database_report(args: argparse.Namespace) -> dict[str, Any]:
         privacy = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
         invalid_blobs = diagnose.invalid_blob_names(quire.db, quire.blobs_dir)
         vector_files = vector_file.check_files(quire.db)  # derived: one that does not match is rebuilt here
-        keyword_indexes = keyword_file.check_files(quire.db)  # the same for each base's keyword index
+        keyword_indexes = keyword_check.check_files(quire.db)  # the same for each base's keyword index
     return {
         "data_dir": str(quire.data_dir),
         "database": str(quire.db.path),

@@ -48,7 +48,8 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,8 @@ class KeywordFiles:
         return root
 
     @contextlib.contextmanager
-    def _locked(self, base_id: int, kind: int) -> Iterator[None]:
+    def _locked(self, base_id: int, kind: int, wait: float | None = None) -> Iterator[None]:
+        """The base's lock (``wait``: give up with ``Busy`` after that many seconds instead of waiting)."""
         name = self._root() / f"{self.name(base_id)}.lock"
         try:
             fd = os.open(name, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
@@ -121,18 +123,21 @@ class KeywordFiles:
             name.unlink(missing_ok=True)
             fd = os.open(name, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
         try:
-            fcntl.flock(fd, kind)
+            _flock(fd, kind, wait)
             yield
         finally:
             os.close(fd)  # closing releases the lock
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def peek(self, key: BaseKey) -> Opened | None:
-        """The index as it is (opened under the shared lock), if it is valid and the base's; else None."""
+    def peek(self, key: BaseKey, *, wait: float | None = None) -> Opened | None:
+        """The index as it is (opened under the shared lock), if it is valid and the base's; else None.
+        ``wait``: raise ``Busy`` rather than wait longer than that for a writer (a rebuild takes minutes)."""
         try:
-            with self._locked(key.base_id, fcntl.LOCK_SH):
+            with self._locked(key.base_id, fcntl.LOCK_SH, wait):
                 return self._open(key)
+        except Busy:
+            raise
         except OSError:
             log.warning("the keyword index of base %s could not be read", key.base_id, exc_info=True)
             return None
@@ -164,11 +169,21 @@ class KeywordFiles:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    def sync(self, base_id: int, cleared: Iterable[int] = (), *, rebuild_at_most: int | None = None) -> Opened | None:
+    def sync(
+        self,
+        base_id: int,
+        cleared: Iterable[int] = (),
+        *,
+        rebuild_at_most: int | None = None,
+        wait: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Opened | None:
         """Bring the base's index up to the database (see the module docstring); None if the base is gone
         (its index is removed) or, with ``rebuild_at_most``, if it would need a rebuild of more chunks than
-        that (a search then ranks with FTS5 instead of waiting for the build)."""
-        with self._locked(base_id, fcntl.LOCK_EX), self.db.read() as conn:
+        that (a search then ranks with FTS5 instead of waiting for the build). ``wait``: raise ``Busy`` rather
+        than wait longer for another writer; ``stop``: asked between batches of rows, true abandons the
+        write (``Stopped``; nothing of it is committed)."""
+        with self._locked(base_id, fcntl.LOCK_EX, wait), self.db.read() as conn:
             key = base_key(conn, base_id)
             if key is None:
                 self._remove(base_id)
@@ -182,14 +197,14 @@ class KeywordFiles:
                 if rebuild_at_most is not None and _live_count(conn, base_id) > rebuild_at_most:
                     return None
                 log.info("keyword index of base %s rebuilt from rows (%s)", base_id, reason)
-                return self._rebuild(conn, key, version)
+                return self._rebuild(conn, key, version, stop)
             gone = _gone(conn, cleared)
             if current.stamp.version == version and not gone:
                 return current
-            updated = self._append(conn, current, gone, version)
+            updated = self._append(conn, current, gone, version, stop)
             if gone and _too_dead(conn, base_id, updated.documents()):
                 log.info("keyword index of base %s rebuilt from rows (more than a quarter dead)", base_id)
-                return self._rebuild(conn, key, version)
+                return self._rebuild(conn, key, version, stop)
             return updated
 
     def remove(self, base_id: int) -> None:
@@ -211,12 +226,14 @@ class KeywordFiles:
         for name in (self.name(base_id), self.name(base_id) + ".new", self.name(base_id) + ".lock"):
             _remove_entry(root / name)
 
-    def _append(self, conn: Connection, current: Opened, gone: list[int], version: int) -> Opened:
+    def _append(
+        self, conn: Connection, current: Opened, gone: list[int], version: int, stop: Callable[[], bool] | None
+    ) -> Opened:
         writer = current.index.writer(WRITER_HEAP, 1)
         try:
             for chunk_id in gone:
                 writer.delete_documents_by_term("id", chunk_id)
-            last_id, last_sha = _add_rows(writer, conn, current.stamp.key.base_id, current.stamp.last_id)
+            last_id, last_sha = _add_rows(writer, conn, current.stamp.key.base_id, current.stamp.last_id, stop)
             stamp = Stamp(
                 current.stamp.key, version, last_id or current.stamp.last_id, last_sha or current.stamp.last_sha
             )
@@ -229,16 +246,22 @@ class KeywordFiles:
         current.index.reload()
         return Opened(current.index, stamp)
 
-    def _rebuild(self, conn: Connection, key: BaseKey, version: int) -> Opened | None:
+    def _rebuild(self, conn: Connection, key: BaseKey, version: int, stop: Callable[[], bool] | None) -> Opened | None:
         """Every row of the base into a new index beside, swapped in whole."""
         final, new = self.path(key.base_id), self.path(key.base_id).with_name(self.name(key.base_id) + ".new")
         _remove_entry(new)
         new.mkdir(mode=0o700)
         index = prepared(tantivy.Index(SCHEMA, str(new), reuse=False))
         writer = index.writer(REBUILD_HEAP, REBUILD_THREADS)
-        last_id, last_sha = _add_rows(writer, conn, key.base_id, 0)
-        write_stamp(writer, Stamp(key, version, last_id, last_sha))
-        writer.commit()
+        try:
+            last_id, last_sha = _add_rows(writer, conn, key.base_id, 0, stop)
+            write_stamp(writer, Stamp(key, version, last_id, last_sha))
+            writer.commit()
+        except BaseException:
+            writer.rollback()
+            del index, writer
+            _remove_entry(new)
+            raise
         writer.wait_merging_threads()
         del index, writer
         _remove_entry(final)
@@ -246,10 +269,37 @@ class KeywordFiles:
         return self._open(key)
 
 
-def _add_rows(writer: tantivy.IndexWriter, conn: Connection, base_id: int, after: int) -> tuple[int, str]:
+class Busy(OSError):
+    """Another process holds the base's index lock longer than the caller would wait."""
+
+
+class Stopped(Exception):
+    """A sync abandoned at its caller's request (the process is closing); nothing of it was committed."""
+
+
+def _flock(fd: int, kind: int, wait: float | None) -> None:
+    if wait is None:
+        fcntl.flock(fd, kind)
+        return
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise Busy("the keyword index is being written by another process") from None
+            time.sleep(0.01)  # flock has no timed wait: poll
+
+
+def _add_rows(
+    writer: tantivy.IndexWriter, conn: Connection, base_id: int, after: int, stop: Callable[[], bool] | None = None
+) -> tuple[int, str]:
     """Add the base's chunks above ``after``, in id order; (the last id added, its text hash) or (0, "")."""
     last: tuple[int, str] = (0, "")
     for rows in _row_batches(conn, base_id, after):
+        if stop is not None and stop():
+            raise Stopped("the keyword index's sync was stopped")
         for chunk_id, item_id, body, _sha in rows:
             writer.add_document(tantivy.Document(id=int(chunk_id), item=int(item_id), text=" ".join(analyze(body))))
         last = (int(rows[-1][0]), str(rows[-1][3]))
@@ -332,55 +382,7 @@ def _base_id_of(name: str) -> int | None:
     return int(stem[5:])
 
 
-# -- doctor and the writer's hooks ---------------------------------------------------------------------
-
-
-def check_files(db: Database) -> list[dict[str, object]]:
-    """``quire doctor``: each base's keyword index against its rows. One that does not match them is synced
-    (caught up, or rebuilt from the rows) and says what it was; one that then still holds another set of
-    chunks than the live rows (deletes whose sync a crash lost) is rebuilt from the rows."""
-    files = KeywordFiles(db)
-    report: list[dict[str, object]] = []
-    with db.read() as conn:
-        rows = conn.execute(text("SELECT id, created_at, dimension FROM bases ORDER BY id")).all()
-    keys = [BaseKey(int(r[0]), float(r[1]), int(r[2])) for r in rows]
-    files.remove_orphans({key.base_id for key in keys})
-    for key in keys:
-        with db.read() as conn:
-            state = _state(conn, files, key)
-        entry: dict[str, object] = {"base_id": key.base_id, "state": state}
-        if state != "current":
-            opened = files.sync(key.base_id)
-            if opened is not None and not _holds_the_live_chunks(db, opened):
-                files.remove(key.base_id)
-                opened = files.sync(key.base_id)
-            entry["synced_to_version"] = None if opened is None else opened.version
-        report.append(entry)
-    return report
-
-
-def _state(conn: Connection, files: KeywordFiles, key: BaseKey) -> str:
-    opened = files.peek(key)
-    version = vectors_version(conn, key.base_id)
-    if opened is None:
-        return "missing or invalid"
-    if opened.version < version:
-        return "behind its rows"
-    if history_differs(conn, opened.stamp, version) is not None:
-        return "not its rows' history"
-    if not _holds_the_live_chunks(files.db, opened):
-        return "holds deleted or lacks live chunks"
-    return "current"
-
-
-def _holds_the_live_chunks(db: Database, opened: Opened) -> bool:
-    """As many documents as live chunks up to its last id (a document is never added twice: ids only grow)."""
-    with db.read() as conn:
-        live = conn.execute(
-            text("SELECT count(*) FROM chunks WHERE base_id = :b AND id <= :last"),
-            {"b": opened.stamp.key.base_id, "last": opened.stamp.last_id},
-        ).scalar_one()
-    return opened.documents() == int(live)
+# -- the writer's hooks ------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)

@@ -1,11 +1,12 @@
 """Keyword search: the query's words, phrases and identifiers as one BM25 query, and its ranking.
 
-One query, two rankers with the same meaning. On a local store the base's tantivy index ranks it
-(:mod:`knowledge.search.keyword_index`: a top-k that skips what cannot reach the top, over FTS5's own
-tokens); where there is no usable index — a team store, or an index that a search would have to rebuild
-from many rows first — the FTS5 table (PostgreSQL's BM25 on a team store) ranks the same query written as
-a match string (:meth:`~knowledge.search.keyword_query.KeywordQuery.fts5`). Only the FTS5 ranking leaves very common terms out on large
-bases (:mod:`knowledge.search.term_stats`): it scores every matching row, tantivy does not.
+One query (:class:`~knowledge.search.keyword_query.KeywordQuery`), two rankers with the same meaning. On a
+local store the base's tantivy index ranks it (:mod:`knowledge.search.keyword_index`: a top-k that skips
+what cannot reach the top, over FTS5's own tokens); where there is no usable index — a team store, an index
+a search would have to rebuild from many rows first, or one another process is rebuilding — the FTS5 table
+(PostgreSQL's BM25 on a team store) ranks the same query written as a match string. Only the FTS5 ranking
+leaves very common terms out on large bases (:mod:`knowledge.search.term_stats`): it scores every matching
+row, tantivy does not.
 
 Measured on SciFact (5,183 documents, the 809 training queries, ``tests/benchmarks/bench_keyword_parity.py``):
 keyword nDCG@10 is 0.7005 with FTS5 and 0.7004 with the tantivy index.

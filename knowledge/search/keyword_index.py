@@ -16,7 +16,8 @@ Freshness, as for the vector file: the base's ``vectors_version`` is read in the
 index opened at that version or later serves it (chunks the snapshot lacks are dropped by the join to live
 rows); otherwise the index is opened again and, if still behind, synced by the search itself — unless that
 means building it from more than ``SEARCH_BUILD_MAX`` rows, when this search ranks with FTS5 instead (the
-writer's next commit, an import or ``quire doctor`` builds it). A base is known by (id, created_at).
+writer's next commit, an import, the window's worker at start or ``quire doctor`` builds it), or waiting
+more than ``LOCK_WAIT`` for another process that writes it. A base is known by (id, created_at).
 
 Threading: one lock serialises opening; an opened index is never changed, only replaced.
 """
@@ -32,7 +33,7 @@ from sqlalchemy import Connection
 
 from knowledge.library.bases import Base
 from knowledge.library.index import vectors_version
-from knowledge.library.keyword_file import KeywordFiles, history_differs
+from knowledge.library.keyword_file import Busy, KeywordFiles, history_differs
 from knowledge.library.keyword_schema import SCHEMA, Opened, analyze
 from knowledge.library.vector_file import BaseKey
 from knowledge.search.keyword_query import KeywordQuery
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 ITEM_FILTER_MAX = 20_000  # admitted documents passed to the index as a filter (more: filtered after ranking)
 SEARCH_BUILD_MAX = 50_000  # chunks a search would index itself before ranking; more: FTS5 ranks meanwhile
+LOCK_WAIT = 2.0  # seconds a search waits for another process writing the index (an append); then FTS5 ranks
 _MUST, _SHOULD = tantivy.Occur.Must, tantivy.Occur.Should
 
 
@@ -51,6 +53,11 @@ class KeywordIndex:
         self._lock = threading.Lock()
         self._held: dict[int, Opened] = {}
         self._files = files  # None: no local indexes (a team store ranks in SQL)
+
+    @property
+    def files(self) -> KeywordFiles | None:
+        """Where the indexes live (None: a team store, which has none)."""
+        return self._files
 
     def opened(self, conn: Connection, base: Base) -> Opened | None:
         """The base's index, at least as new as ``conn``'s snapshot; None when FTS5 must rank instead."""
@@ -76,9 +83,12 @@ class KeywordIndex:
         assert self._files is not None
         files = self._files
         try:
-            found = files.peek(key)
+            found = files.peek(key, wait=LOCK_WAIT)
             if found is None or found.version < version or history_differs(conn, found.stamp, version):
-                found = files.sync(key.base_id, rebuild_at_most=SEARCH_BUILD_MAX)
+                found = files.sync(key.base_id, rebuild_at_most=SEARCH_BUILD_MAX, wait=LOCK_WAIT)
+        except Busy:  # another process rebuilds it (minutes on a large base): FTS5 ranks meanwhile
+            log.info("keyword index of base %s is being written elsewhere: FTS5 ranks this search", key.base_id)
+            return None
         except (OSError, ValueError):  # no room, no permission, a damaged index: FTS5 ranks
             log.warning("the keyword index of base %s could not be brought up to date", key.base_id, exc_info=True)
             return None

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge.library import index, keyword_file, keyword_schema
+from knowledge.library import index, keyword_check, keyword_file, keyword_schema
 from knowledge.library.bases import Base, get_base
 from knowledge.library.index import ChunkRow
 from knowledge.library.keyword_file import KeywordFiles
@@ -331,7 +331,7 @@ def test_doctor_checks_each_index_and_rebuilds_one_that_does_not_match(
     assert not orphan.exists()
     fresh = Quire.open(quire.data_dir)
     try:
-        assert {e["state"] for e in keyword_file.check_files(fresh.db)} == {"current"}  # doctor's check, again
+        assert {e["state"] for e in keyword_check.check_files(fresh.db)} == {"current"}  # doctor's check, again
         assert held(fresh, other) == set(live_chunks(fresh, other.id))
         assert held(fresh, base) == set(live_chunks(fresh, base.id))  # the dead chunk gone: rebuilt
     finally:
@@ -366,3 +366,52 @@ def test_an_import_builds_the_keyword_index_and_a_salvaged_copy_rebuilds_it(quir
         assert_keywords_consistent_after_restart(saved, "kb")  # the first search built it from the rows
     finally:
         saved.close()
+
+
+def test_the_windows_worker_builds_a_missing_index_at_start(quire: Quire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base too large for a search to build its index on the spot (one indexed before there were keyword
+    indexes) gets it from the warm-up of the window's worker (the encoders are not what this is about)."""
+    base = make_base(quire)
+    write(quire, base.id, TEXTS)
+    shutil.rmtree(KeywordFiles(quire.db).path(base.id))
+    monkeypatch.setattr(keyword_index, "SEARCH_BUILD_MAX", 0)
+    assert ranked(quire, base, "harbour", with_index=True, usable=False)  # FTS5 ranks meanwhile
+    monkeypatch.setattr(Quire, "document_encoder", lambda self, base: _Silent())
+    quire.warm_up()
+    assert held(quire, base) == set(live_chunks(quire, base.id))
+    assert ranked(quire, base, "harbour", with_index=True)
+
+
+class _Silent:
+    def encode_documents(self, texts: list[str]) -> None:
+        return None
+
+
+def test_a_search_does_not_wait_for_another_process_rebuilding_the_index(
+    quire: Quire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process holds the index's lock (a rebuild takes minutes on a large base), a search that
+    needs the index ranks with FTS5 after ``LOCK_WAIT`` instead of waiting; a stopped sync commits nothing."""
+    import fcntl
+
+    base = make_base(quire)
+    write(quire, base.id, TEXTS)
+    write(quire, base.id, ["harbour pilots"], name="late")  # the index is current; a fresh process re-opens it
+    monkeypatch.setattr(keyword_index, "LOCK_WAIT", 0.2)
+    lock = os.open(KeywordFiles(quire.db).path(base.id).with_name(f"base-{base.id}.lock"), os.O_RDWR)
+    fresh = Quire.open(quire.data_dir)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a rebuilding writer would
+        by_fts5 = ranked(fresh, base, "harbour", with_index=False)
+        assert ranked(fresh, base, "harbour", with_index=True, usable=False) == by_fts5
+    finally:
+        os.close(lock)
+    try:
+        shutil.rmtree(KeywordFiles(fresh.db).path(base.id))
+        with pytest.raises(keyword_file.Stopped):
+            KeywordFiles(fresh.db).sync(base.id, stop=lambda: True)
+        assert not KeywordFiles(fresh.db).path(base.id).exists()
+        assert not KeywordFiles(fresh.db).path(base.id).with_name(f"base-{base.id}.new").exists()
+        assert ranked(fresh, base, "harbour", with_index=True)  # the lock is free: built and used
+    finally:
+        fresh.close()
