@@ -2,7 +2,7 @@
 
 * **Preview** (``knowledge.folder_runs.preview``): every file eligible or not, with the reason; how many
   files and folders the walk reached against the cap. A folder over the cap is refused, never
-  truncated; the panel then lists the sub-folders that would each fit (``app_queries.fitting_subfolders``).
+  truncated; the panel then lists the sub-folders that would each fit (``folder_runs.fitting_subfolders``).
 * **Start** uses one idempotency key per approved preview, made when the preview arrives: a double
   click, a second press or a retry after an error sends the same key, so the service replays the one
   run instead of starting another. A new preview gets a new key.

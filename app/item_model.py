@@ -1,6 +1,6 @@
 """The item tree of one base as a lazy Qt model that is updated in place, never reloaded.
 
-* **Lazy.** Each level is read in pages (``knowledge.app_queries.children_page``, keyset cursor) when the
+* **Lazy.** Each level is read in pages (``knowledge.lifecycle.children_page``, keyset cursor) when the
   view asks (``canFetchMore``/``fetchMore``) — a top level on first show, a folder when it is expanded,
   more rows when the view scrolls to the end. The page is read by an ``Op`` off the main thread and
   appended when it arrives.
@@ -29,10 +29,9 @@ from PySide6.QtGui import QBrush, QColor
 from app.item_text import ACTIVE_COLOR, STATUS_COLORS, details_text, progress_of, summary_text
 from app.ops import Op, report_failure
 from app.resources import icon, icon_name_for
-from knowledge import app_queries, lifecycle
-from knowledge.app_queries import SortKey, sort_key
+from knowledge import lifecycle
 from knowledge.library import Item
-from knowledge.lifecycle import Changes
+from knowledge.lifecycle import Changes, SortKey, sort_key
 from knowledge.runtime import Quire
 
 COLUMNS = ("Name", "Status", "Progress", "Details")
@@ -186,9 +185,8 @@ class ItemTreeModel(QAbstractItemModel):
         node.fetching = True
         parent_id = None if node is self._root else node.id
         done = _PageArrival(self, node.id, node.epoch, self._session)
-        Op(
-            app_queries.children_page, self._quire, self._base_id, parent_id, node.cursor, PAGE, self._hidden
-        ).bound_to(self).on_success(done.arrived).on_failure(done.failed).run()
+        page = Op(lifecycle.children_page, self._quire, self._base_id, parent_id, node.cursor, PAGE, self._hidden)
+        page.bound_to(self).on_success(done.arrived).on_failure(done.failed).run()
 
     def fetching(self, parent: AnyIndex) -> bool:
         return self._node(parent).fetching

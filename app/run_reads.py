@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app import team_store
-from knowledge import app_queries, folder_runs
-from knowledge.app_queries import Split
-from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary
+from knowledge import folder_runs
+from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary, Split
 from knowledge.library import audit
 from knowledge.runtime import Quire
 
@@ -56,7 +55,7 @@ def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Pat
     try:
         return PreviewOutcome(folder, base_id, folder_runs.preview(quire, principal, base_id, folder))
     except FolderTooLarge as exc:
-        return PreviewOutcome(folder, base_id, None, str(exc), app_queries.fitting_subfolders(quire, folder))
+        return PreviewOutcome(folder, base_id, None, str(exc), folder_runs.fitting_subfolders(quire, folder))
 
 
 @dataclass(frozen=True)

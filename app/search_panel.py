@@ -45,7 +45,7 @@ from app.open_at import open_request, refusal
 from app.ops import Op
 from app.search_results import LOCATION, RELEVANCE, SNIPPET, SOURCE, HitRole, HtmlDelegate, SearchResultsModel
 from app.tag_filter import TagFilter
-from knowledge import app_queries, lifecycle
+from knowledge import lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Base
 from knowledge.lifecycle import Changes
@@ -121,7 +121,7 @@ def owned_copy_for(quire: Quire, copies: PrivateCopies, base_id: int, item_id: i
     a document the desktop may open (nothing is copied then); ``None`` for a note or when the base keeps
     no copy. Runs in an ``Op``."""
     item = lifecycle.get_item(quire, base_id, item_id)
-    blob = app_queries.owned_copy_path(quire, item)
+    blob = lifecycle.owned_copy_path(quire, item)
     if blob is None:
         return None
     refused = refusal(Path(Path(item.name).name), editor=True)

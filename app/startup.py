@@ -22,13 +22,12 @@ from app import team_store
 from app.team_store import TeamStore, open_team_store
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
-from knowledge import app_queries, lifecycle, preferences
-from knowledge.app_queries import BaseProgress, ChangedItems, WorkTotals
+from knowledge import lifecycle, preferences
 from knowledge.errors import KnowledgeError
 from knowledge.ingest import out_of_process_queries
 from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
-from knowledge.lifecycle import Changes, interrupted_items
+from knowledge.lifecycle import BaseProgress, ChangedItems, Changes, WorkTotals, interrupted_items
 from knowledge.runtime import Quire
 from knowledge.search import start_query_encoder
 
@@ -142,7 +141,7 @@ def poll(
 ) -> PollResult:
     started = time.perf_counter()
     preferences.apply_battery_rule(quire.db, on_battery())  # writes only when the power source switches
-    changed = app_queries.items_changed_since(quire, base_id, since) if base_id is not None else None
+    changed = lifecycle.items_changed_since(quire, base_id, since) if base_id is not None else None
     wanted = set(summary_ids)
     if changed is not None:
         wanted.update(i.parent_id for i in changed.items if i.parent_id is not None)
@@ -150,14 +149,14 @@ def poll(
     return PollResult(
         base_id=base_id,
         changed=changed,
-        summaries=app_queries.child_status_counts(quire, base_id, sorted(wanted)) if base_id is not None else {},
-        progress=app_queries.base_progress(quire, base_id) if base_id is not None else None,
-        live_jobs=app_queries.live_jobs_total(quire),
+        summaries=lifecycle.child_status_counts(quire, base_id, sorted(wanted)) if base_id is not None else {},
+        progress=lifecycle.base_progress(quire, base_id) if base_id is not None else None,
+        live_jobs=lifecycle.live_jobs_total(quire),
         running=quire.queue.list(status="running", limit=20),
         bases=bases.list_bases(quire.db),
         checked=list(check_ids),
-        existing=app_queries.existing_ids(quire, check_ids) if check_ids else set(),
+        existing=lifecycle.existing_ids(quire, check_ids) if check_ids else set(),
         seconds=time.perf_counter() - started,
-        work=app_queries.work_totals(quire),
+        work=lifecycle.work_totals(quire),
         at=time.monotonic(),
     )

@@ -31,9 +31,9 @@ from app.context import AppContext
 from app.ops import Op
 from app.startup import PollResult
 from jobs.queue import JobRecord
-from knowledge import app_queries
-from knowledge.app_queries import WorkTotals
+from knowledge import lifecycle
 from knowledge.library import Item
+from knowledge.lifecycle import WorkTotals
 from knowledge.runtime import Quire
 
 WINDOW_SECONDS = 30.0  # the rate is measured over about this much recent time
@@ -162,7 +162,7 @@ class JobsSnapshot:
 def read_jobs(quire: Quire) -> JobsSnapshot:
     running = quire.queue.list(status="running", limit=50)
     pending = quire.queue.list(status="pending", limit=50)
-    return JobsSnapshot(running + pending, app_queries.recent_failures(quire))
+    return JobsSnapshot(running + pending, lifecycle.recent_failures(quire))
 
 
 class JobsView(QDialog):

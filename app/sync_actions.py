@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject
 from app.context import why_base_refuses_changes
 from app.ops import Op
 from app.startup import person
-from knowledge import app_queries, sync
+from knowledge import sync
 from knowledge.library import Base, Item
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class SyncActions(QObject):
         self.window = window
         self.act_toggle = window._action("Keep in sync", self.toggle_selected)
         self.act_apply = window._action("Apply sync changes", self.apply_selected)
-        self.states: dict[int, app_queries.SyncState] = {}
+        self.states: dict[int, sync.SyncState] = {}
 
     @staticmethod
     def refusal(base: Base | None, chosen: list[Item]) -> str | None:
@@ -63,11 +63,11 @@ class SyncActions(QObject):
         if base is None or quire is None:
             return
 
-        def shown(states: dict[int, app_queries.SyncState]) -> None:
+        def shown(states: dict[int, sync.SyncState]) -> None:
             self.states = states
             self._label()
 
-        Op(app_queries.sync_states, quire, base.id).bound_to(self).on_success(shown).on_failure(ctx.fail).run()
+        Op(sync.states_by_item, quire, base.id).bound_to(self).on_success(shown).on_failure(ctx.fail).run()
 
     def _label(self) -> None:
         """The toggle reads "Stop syncing", with the folder's sync state as tooltip, on a synced folder;

@@ -35,17 +35,6 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "lifecycle": {"errors", "store", "sources", "library", "ingest", "principal", "preferences"},
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "preferences"},
     "runtime": {"errors", "store", "library", "ingest", "search", "preferences"},
-    "app_queries": {
-        "errors",
-        "store",
-        "library",
-        "ingest",
-        "lifecycle",
-        "folder_runs",
-        "runtime",
-        "preferences",
-        "sync",
-    },
     "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime", "preferences"},
     "job_types": {"runtime", "lifecycle", "folder_runs", "portable", "sync"},
     "portable": {"errors", "store", "library", "ingest", "principal", "runtime"},
@@ -59,7 +48,6 @@ ROOM_IMPORTS: dict[str, set[str]] = {
         "folder_runs",
         "principal",
         "runtime",
-        "app_queries",
     },
 }
 FACE_ROOMS = {"library", "ingest", "search", "lifecycle", "folder_runs", "agents", "portable", "sync"}

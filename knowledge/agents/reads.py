@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, select
 
-from knowledge import app_queries
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import blobs, tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, base_summary, list_bases, resolve_base
 from knowledge.lifecycle import operations
+from knowledge.lifecycle.progress import base_progress
+from knowledge.lifecycle.tree_pages import SortKey, children_page, sort_key
 from knowledge.search import MODES, check_query, search
 from knowledge.store.schema import chunks, items
 
@@ -228,11 +229,11 @@ def read_item_text(quire: Quire, base_ref: str | int, item_id: int, *, page: int
 # -- listing and status ---------------------------------------------------------------------------
 
 
-def _encode_cursor(key: app_queries.SortKey) -> str:
+def _encode_cursor(key: SortKey) -> str:
     return base64.urlsafe_b64encode(json.dumps(list(key)).encode("utf-8")).decode("ascii")
 
 
-def _decode_cursor(cursor: str) -> app_queries.SortKey:
+def _decode_cursor(cursor: str) -> SortKey:
     try:
         kind, name, item_id = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
         return (int(kind), str(name), int(item_id))
@@ -250,14 +251,14 @@ def list_children(
     if folder is not None:
         visible_item(quire, base, folder)
     after = None if cursor is None else _decode_cursor(cursor)
-    page = app_queries.children_page(quire, base.id, folder, after, limit + 1)
+    page = children_page(quire, base.id, folder, after, limit + 1)
     more = len(page) > limit
     page = page[:limit]
     return {
         "base": base_view(base),
         "folder": folder,
         "items": [item_view(base, i) for i in page],
-        "next_cursor": _encode_cursor(app_queries.sort_key(page[-1])) if more and page else None,
+        "next_cursor": _encode_cursor(sort_key(page[-1])) if more and page else None,
     }
 
 
@@ -266,7 +267,7 @@ def status(quire: Quire, base_ref: str | int | None = None) -> dict[str, Any]:
     chosen = list_bases(quire.db) if base_ref is None else [_base(quire, base_ref)]
     report = []
     for base in chosen:
-        progress = app_queries.base_progress(quire, base.id)
+        progress = base_progress(quire, base.id)
         failed = operations.list_items(quire, base.id, status="failed", flat=True)
         report.append(
             {

@@ -75,6 +75,7 @@ from knowledge.folder_runs.rules import (
     FolderTooLarge,
     RunFault,
 )
+from knowledge.folder_runs.split import FittingFolder, Split, fitting_subfolders
 from knowledge.folder_runs.start import StartResult, derived_key, request_fingerprint, start_run
 from knowledge.principal import Principal
 
@@ -86,6 +87,7 @@ __all__ = [
     "DEFAULT_CAP",
     "FOLDER_NOT_FOUND",
     "JOB_TYPE",
+    "FittingFolder",
     "FolderTooLarge",
     "Preview",
     "PreviewEntry",
@@ -96,9 +98,11 @@ __all__ = [
     "RunFault",
     "RunSummary",
     "SourceOutcome",
+    "Split",
     "StartResult",
     "derived_key",
     "descendant_cap",
+    "fitting_subfolders",
     "list_runs",
     "preview",
     "register",

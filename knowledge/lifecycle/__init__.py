@@ -41,6 +41,15 @@ from knowledge.lifecycle.operations import (
     reindex_items,
 )
 from knowledge.lifecycle.passages import DocumentPassages, Passage, open_passages
+from knowledge.lifecycle.progress import (
+    BaseProgress,
+    WorkTotals,
+    base_progress,
+    live_jobs_total,
+    recent_failures,
+    work_totals,
+)
+from knowledge.lifecycle.reading import owned_copy_path
 from knowledge.lifecycle.recovery import (
     INTERRUPTED,
     QUARANTINED,
@@ -64,6 +73,15 @@ from knowledge.lifecycle.scheduling import (
     schedule_index,
 )
 from knowledge.lifecycle.stale import Stamps, current_stamps, is_stale, reindex_stale, stale_items
+from knowledge.lifecycle.tree_pages import (
+    ChangedItems,
+    SortKey,
+    child_status_counts,
+    children_page,
+    existing_ids,
+    items_changed_since,
+    sort_key,
+)
 from knowledge.lifecycle.uploads import Upload, read_files, record_uploads
 
 if TYPE_CHECKING:
@@ -78,6 +96,8 @@ __all__ = [
     "INTERRUPTED",
     "QUARANTINED",
     "AddOutcome",
+    "BaseProgress",
+    "ChangedItems",
     "Changes",
     "DocumentPassages",
     "ItemInput",
@@ -85,19 +105,29 @@ __all__ = [
     "Passage",
     "PathInput",
     "Retried",
+    "SortKey",
     "Stamps",
     "Upload",
+    "WorkTotals",
     "add_items",
+    "base_progress",
+    "child_status_counts",
+    "children_page",
     "current_stamps",
     "delete_items",
+    "existing_ids",
     "get_item",
     "installed_languages",
     "interrupted_items",
     "is_stale",
+    "items_changed_since",
     "list_item_chunks",
     "list_items",
+    "live_jobs_total",
     "open_passages",
+    "owned_copy_path",
     "read_files",
+    "recent_failures",
     "record_uploads",
     "register",
     "reindex_failed",
@@ -106,7 +136,9 @@ __all__ = [
     "schedule_delete",
     "schedule_index",
     "set_ocr_language",
+    "sort_key",
     "stale_items",
+    "work_totals",
 ]
 
 

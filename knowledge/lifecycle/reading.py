@@ -1,4 +1,5 @@
-"""The read operations of the lifecycle: list a base's visible items, get one, list a completed item's chunks.
+"""The read operations of the lifecycle: list a base's visible items, get one, list a completed item's chunks,
+find the base's own copy of an item's bytes.
 
 ``deleting`` rows (and everything under them) are never shown; chunk listing refuses what has no settled chunks (a
 failed base, a foreign or unfinished item, a container with something being deleted below it).
@@ -6,12 +7,13 @@ failed base, a foreign or unfinished item, a container with something being dele
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, select, tuple_
 
 from knowledge.errors import GuardRejected
-from knowledge.library import tree
+from knowledge.library import blobs, tree
 from knowledge.library.bases import assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.location import read_by_ocr
 from knowledge.store.schema import chunks, items
@@ -104,3 +106,12 @@ def list_item_chunks(
         }
         for r in rows
     ]
+
+
+def owned_copy_path(quire: Quire, item: tree.Item) -> Path | None:
+    """The base's own copy of the item's original bytes, when it has one and the file is there (the window
+    opens it when the original has moved or gone)."""
+    if not item.blob_sha256:
+        return None
+    path = blobs.blob_path(quire.blobs_dir, item.blob_sha256)
+    return path if path.is_file() else None

@@ -56,7 +56,7 @@ from knowledge.sync.roots import (
     toggle_sync,
 )
 from knowledge.sync.scan import Change, Diff
-from knowledge.sync.status import RootStatus, root_statuses
+from knowledge.sync.status import RootStatus, SyncState, root_statuses, states_by_item
 from knowledge.sync.watcher import SyncWatcher, describe, polling_reason
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ __all__ = [
     "RootStatus",
     "StoodDown",
     "SyncRoot",
+    "SyncState",
     "SyncWatcher",
     "apply_pending",
     "describe",
@@ -92,6 +93,7 @@ __all__ = [
     "root_statuses",
     "set_setting",
     "setting",
+    "states_by_item",
     "toggle_sync",
 ]
 

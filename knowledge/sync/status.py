@@ -1,17 +1,24 @@
-"""What ``quire sync status`` shows of each synced root: which base and folder it is, and how it stands."""
+"""How each synced root stands, as people see it: ``quire sync status``'s line per root (which base and folder
+it is, and how it stands) and the window's state per synced folder item (one line, and the first changes a
+review root has pending)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, items
 from knowledge.store.schema_sync import sync_roots
-from knowledge.sync.roots import SyncRoot
+from knowledge.sync.pending import list_pending
+from knowledge.sync.roots import SyncRoot, list_roots
+from knowledge.sync.watcher import describe
+
+if TYPE_CHECKING:
+    from knowledge.runtime import Quire
 
 
 @dataclass(frozen=True)
@@ -61,3 +68,22 @@ def root_statuses(
             RootStatus(SyncRoot.from_row(r), str(r._mapping["base_name"]), r._mapping["folder"])
             for r in conn.execute(query).all()
         ]
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """A synced folder as the window shows it: one line of state, and what a review root has pending."""
+
+    root_id: int
+    line: str  # "auto: watching; last synced …" (``describe``)
+    pending: tuple[str, ...]  # "added notes/a.txt", at most 20
+
+
+def states_by_item(quire: Quire, base_id: int) -> dict[int, SyncState]:
+    """Folder sync per synced folder item of a base (watching / polling with its reason / reconciling /
+    pending N / last synced at), with the first pending changes of review roots."""
+    roots = list_roots(quire.db, base_id)
+    pending: dict[int, list[str]] = {}
+    for p in list_pending(quire, [r.id for r in roots if r.pending_count])[:2000]:
+        pending.setdefault(p["root_id"], []).append(f"{p['kind']} {p['path']}")
+    return {r.item_id: SyncState(r.id, f"{r.mode}: {describe(r)}", tuple(pending.get(r.id, [])[:20])) for r in roots}

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from app import document_viewer
 from app.document_viewer import DocumentViewer, Shown
 from app.window import MainWindow
-from knowledge import app_queries, lifecycle
+from knowledge import lifecycle
 from knowledge.search import Hit
 from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory, create_base, load_all, select_ids, tree_items
 from tests.sources.builders import make_pdf
@@ -172,7 +172,7 @@ def test_a_pdf_hit_opens_at_its_page_with_its_passage_highlighted_and_steps_to_t
     assert Path(top.source_path or "").name == "damaged.pdf"
     quire, base = window.ctx.quire, window.ctx.base
     assert quire is not None and base is not None
-    copy = app_queries.owned_copy_path(quire, lifecycle.get_item(quire, base.id, top.item_id))
+    copy = lifecycle.owned_copy_path(quire, lifecycle.get_item(quire, base.id, top.item_id))
     assert copy is not None and copy != damaged
     copy.write_bytes(b"%PDF-1.4\nthis copy was damaged on disk\n")
     viewer = _open_top_hit(qtbot, window)
