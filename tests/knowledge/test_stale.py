@@ -153,3 +153,32 @@ def test_cli_items_stale_and_reindex_stale(quire: Quire, tmp_path: Path, data_di
     drain(quire)
     assert _stale_names(quire) == set()
     assert _files(quire)["gamma.txt"].parser_version == PARSER_VERSIONS["text"]
+
+
+def test_the_weights_digest_is_remembered_per_file_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process reads the digest an earlier one remembered for the same files (names, sizes, mtimes) instead
+    of hashing them again; a weights file changed in place is hashed anew."""
+    import hashlib
+    import os
+
+    from knowledge.ingest.embedding import ModelSpec
+
+    monkeypatch.setenv("QUIRE_CACHE_DIR", str(tmp_path / "cache"))
+    weights = tmp_path / "model" / "model.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"first weights")
+    spec = ModelSpec("test-model", str(weights.parent), 8, weights=("model.safetensors",))
+    hashed = hashlib.sha256(b"model.safetensors" + b"first weights").hexdigest()[:16]
+    assert models.weights_digest(spec) == hashed
+    remembered = json.loads((tmp_path / "cache" / "weights-digests.json").read_text())
+    assert list(remembered.values()) == [hashed]
+
+    models._digest.cache_clear()  # a new process: the remembered digest is read, the file not hashed
+    (tmp_path / "cache" / "weights-digests.json").write_text(json.dumps(dict.fromkeys(remembered, "feedfacefeedface")))
+    assert models.weights_digest(spec) == "feedfacefeedface"
+
+    models._digest.cache_clear()
+    weights.write_bytes(b"other weights")  # replaced in place: another size and mtime
+    os.utime(weights, ns=(1, 1))
+    assert models.weights_digest(spec) == hashlib.sha256(b"model.safetensors" + b"other weights").hexdigest()[:16]
+    models._digest.cache_clear()
