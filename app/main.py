@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
@@ -24,10 +25,17 @@ from knowledge.errors import DataDirInUse
 from knowledge.instance_lock import GuiInstanceLock
 from knowledge.paths import resolve_data_dir
 
+if TYPE_CHECKING:
+    from app.window import MainWindow
+
 EXIT_IN_USE = 4
 # Benchmarks (tests/benchmarks/bench_app.py): with QUIRE_REPORT_SHOWN=FILE the app writes into FILE the
 # wall-clock time (time.time()) at which its window was shown and the event loop was running.
 REPORT_SHOWN_ENV = "QUIRE_REPORT_SHOWN"
+# The cold-start benchmark (tests/benchmarks/bench_coldstart.py): with QUIRE_FIRST_SEARCH=QUERY and
+# QUIRE_REPORT_SEARCHED=FILE, QUERY is searched from the panel the moment the data directory is open, and the
+# wall-clock times of that moment and of its hits shown are written into FILE.
+FIRST_SEARCH_ENV, REPORT_SEARCHED_ENV = "QUIRE_FIRST_SEARCH", "QUIRE_REPORT_SEARCHED"
 
 
 def acquire_instance_lock(data_dir: Path) -> tuple[GuiInstanceLock | None, str | None]:
@@ -94,6 +102,7 @@ def run_gui(data_dir: Path, store: TeamStore | None = None) -> int:
         window = MainWindow(data_dir, store=store)
         window.show()
         _report_shown()
+        _report_first_search(window)
         window.start()
         _close_on_signals()
         return int(app.exec())
@@ -105,6 +114,26 @@ def _report_shown() -> None:
     path = os.environ.get(REPORT_SHOWN_ENV)
     if path:  # the first event-loop turn, after the show events were processed
         QTimer.singleShot(0, lambda: Path(path).write_text(f"{time.time():.6f}\n", encoding="utf-8"))
+
+
+def _report_first_search(window: MainWindow) -> None:
+    query, path = os.environ.get(FIRST_SEARCH_ENV), os.environ.get(REPORT_SEARCHED_ENV)
+    if not query or not path:
+        return
+    lines: list[str] = []
+
+    def asked(_result: object) -> None:
+        lines.append(f"asked {time.time():.6f}")
+        window.search_panel.query.setText(query)
+        window.search_panel.run_search()
+
+    def shown(hits: list[object]) -> None:
+        if len(lines) == 1:
+            lines.append(f"shown {time.time():.6f} {len(hits)}")
+            Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    window.started.connect(asked)
+    window.search_panel.searched.connect(shown)
 
 
 def _close_on_signals() -> None:

@@ -186,7 +186,10 @@ class _AnsweredElsewhere:
 
 
 def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere: bool) -> dict[str, Any]:
-    """RSS of the window's own process (offscreen, no worker) by stage, around one search from its panel.
+    """RSS of the window's own process (offscreen, no worker) by stage, around one search from its panel;
+    the first search's time (asked from the panel to its hits shown) and the main thread's lateness (a 10 ms
+    heartbeat, ``app_probe.WorkBeat``) from the window's start to those hits, with the main thread's own
+    CPU time between ticks (on a machine busier than its cores, lateness includes waiting for a core).
 
     With ``preload`` torch and sentence-transformers are imported as stages of their own before the
     search, so the breakdown can tell the libraries, the model and the vector index apart. With
@@ -209,8 +212,12 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere:
         from knowledge.runtime import Quire
 
         Quire.query_encoder = lambda self, model_id, precision, embedder=None: _AnsweredElsewhere(384)  # type: ignore[method-assign,assignment]
+    from tests.benchmarks.app_probe import WorkBeat
+
     win = MainWindow(data_dir, prompter=YesPrompter(), start_worker=False, poll_ms=500)
     win.show()
+    beat = WorkBeat()  # the main thread's lateness (and own CPU time) from the window's start to the hits
+    beat.start()
     state: dict[str, Any] = {"hits": None}
 
     def begin(_result: object) -> None:
@@ -228,9 +235,12 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere:
         panel = win.search_panel
         panel.searched.connect(lambda hits: done(hits, base))
         panel.query.setText(query)
+        state["searched_at"] = time.perf_counter()
         panel.run_search()
 
     def done(hits: list[Any], base: Any) -> None:
+        state["first_search_ms"] = round((time.perf_counter() - state["searched_at"]) * 1000, 1)
+        beat.stop()
         held = win.ctx.quire.vectors._held.get(base.id) if win.ctx.quire is not None else None
         segments = held.segments if held is not None else ()
         state["hits"], state["chunks_held"] = hits, sum(len(s.ids) for s in segments)
@@ -259,9 +269,22 @@ def window(data_dir: Path, base_name: str, query: str, preload: bool, elsewhere:
         "chunks_held": state.get("chunks_held", 0),
         "vector_index_mb": round(state.get("index_mb", 0.0), 1),
         "hits": len(state["hits"] or []),
+        "first_search_ms": state.get("first_search_ms"),
+        "main_thread_lateness": beat.summary(),
+        "main_thread_work_ms": _work_summary(beat.work),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "rss_mb": stages,
         "peak_rss_mb": rss_mb("VmHWM"),
         "imported": sorted({m.split(".")[0] for m in sys.modules} & heavy),
+    }
+
+
+def _work_summary(work: list[float]) -> dict[str, float]:
+    """The main thread's own CPU time between two ticks: what it did, apart from waiting for a core or the GIL."""
+    values = sorted(work) or [0.0]
+    return {
+        "max": round(values[-1] * 1000, 2),
+        "p99": round(values[min(len(values) - 1, int(0.99 * (len(values) - 1) + 0.5))] * 1000, 2),
     }
 
 

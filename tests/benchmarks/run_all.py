@@ -20,7 +20,9 @@ import traceback
 
 from tests.benchmarks.common import log
 
-BENCHMARKS = ("ingest", "quality", "fusion", "latency", "app", "drop", "viewer", "portable", "ocr", "sync")
+BENCHMARKS = (
+    "ingest", "quality", "fusion", "latency", "coldstart", "app", "drop", "viewer", "portable", "ocr", "sync",
+)  # fmt: skip
 # Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min;
 # bench_multilingual the extra "multilingual"; bench_million builds a 1,000,000-chunk synthetic base first
 # (minutes; `python -m tests.benchmarks.bench_million --help`).

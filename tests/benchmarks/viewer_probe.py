@@ -29,28 +29,7 @@ from app.main import make_application
 from app.prompts import YesPrompter
 from app.window import MainWindow
 from knowledge.search import Hit, search
-from tests.benchmarks.app_probe import Heartbeat
-
-
-class WorkBeat(Heartbeat):
-    """The heartbeat, also counting the main thread's own CPU time between ticks: on a machine busier
-    than its cores, lateness includes waiting for a core; the CPU time is the work the thread did."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.work: list[float] = []
-        self._cpu = 0.0
-
-    def start(self) -> None:
-        self._cpu = time.thread_time()
-        super().start()
-
-    def _tick(self) -> None:
-        cpu = time.thread_time()
-        self.work.append(cpu - self._cpu)
-        self._cpu = cpu
-        super()._tick()
-
+from tests.benchmarks.app_probe import WorkBeat
 
 QUERIES = {"pdf": "zqviewerpdfmarker", "text": "zqviewertextmarker"}
 TURNS = 20
