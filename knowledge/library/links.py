@@ -39,8 +39,10 @@ LINK_SEPARATOR = " | "
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
 _LOOKUP_PAGE = 500  # keys bound per lookup query
 
+# ``+base_id``: looked up by id; without the plus SQLite walks the base's index instead (every item of the
+# base: 60-90 ms a search at 300,000 chunks)
 _TARGETS = text(
-    "SELECT id, name, relative_path FROM items WHERE id IN :ids AND base_id = :b AND status != 'deleting'"
+    "SELECT id, name, relative_path FROM items WHERE id IN :ids AND +base_id = :b AND status != 'deleting'"
 ).bindparams(bindparam("ids", expanding=True))
 _LINKING = text(
     "SELECT l.item_id, l.target, i.name FROM item_links l JOIN items i ON i.id = l.item_id "
