@@ -44,7 +44,7 @@ def prepare_demo(root: Path) -> tuple[Path, Path, Path]:
     """A data directory with two bases, and two copies of the sample notes to add."""
     from app.bases_panel import create_default_base
     from app.resources import resources_dir
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
 
     data_dir, notes, project = root / "data", root / "Notes", root / "Project notes"
     shutil.copytree(resources_dir() / "sample", notes)

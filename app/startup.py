@@ -23,9 +23,9 @@ from app.team_store import TeamStore, open_team_store
 from jobs.queue import JobRecord
 from jobs.recovery import RecoveryReport
 from knowledge import lifecycle, preferences
+from knowledge.compose import open_quire
 from knowledge.errors import KnowledgeError
 from knowledge.ingest import out_of_process_queries
-from knowledge.job_types import open_quire
 from knowledge.library import Base, bases
 from knowledge.lifecycle import BaseProgress, ChangedItems, Changes, WorkTotals, interrupted_items
 from knowledge.runtime import Quire

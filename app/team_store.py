@@ -57,7 +57,7 @@ def open_team_store(data_dir: os.PathLike[str], store: TeamStore) -> Quire:
     (``quire store init`` creates it) rather than given one."""
     from pathlib import Path
 
-    from knowledge.job_types import open_team_quire
+    from knowledge.compose import open_team_quire
 
     return open_team_quire(store.url, data_dir=Path(data_dir), queue_url=store.queue, hosts_worker=True, create=False)
 
@@ -85,7 +85,7 @@ def check_store(data_dir: os.PathLike[str], store: TeamStore) -> str:
     before a window leaves what it has for it; the store as shown, or the store's own refusal raised."""
     from pathlib import Path
 
-    from knowledge.job_types import open_team_quire
+    from knowledge.compose import open_team_quire
 
     quire = open_team_quire(store.url, data_dir=Path(data_dir), queue_url=store.queue, create=False)
     quire.close()

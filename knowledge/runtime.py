@@ -1,7 +1,7 @@
 """The composition root: one ``Quire`` per process and data directory.
 
 It opens the database (migrating it), builds the huey transport on the same file, the job registry
-(filled by :mod:`knowledge.job_types`), the job queue and — on demand — a worker and the encoders. The CLI and
+(filled by :mod:`knowledge.compose`), the job queue and — on demand — a worker and the encoders. The CLI and
 the GUI both start here, so both call the very same operations.
 """
 
@@ -80,7 +80,7 @@ class Quire:
 
     @classmethod
     def open(cls, data_dir: Path, *, hosts_worker: bool = False) -> Quire:
-        """Open (and migrate) the data directory; job types are added by ``knowledge.job_types``."""
+        """Open (and migrate) the data directory; job types are added by ``knowledge.compose``."""
         db = Database.in_dir(data_dir)  # creates the directory owner-only
         migrate(db)
         transport = Transport(lambda: apsw_dbapi.Connection(open_raw_connection(db.path)))

@@ -18,7 +18,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.runtime import Quire
 
 # the loopback PostgreSQL/Redis fixtures, for tests/engines and for files parametrized by engine

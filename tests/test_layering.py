@@ -36,7 +36,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "folder_runs": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "preferences"},
     "runtime": {"errors", "store", "library", "ingest", "search", "preferences"},
     "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime", "preferences"},
-    "job_types": {"runtime", "lifecycle", "folder_runs", "portable", "sync"},
+    "compose": {"runtime", "lifecycle", "folder_runs", "portable", "sync"},
     "portable": {"errors", "store", "library", "ingest", "principal", "runtime"},
     "agents": {
         "errors",

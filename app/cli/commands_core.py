@@ -16,7 +16,7 @@ from typing import Any
 
 from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
 
@@ -41,7 +41,7 @@ def person_of(quire: Quire) -> str:
 def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[Quire]:
     """The chosen store, open: a team store (``--store``/``QUIRE_STORE``) or the data directory."""
     if getattr(args, "store", None):
-        from knowledge.job_types import open_team_quire
+        from knowledge.compose import open_team_quire
 
         quire = open_team_quire(
             args.store, data_dir=Path(args.data_dir), queue_url=args.queue, hosts_worker=hosts_worker, create=False

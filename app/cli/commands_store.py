@@ -59,7 +59,7 @@ def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_store_migrate(args: argparse.Namespace, out: Output) -> int:
-    from knowledge.job_types import open_quire, open_team_quire
+    from knowledge.compose import open_quire, open_team_quire
     from knowledge.portable import move_in
     from knowledge.store.postgres import is_store_url, redacted
 

@@ -21,7 +21,7 @@ from pytestqt.qtbot import QtBot
 from app import ops
 from app.item_model import ItemTreeModel
 from app.window import MainWindow
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import bases
 from knowledge.library.bases import Base
 from knowledge.library.tree import Item

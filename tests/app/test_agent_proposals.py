@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 from knowledge import folder_runs
 from knowledge.agents import access, proposals
 from knowledge.agents.server import QuireMCP
+from knowledge.compose import open_quire
 from knowledge.errors import Forbidden
-from knowledge.job_types import open_quire
 from knowledge.library import audit
 from knowledge.principal import Principal, acting_as
 from tests.agents.helpers import error_text, payload, run

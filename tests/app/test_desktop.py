@@ -21,7 +21,7 @@ from app.search_results import RELEVANCE, SOURCE
 from app.status_bar import JobsView
 from app.window import MainWindow
 from knowledge import preferences
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import Location
 from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory, create_base, load_all, select_ids, tree_items
 from tests.conftest import quire_cli

@@ -11,8 +11,8 @@ from pytestqt.qtbot import QtBot
 from sqlalchemy import exc as sa_exc
 
 from knowledge import folder_runs
+from knowledge.compose import open_quire
 from knowledge.folder_runs import Principal, execute
-from knowledge.job_types import open_quire
 from knowledge.store import apsw_dbapi
 from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory, create_base
 from tests.support.files import write_tree

@@ -10,8 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from app.folder_runs_panel import PreviewOutcome
 from knowledge import folder_runs
+from knowledge.compose import open_quire
 from knowledge.folder_runs import StartResult
-from knowledge.job_types import open_quire
 from knowledge.library import audit
 from tests.app.conftest import (
     WORKER_TIMEOUT_MS,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from tests.app.conftest import WindowFactory
 from tests.portable.helpers import base_content, synthetic_base
 from tests.support.prompters import ScriptedPrompter

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import PathInput
 from knowledge.store.schema import ACTIVE_STATUSES

@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from sqlalchemy import text, update
 
 from app.item_text import STALE_MARK
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import current_stamps
 from knowledge.lifecycle.operations import REINDEX_SUBTREE

@@ -157,7 +157,7 @@ def test_the_first_search_finds_the_query_process_and_vectors_warmed(
     """On a base that holds chunks, opening the window spawns the base's query process before recovery and
     warms a throwaway search meanwhile; the person's first search is answered by that same process."""
     from app import ops
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
     from tests.portable.helpers import synthetic_base
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from knowledge import sync
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import PathInput, add_items, list_items
 from tests.app.conftest import WindowFactory, create_base, select_ids, tree_items
 from tests.support.files import write_tree

@@ -23,9 +23,9 @@ from app.connect_dialog import ConnectDialog
 from app.team_store import TeamStore
 from app.window import MainWindow
 from knowledge import paths
+from knowledge.compose import open_team_quire
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.ingest.models import model_spec
-from knowledge.job_types import open_team_quire
 from knowledge.library import bases
 from tests.app.conftest import WORKER_TIMEOUT_MS, WindowFactory, load_all, tree_items
 from tests.conftest import REPO

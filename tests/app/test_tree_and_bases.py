@@ -11,7 +11,7 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex
 from pytestqt.qtbot import QtBot
 
 from app.item_model import PAGE
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import bases, tree
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import NoteInput

@@ -25,7 +25,7 @@ import numpy as np
 
 
 def tree(data_dir: Path, base_name: str, count: int) -> dict[str, object]:
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library import bases, index
     from knowledge.library.index import ChunkRow
     from knowledge.library.tree import NewItem, create_item
@@ -66,7 +66,7 @@ def tree(data_dir: Path, base_name: str, count: int) -> dict[str, object]:
 
 
 def interrupted(data_dir: Path, folder: Path) -> None:
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library import bases
     from knowledge.lifecycle import operations
     from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PREPARE_ROOT
@@ -100,7 +100,7 @@ def interrupted(data_dir: Path, folder: Path) -> None:
 
 
 def recover(data_dir: Path) -> dict[str, object]:
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
 
     t0 = time.perf_counter()
     quire = open_quire(data_dir, hosts_worker=True)

@@ -74,7 +74,7 @@ def base(quick: bool) -> dict[str, Any]:
 
 
 def build_cache(data_dir: Path, data: corpus.SciFact, path: Path) -> dict[str, Any]:
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
     from knowledge.search import query as search
     from knowledge.search.syntax import parse

@@ -105,7 +105,7 @@ def run_queries(code: Path, data_dir: Path, queries: Path, mode: str) -> dict[st
 def scan_comparison(data_dir: Path, queries_file: Path) -> dict[str, Any]:
     """The file rebuilt from rows (what a missing or damaged file costs once), then the sign-bit
     preselection against the exact scan per oversampling factor (``vector_recall``)."""
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
     from knowledge.library.vector_file import VectorFiles
 
@@ -133,7 +133,7 @@ def mapped_vs_in_memory(data_dir: Path, queries_file: Path) -> dict[str, Any]:
     """The same searches through the mapped file and through the in-memory copy read from rows (the code
     before), in one process, query by query in turn, so that the load of a shared machine hits both alike;
     and the first search of each (what opening costs)."""
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
     from knowledge.library.vector_file import VectorFiles
     from knowledge.search.vector_index import VectorIndex

@@ -54,7 +54,7 @@ def _age(path: Path) -> None:
 
 def _run(result: Result, quick: bool) -> None:
     from knowledge import sync
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.search import search
 
     files = 2_000 if quick else 10_000

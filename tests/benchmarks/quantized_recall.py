@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library.bases import get_base
 from knowledge.search import vector_index
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import bases, index
 from knowledge.library.index import ChunkRow
 from knowledge.library.tree import NewItem, create_item

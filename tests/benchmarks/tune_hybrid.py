@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library.bases import get_base
 from knowledge.runtime import Quire
 from knowledge.search import query as search

@@ -53,7 +53,7 @@ def exact_tops(floats: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int)
 
 
 def measure(data_dir: Path, base_name: str, queries_file: Path, factors: tuple[int, ...] = FACTORS) -> dict[str, Any]:
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
     from knowledge.library.vector_file import BaseKey, VectorFiles
     from knowledge.search import vector_index

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.job_types import open_team_quire
+from knowledge.compose import open_team_quire
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import PathInput
 from knowledge.search import search

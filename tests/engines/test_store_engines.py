@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire, open_team_quire
+from knowledge.compose import open_quire, open_team_quire
 from knowledge.library.index import fts_table, vec_table
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import PathInput

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from knowledge.agents import access, proposals
-from knowledge.job_types import open_team_quire
+from knowledge.compose import open_team_quire
 from knowledge.library import audit
 from knowledge.lifecycle import operations
 from knowledge.principal import Principal

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire, open_team_quire
+from knowledge.compose import open_quire, open_team_quire
 from knowledge.library import bases, index
 from knowledge.portable import move_in
 from knowledge.portable.export import export_base

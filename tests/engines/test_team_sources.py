@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from knowledge.compose import open_team_quire
 from knowledge.ingest import material
-from knowledge.job_types import open_team_quire
 from knowledge.library import tree
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PREPARE_ROOT, PathInput

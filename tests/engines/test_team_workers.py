@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import text
 
 from jobs.sessions import STALE_HEARTBEAT_SECONDS
-from knowledge.job_types import open_team_quire
+from knowledge.compose import open_team_quire
 from knowledge.library.index import fts_table, vec_table
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import INDEX_BATCH, INDEX_DOCUMENTS, PathInput

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from knowledge import folder_runs
+from knowledge.compose import open_quire
 from knowledge.folder_runs import FolderTooLarge
 from knowledge.ingest import walk
-from knowledge.job_types import open_quire
 from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from tests.folder_runs.helpers import (

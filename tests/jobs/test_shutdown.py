@@ -12,7 +12,7 @@ from sqlalchemy import text
 from jobs.errors import Superseded
 from jobs.registry import JobType
 from jobs.runtime import JobContext, Worker
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.runtime import Quire
 from tests.conftest import python_proc, wait_until
 from tests.support import jobtypes

@@ -89,7 +89,7 @@ def integrity_ok(quire: Quire) -> bool:
 def recover_as_a_new_start(quire: Quire) -> None:
     """Startup recovery run by a freshly started process on the same data directory (its own live session),
     as the next worker or window start runs it."""
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
 
     fresh = open_quire(quire.data_dir)
     try:

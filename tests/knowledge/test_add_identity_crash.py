@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.support.files import write_tree
 

@@ -341,7 +341,7 @@ def test_doctor_checks_each_index_and_rebuilds_one_that_does_not_match(
 def test_an_import_builds_the_keyword_index_and_a_salvaged_copy_rebuilds_it(quire: Quire, tmp_path: Path) -> None:
     """An import builds the base's index after its last commit (not its first search); a salvaged data
     directory has none until its first keyword search builds it from the salvaged rows."""
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.portable import export_base, import_base, salvage
     from tests.portable.helpers import synthetic_base
 

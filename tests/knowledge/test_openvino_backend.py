@@ -88,7 +88,7 @@ def test_a_conversion_that_does_not_match_torch_is_refused_and_leaves_nothing(
 _WORKER_PROBE = """
 import json, sys
 from pathlib import Path
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from tests.support.migrations import migrate_before
 quire = open_quire(Path(sys.argv[1]))
 quire.make_worker().run(until_idle=True)

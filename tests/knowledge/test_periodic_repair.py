@@ -28,7 +28,7 @@ CRASHING_PROCESS = textwrap.dedent(
     from pathlib import Path
     from sqlalchemy import update
     from jobs.schema import jobs
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
     from knowledge.library.tree import NewItem, create_item
     from knowledge.lifecycle.operations import INDEX_DOCUMENTS
     from knowledge.store.schema import items

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import QUARANTINED, operations
 from knowledge.lifecycle.operations import PathInput
 from knowledge.runtime import Quire

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert, text, update
 from jobs.queue import JobRecord
 from jobs.registry import JobType
 from jobs.schema import jobs, worker_sessions
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import INTERRUPTED
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS

@@ -10,8 +10,8 @@ import apsw
 import pytest
 from sqlalchemy import text
 
+from knowledge.compose import open_quire
 from knowledge.errors import Conflict, NotFound
-from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.library.index import vectors_version
 from knowledge.library.vector_file import VectorFiles

@@ -21,7 +21,7 @@ from typing import Any
 import apsw
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import operations
 from knowledge.portable.export import export_base
 from knowledge.portable.import_check import EXPORTED_WHILE_ACTIVE, validate_export
@@ -40,7 +40,7 @@ IMPORT_DRIVER = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from knowledge.portable.import_ import import_base
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
 
     def no_encoder(*args):
         raise AssertionError("an encoder was built during the import")

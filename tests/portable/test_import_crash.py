@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from knowledge.compose import open_quire
 from knowledge.errors import NotFound
-from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base
@@ -31,7 +31,7 @@ DRIVER = textwrap.dedent(
     import sys
     from pathlib import Path
     from knowledge.portable.import_ import import_base
-    from knowledge.job_types import open_quire
+    from knowledge.compose import open_quire
 
     quire = open_quire(Path(sys.argv[1]))
     def progress(stage, done, total):

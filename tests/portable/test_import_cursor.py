@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from knowledge.compose import open_quire
 from knowledge.errors import Conflict
-from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.portable.export import export_base
 from knowledge.portable.import_ import import_base

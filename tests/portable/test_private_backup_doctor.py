@@ -13,7 +13,7 @@ import apsw
 import pytest
 from sqlalchemy import text
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import blobs
 from knowledge.portable.backup import BackupRefused, backup_data_dir, check_backup, restore_backup
 from knowledge.portable.export import export_base

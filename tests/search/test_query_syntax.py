@@ -14,8 +14,8 @@ import pytest
 from mcp import Client
 
 from knowledge.agents.server import QuireMCP, RateLimit
+from knowledge.compose import open_quire
 from knowledge.errors import InvalidInput
-from knowledge.job_types import open_quire
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.agents.helpers import run

@@ -16,7 +16,7 @@ import apsw
 import pytest
 
 from knowledge.agents.reads import read_item_text
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import blobs
 from knowledge.runtime import Quire
 from knowledge.store.database import DB_FILENAME

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from knowledge.compose import open_quire
 from knowledge.ingest.material import read_item_bytes
 from knowledge.ingest.remote import RemoteConfig
-from knowledge.job_types import open_quire
 from knowledge.library import bases
 from knowledge.library.index import NEXT_CHUNK_ID
 from knowledge.lifecycle import operations

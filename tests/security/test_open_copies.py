@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from sqlalchemy import text
 
 from app.open_at import OpenRequest
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import PathInput
 from tests.app.conftest import (  # noqa: F401 (the GUI fixtures: the window, its prompter, no main-thread writes)

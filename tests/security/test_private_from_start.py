@@ -19,9 +19,9 @@ import pytest
 from app.main import acquire_instance_lock
 from app.worker_launch import worker_argv
 from knowledge.agents import tokens
+from knowledge.compose import open_quire
 from knowledge.errors import DataDirInUse
 from knowledge.instance_lock import LOCK_NAME, GuiInstanceLock
-from knowledge.job_types import open_quire
 from knowledge.store.private_log import LOG_BACKUPS, MAX_LOG_BYTES, WORKER_LOG, worker_log_handler
 from tests.conftest import quire_cli
 from tests.support.fswatch import tree_state

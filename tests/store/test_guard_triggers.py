@@ -132,7 +132,7 @@ def test_a_proposal_is_decided_once(quire: Quire) -> None:
 def test_a_team_store_made_before_its_guards_gets_them_by_migration(
     postgres_url: str, data_dir: Path, tmp_path: Path
 ) -> None:
-    from knowledge.job_types import open_team_quire
+    from knowledge.compose import open_team_quire
     from knowledge.store.pg_guards import GUARD_TRIGGERS
 
     store = open_team_quire(postgres_url, data_dir=data_dir)

@@ -58,7 +58,7 @@ def engine_quire(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Qui
     """A Quire on the engine of ``request.param``: the data directory, or a fresh team store (with this
     directory as the machine's own). Without a param (a module that parametrizes only some tests, with
     ``@pytest.mark.parametrize("quire", ENGINES, indirect=True)``) it is the data directory."""
-    from knowledge.job_types import open_quire, open_team_quire
+    from knowledge.compose import open_quire, open_team_quire
 
     if getattr(request, "param", "sqlite") == "postgresql":
         quire = open_team_quire(request.getfixturevalue("postgres_url"), data_dir=data_dir)
@@ -70,7 +70,7 @@ def engine_quire(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Qui
 
 def second_session(quire: Quire) -> Quire:
     """The same store opened again, as another process would (another session: another worker)."""
-    from knowledge.job_types import open_quire, open_team_quire
+    from knowledge.compose import open_quire, open_team_quire
     from knowledge.store.postgres import PostgresDatabase
 
     if isinstance(quire.db, PostgresDatabase):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from knowledge.job_types import open_team_quire
+from knowledge.compose import open_team_quire
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import index
 from knowledge.library.bases import get_base
 from knowledge.library.index import ChunkRow

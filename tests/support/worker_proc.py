@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from tests.support import jobtypes
 
 

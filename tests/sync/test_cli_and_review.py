@@ -90,7 +90,7 @@ HOLDER = r"""
 import sys
 from pathlib import Path
 from knowledge import sync
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 import importlib
 rec = importlib.import_module("knowledge.sync.reconcile")
 

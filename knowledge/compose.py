@@ -1,6 +1,8 @@
-"""The one explicit registration of Quire's job types, made by the composition roots (the CLI, the
-window's start-up, scripts): every process that enqueues or runs jobs calls :func:`open_quire` (or
-:func:`register_job_types` on a ``Quire`` it opened), so each job module is a visible import edge."""
+"""The composition root of the core: a ``Quire`` opened with every room's job types registered.
+
+The CLI, the window's start-up and scripts open Quire through :func:`open_quire` (a data directory) or
+:func:`open_team_quire` (a team store), or call :func:`register_job_types` on a ``Quire`` they opened: the one
+explicit registration, so each job module is a visible import edge and no room registers another's jobs."""
 
 from __future__ import annotations
 
