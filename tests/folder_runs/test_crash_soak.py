@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 from knowledge import folder_runs
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.library import audit
 from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import text
 
 from knowledge import sync
-from knowledge.job_types import open_quire
+from knowledge.compose import open_quire
 from knowledge.lifecycle import PathInput, add_items
 from knowledge.runtime import Quire
 from knowledge.search import search
