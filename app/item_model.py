@@ -11,6 +11,8 @@
   A container whose ``generation`` moved on (a reindex reset it) drops its loaded children and pages
   them in again. Container rows summarise their direct children (``apply_summaries``).
 
+What a row shows in each column and role is :mod:`app.item_rows`'s.
+
 Threading contract: every method runs on the Qt main thread. The model never reads the database
 itself; page reads go through ``Op`` and come back on the main thread.
 """
@@ -24,26 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
 
-from app.item_text import ACTIVE_COLOR, STATUS_COLORS, details_text, progress_of, summary_text
+from app.item_rows import COLUMNS, ROW_FLAGS, row_data
 from app.ops import Op, report_failure
-from app.resources import icon, icon_name_for
 from knowledge import lifecycle
 from knowledge.library import Item
 from knowledge.lifecycle import Changes, SortKey, sort_key
 from knowledge.runtime import Quire
 
-COLUMNS = ("Name", "Status", "Progress", "Details")
-NAME, STATUS, PROGRESS, DETAILS = range(len(COLUMNS))
-ItemRole = Qt.ItemDataRole.UserRole + 1  # the Item
-ProgressRole = Qt.ItemDataRole.UserRole + 2  # float 0..1, or None (not known yet)
-StatusRole = Qt.ItemDataRole.UserRole + 3  # the raw status string
 PAGE = 200
 ROOT = 0
 
 AnyIndex = QModelIndex | QPersistentModelIndex
-ROW_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDropEnabled
 
 
 @dataclass(eq=False)
@@ -211,43 +205,7 @@ class ItemTreeModel(QAbstractItemModel):
         node = self._nodes.get(index.internalId()) if index.isValid() else None
         if node is None or node.item is None:
             return None
-        item, column = node.item, index.column()
-        if role == ItemRole:
-            return item
-        if role == StatusRole:
-            return item.status
-        if role == ProgressRole:
-            return progress_of(item, node.summary)
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(item, node, column)
-        if role == Qt.ItemDataRole.DecorationRole and column == NAME:
-            return icon(icon_name_for(item))
-        if role == Qt.ItemDataRole.ForegroundRole and column in (STATUS, DETAILS):
-            return self._status_brush(item)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tooltip(item, node)
-        return None
-
-    def _display(self, item: Item, node: Node, column: int) -> str | None:
-        if column == NAME:
-            return item.name
-        if column == STATUS:
-            return item.status
-        if column == PROGRESS:
-            value = progress_of(item, node.summary)
-            return None if value is None else f"{round(value * 100)}%"
-        return details_text(item, node.summary, stale=self.stamps is not None and self.stamps.stale(item))
-
-    def _status_brush(self, item: Item) -> QBrush:
-        return QBrush(QColor(STATUS_COLORS.get(item.status, ACTIVE_COLOR)))
-
-    def _tooltip(self, item: Item, node: Node) -> str:
-        lines = [item.source_path or item.name]
-        if item.error_message:
-            lines.append(f"{item.error_code}: {item.error_message}")
-        if item.is_container and node.summary:
-            lines.append(summary_text(node.summary))
-        return "\n".join(lines)
+        return row_data(node.item, node.summary, self.stamps, index.column(), role)
 
     # -- lookups ------------------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.drops import accept_paths, take_paths
-from app.item_model import DETAILS, NAME, PROGRESS, STATUS, ItemTreeModel, ProgressRole, StatusRole
+from app.item_model import ItemTreeModel
+from app.item_rows import DETAILS, NAME, PROGRESS, STATUS, ProgressRole, StatusRole
 
 
 class ProgressDelegate(QStyledItemDelegate):

@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.chunk_viewer import ChunkViewer
 from app.document_viewer import DocumentViewer
-from app.item_model import STATUS, StatusRole
+from app.item_rows import STATUS, StatusRole
 from app.open_at import OpenRequest
 from app.search_results import HTML_ROLE, LOCATION, RELEVANCE, SNIPPET, SOURCE
 from knowledge.store.schema import ACTIVE_STATUSES
