@@ -18,7 +18,6 @@ OVER_FOR_NOW: dict[str, str] = {
     "knowledge/library/vector_file.py": "the vector file is being reworked this session",
     "knowledge/lifecycle/operations.py": "its index-batch scheduling is team-store and ingest work this session",
     "app/window.py": "to cut: the tabs' wiring apart from the window's start and close",
-    "app/cli/commands_knowledge.py": "to cut: item commands apart from base commands",
 }
 
 

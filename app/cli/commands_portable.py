@@ -1,6 +1,6 @@
 """Portable bases: ``base export``, ``base import``, ``base relocate``, ``backup``, ``restore``, ``salvage``.
 
-The ``base`` actions are added to the ``base`` parser that ``commands_knowledge`` defines (this module
+The ``base`` actions are added to the ``base`` parser that ``commands_bases`` defines (this module
 is listed after it in ``COMMAND_MODULES``).
 """
 

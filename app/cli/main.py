@@ -82,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quire", description="Quire: local-first knowledge bases.", parents=[common])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    # they import from here; commands_portable adds to the ``base`` group commands_knowledge made
+    # they import from here; commands_portable adds to the ``base`` group commands_bases made
     from app.cli import (
+        commands_bases,
         commands_config,
         commands_core,
         commands_knowledge,
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for commands in (
         commands_core,
+        commands_bases,
         commands_knowledge,
         commands_portable,
         commands_runs,
