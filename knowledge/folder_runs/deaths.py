@@ -20,7 +20,7 @@ nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.runtime import JobContext
-from knowledge.store.database import Database
+from knowledge.store.database import Database, after_commit
 from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes
 
 QUARANTINED = "quarantined"
@@ -68,18 +68,21 @@ def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: i
     )  # fmt: skip
 
 
-def set_in_flight(conn: Connection, run_id: int, attempt: int, source_ids: Sequence[int]) -> None:
+def set_in_flight(
+    conn: Connection, run_id: int, attempt: int, source_ids: Sequence[int], marked: Set[int] = frozenset()
+) -> None:
     """This attempt now has exactly ``source_ids`` in flight: they are marked, the rest it had are not (their
-    death counts stay)."""
+    death counts stay). ``marked``: those this attempt's last committed marks hold already (not rewritten)."""
     conn.execute(
         update(folder_run_in_flight)
         .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
         .where(folder_run_in_flight.c.source_id.not_in(list(source_ids)))
         .values(attempt=None)
     )
-    upsert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert  # the same ON CONFLICT
-    for source_id in source_ids:
-        statement = upsert(folder_run_in_flight).values(run_id=run_id, source_id=source_id, attempt=attempt)
+    rows = [{"run_id": run_id, "source_id": s, "attempt": attempt} for s in source_ids if s not in marked]
+    if rows:
+        upsert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert  # the same ON CONFLICT
+        statement = upsert(folder_run_in_flight).values(rows)
         conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
 
 
@@ -93,6 +96,7 @@ class Flight:
     ctx: JobContext
     run_id: int
     _held: dict[int, Future[Any] | None] = field(default_factory=dict)  # source -> its group's encode
+    _committed: frozenset[int] = frozenset()  # the marks as this attempt's last committed write left them
 
     def hold(self, source_ids: Sequence[int]) -> None:
         """These sources are in flight from now until :meth:`release` or their encode is done (one write)."""
@@ -115,14 +119,28 @@ class Flight:
         return list(dict.fromkeys([*source_ids, *self._held]))
 
     def now(self, conn: Connection, source_ids: Sequence[int]) -> None:
-        """Mark ``source_ids`` and the held ones (only) in a transaction the caller takes anyway."""
-        set_in_flight(conn, self.run_id, self.ctx.attempt, self.marked(source_ids))
+        """Mark ``source_ids`` and the held ones (only) in a transaction the caller takes anyway; only the
+        marks that change are written (a held group is written once, not with every source settled)."""
+        marks = self.marked(source_ids)
+        set_in_flight(conn, self.run_id, self.ctx.attempt, marks, self._committed)
+        after_commit(conn, _Committed(self, frozenset(marks)))
 
     def move(self, source_ids: Sequence[int]) -> None:
         """Mark ``source_ids`` and the held ones (only) in a transaction of their own (fenced on this attempt
         owning the job)."""
         with self.ctx.write() as conn:
             self.now(conn, source_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class _Committed:
+    """After commit: the marks a :class:`Flight` wrote are the ones in the database (a rollback keeps the old)."""
+
+    flight: Flight
+    marks: frozenset[int]
+
+    def __call__(self, _db: Database) -> None:
+        self.flight._committed = self.marks
 
 
 def clear_in_flight(db: Database, run_id: int, attempt: int) -> None:

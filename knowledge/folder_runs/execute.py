@@ -263,7 +263,9 @@ def _settle_group(
     for n, source in enumerate(group):
         ctx.check_cancelled()
         then = [s.id for s in group[n + 1 : n + 2]]
-        tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then, progress=progress)] += 1
+        last = progress if not then else None  # the job's progress, once a group: in its last transaction
+        tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then, progress=last)] += 1
+        progress.done += 1
 
 
 def _committed_earlier(earlier: dict[str, EarlierCommit], source: ManifestSource) -> EarlierCommit | None:
@@ -297,8 +299,8 @@ def _settle_source(
 ) -> str:
     """Settle in one fenced transaction what its group prepared (a source that changed meanwhile is read
     again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back. The same
-    transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle) and records
-    the job's progress."""
+    transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle) and, given
+    ``progress`` (the sources settled before this one), records the job's progress."""
     quire = tools.quire
     root = Path(run.folder)
     for round_no in range(MAX_ROUNDS):
@@ -315,11 +317,9 @@ def _settle_source(
                 )
                 assert tools.flight is not None
                 tools.flight.now(conn, then_in_flight)
-                if progress is not None:
+                if progress is not None:  # this source included
                     ctx.progress(progress.done + 1, progress.total, "ingesting")
                 fence_run(conn, run.id, ctx.attempt)  # immediately before commit, under the write lock
-            if progress is not None:
-                progress.done += 1
             return disposition
         except SourceChanged:
             _refile(quire, reads)

@@ -10,14 +10,16 @@ and sends the rest to the parse process in one request, :func:`chunk_work` chunk
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.errors import ControlFlow
 from jobs.runtime import sanitize_error
 from knowledge.folder_runs.ledger import ManifestSource
 from knowledge.folder_runs.preview import covered_shas
@@ -30,7 +32,7 @@ from knowledge.ingest.material import (
     write_blob_files,
 )
 from knowledge.ingest.narrowing import embed_narrowed
-from knowledge.ingest.parse_worker import ParseFailed
+from knowledge.ingest.parse_worker import ParseFailed, ParseRequest, ParseResult, ParseWorker
 from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.library import blobs, tree
 from knowledge.library.bases import Base
@@ -158,20 +160,32 @@ def parse_works(tools: SourceTools, pairs: Sequence[tuple[ManifestSource, Source
         if tools.flight is not None:
             tools.flight.move([todo[index][0].id])
 
+    parser = tools.quire.parsers.for_this_thread()
     requests = [
         (w.item.name if w.item else "", w.raw or b"", MAX_SOURCE_BYTES, tools.base.ocr_language) for _s, w in todo
     ]
     try:
-        results = tools.quire.parsers.for_this_thread().parse_many(requests, waiting)
-    except Exception as exc:  # a parser bug isolates its sources (poison-item isolation), not the run
-        for _source, work in todo:
-            work.reject("parse_error", sanitize_error(exc))
-        return
+        results = parser.parse_many(requests, waiting)
+    except ControlFlow:
+        raise
+    except Exception:  # a parser bug (e.g. undeclared metadata): found again one source at a time, below
+        log.warning("a group's parse request failed; parsing its sources one by one", exc_info=True)
+        results = [_parse_alone(parser, request, functools.partial(waiting, n)) for n, request in enumerate(requests)]
     for (_source, work), result in zip(todo, results, strict=True):
         if isinstance(result, ParseFailed):
             work.reject(result.code, result.message)
         else:
             work.parsed = result
+
+
+def _parse_alone(parser: ParseWorker, request: ParseRequest, waiting: Callable[[], None]) -> ParseResult:
+    """One source's parse; a parser bug isolates this source (poison-item isolation), not the run."""
+    try:
+        return parser.parse_many([request], lambda _index: waiting())[0]
+    except ControlFlow:
+        raise
+    except Exception as exc:
+        return ParseFailed("parse_error", sanitize_error(exc))
 
 
 def chunk_work(tools: SourceTools, work: SourceWork | None) -> int:
