@@ -340,7 +340,7 @@ def coldstart_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
     r = doc["results"]
     rows = [
         [label, r["app"][label], *(f"{r[label][k]['median']} / {r[label][k]['max']}" for k in _COLDSTART_STEPS)]
-        for label in ("before", "after")
+        for label in ("before", "after", "packaged")
         if label in r
     ]
     return "\n".join(
@@ -356,6 +356,11 @@ def coldstart_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
             "is left warm: a fresh process, not a cold disk).",
             "",
             table(["code", "app", "window shown s", "search asked s", "first answer s"], rows),
+            *(
+                ["", f"The packaged app was built at {r['packaged_built_at']} (the code of that commit)."]
+                if "packaged_built_at" in r
+                else []
+            ),
         ]
     )
 
