@@ -1,8 +1,12 @@
 """Real `quire worker` processes killed with SIGKILL mid-index and mid-delete, then restarted: the jobs
-converge, and both derived indexes — the vector file and the keyword index, brought up to the rows after
-every material commit, rebuilt when they do not match — agree with the rows: every search result a live
-chunk, every live chunk findable by its vector and by keyword. Two of the kills land while the worker is
-writing the keyword index (its lock held), right after the vector file's append."""
+converge, and the search material agrees with the rows — every search result a live chunk, every live chunk
+findable by its vector and by keyword (tests/support/store_checks.py). The mid-index and mid-delete tests run
+on both engines (a data directory, and a team store whose workers are the same `quire` processes reaching it
+through QUIRE_STORE); on SQLite the derived files are checked too — the vector file and the keyword index,
+brought up to the rows after every material commit, rebuilt when they do not match. Two of the kills land
+while the worker is writing the keyword index (its lock held), right after the vector file's append; on a
+team store the delete's kill lands while the worker holds the store's write lock.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from knowledge.library import blobs
@@ -22,9 +27,12 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import drain, make_base, material_counts
-from tests.knowledge.test_keyword_file import assert_keywords_consistent_after_restart
-from tests.knowledge.test_vector_file import assert_consistent_after_restart
+from tests.support.engine_fixtures import ENGINES, engine_quire, on_team_store
 from tests.support.files import write_tree
+from tests.support.store_checks import assert_consistent_after_restart, store_write_locked
+
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 
 WORDS = [
     "protein",
@@ -105,9 +113,10 @@ def writing_keywords(data_dir: Path, base_id: int) -> bool:
         os.close(fd)  # releases the shared lock if it was taken
 
 
-def assert_both_indexes_consistent(quire: Quire, base_name: str) -> None:
-    assert_consistent_after_restart(quire, base_name)
-    assert_keywords_consistent_after_restart(quire, base_name)
+def writing_material(quire: Quire, base_id: int) -> bool:
+    """Whether the worker is in the middle of writing search material: on SQLite it holds the base's keyword
+    index lock, on a team store the store's write lock."""
+    return store_write_locked(quire) if on_team_store(quire) else writing_keywords(quire.data_dir, base_id)
 
 
 def kill(proc: subprocess.Popen[str]) -> None:
@@ -116,6 +125,7 @@ def kill(proc: subprocess.Popen[str]) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_sigkill_mid_index_documents_retries_the_batch_and_converges(
     quire: Quire, data_dir: Path, tmp_path: Path
 ) -> None:
@@ -147,7 +157,7 @@ def test_sigkill_mid_index_documents_retries_the_batch_and_converges(
             text("SELECT count(*) FROM (SELECT item_id, ordinal FROM chunks GROUP BY 1, 2 HAVING count(*) > 1)")
         ).scalar_one()
     assert dupes == 0
-    assert_both_indexes_consistent(quire, "kb")
+    assert_consistent_after_restart(quire, "kb")
 
 
 def test_sigkill_while_the_keyword_index_is_written_mid_ingest_converges(
@@ -169,9 +179,10 @@ def test_sigkill_while_the_keyword_index_is_written_mid_ingest_converges(
     assert status_counts(quire) == {"completed": 201}
     found = search(quire, "kb", "marker17 marker145", mode="keyword", limit=10)
     assert {h.item_name for h in found} == {"n017.txt", "n145.txt"}
-    assert_both_indexes_consistent(quire, "kb")
+    assert_consistent_after_restart(quire, "kb")
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_subtree(
     quire: Quire, data_dir: Path, tmp_path: Path
 ) -> None:
@@ -210,7 +221,7 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     worker = start_worker(data_dir)
     try:  # mid-job, while the worker deletes the cleared chunks from the keyword index
         wait_until(
-            lambda: 0 < sum(status_counts(quire).values()) <= 2000 - 400 and writing_keywords(data_dir, base.id),
+            lambda: 0 < sum(status_counts(quire).values()) <= 2000 - 400 and writing_material(quire, base.id),
             timeout=120,
             interval=0.001,
         )
@@ -230,6 +241,10 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     m = material_counts(quire, base.id)
     assert m["chunks"] == m["vectors"] == m["keywords"] == 1
     assert not any(blobs.blob_path(quire.blobs_dir, s).exists() for s in shas)
+    with quire.db.read() as conn:  # nor their rows (on a team store the bytes too)
+        for table in ("blobs", "blob_contents"):
+            left = conn.execute(text(f"SELECT sha256 FROM {table}")).scalars().all()
+            assert not set(left) & set(shas), table
     jobs = [j for j in quire.queue.list() if j.type == operations.DELETE_SUBTREE]
     assert [j.status for j in jobs] == ["completed"] and jobs[0].attempt == 2
-    assert_both_indexes_consistent(quire, "kb")
+    assert_consistent_after_restart(quire, "kb")

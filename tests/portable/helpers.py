@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, text
+from sqlalchemy import insert, inspect, text
 
 from knowledge.library import audit, bases, blobs, index
+from knowledge.library import index_postgres as pg
 from knowledge.library.bases import Base
 from knowledge.runtime import Quire
 from knowledge.store.schema import items
@@ -195,11 +196,10 @@ def table_counts(quire: Quire) -> dict[str, int]:
     ]
     with quire.db.read() as conn:
         found = {n: int(conn.execute(text(f"SELECT count(*) FROM {n}")).scalar_one()) for n in names}
-        found["virtual_tables"] = int(
-            conn.execute(
-                text("SELECT count(*) FROM sqlite_master WHERE name LIKE 'vec_base_%' OR name LIKE 'fts_base_%'")
-            ).scalar_one()
-        )
+        # a base's vector and keyword tables (on SQLite with their shadow tables), on either engine
+        tables = inspect(conn).get_table_names()
+        found["base_tables"] = sum(1 for t in tables if t.startswith(("vec_base_", "fts_base_")))
+        found["blob_contents"] = int(conn.execute(text("SELECT count(*) FROM blob_contents")).scalar_one())
     blob_files = [p for p in quire.blobs_dir.rglob("*") if p.is_file()] if quire.blobs_dir.exists() else []
     found["blob_files"] = len(blob_files)
     return found
@@ -217,9 +217,10 @@ def base_content(quire: Quire, base_ref: str | int) -> dict[str, Any]:
             {"b": base.id},
         ).all()
         key = {r.id: (r.source_path, r.name) for r in item_rows}
+        embedding = pg.embedding_column("v") if conn.dialect.name == "postgresql" else "v.embedding"
         chunk_rows = conn.execute(
             text(
-                f'SELECT c.item_id, c.ordinal, c.text, c.start, c."end", c.line_start, c.vector_f16, v.embedding '
+                f'SELECT c.item_id, c.ordinal, c.text, c.start, c."end", c.line_start, c.vector_f16, {embedding} '
                 f"FROM chunks c JOIN {index.vec_table(base.id)} v ON v.rowid = c.id WHERE c.base_id = :b"
             ),
             {"b": base.id},
@@ -253,13 +254,18 @@ def base_content(quire: Quire, base_ref: str | int) -> dict[str, Any]:
             for r in item_rows
         ],
         "chunks": sorted(
-            (key[r.item_id], r.ordinal, r.text, r.start, r.end, r.line_start, bytes(r.vector_f16), bytes(r.embedding))
+            (key[r.item_id], r.ordinal, r.text, r.start, r.end, r.line_start, bytes(r.vector_f16), _float32(r[7]))
             for r in chunk_rows
         ),
         "fts_rows": fts,
         "runs": [tuple(r) for r in runs],
         "audit": actions,
     }
+
+
+def _float32(embedding: object) -> bytes:
+    """A vector as float32 bytes: vec0 keeps those bytes, pgvector is read back as ``real[]``."""
+    return embedding if isinstance(embedding, bytes) else pg.as_blob(embedding)
 
 
 def hits_without_ids(hits: list[Any]) -> list[dict[str, Any]]:

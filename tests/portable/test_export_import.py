@@ -1,18 +1,25 @@
-"""Export and import without a model: a faithful round trip, refusals that write nothing, relocation."""
+"""Export and import without a model: a faithful round trip, refusals that write nothing, relocation.
+
+The tests parametrized over ENGINES export from and import into a data directory, or team stores (the
+source and the target each a database of their own on the loopback server); the rest are about what only a
+data directory has (its vector file, the CLI on it, SQLite's own schema, salvage).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 import pytest
 from sqlalchemy import text
 
-from knowledge.compose import open_quire
+from knowledge.compose import open_quire, open_team_quire
 from knowledge.errors import Conflict, NotFound
-from knowledge.library import bases
+from knowledge.library import bases, blobs
 from knowledge.library.index import vectors_version
 from knowledge.library.vector_file import VectorFiles
 from knowledge.portable import fileformat as ff
@@ -24,11 +31,20 @@ from knowledge.portable.relocate import NOT_VERIFIED
 from knowledge.runtime import Quire
 from tests.conftest import quire_cli
 from tests.portable.helpers import base_content, synthetic_base, table_counts
+from tests.support.engine_fixtures import ENGINES, engine_quire, on_team_store
+
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 
 
 @pytest.fixture
-def target(tmp_path: Path) -> Quire:
-    q = open_quire(tmp_path / "elsewhere")
+def target(request: pytest.FixtureRequest, quire: Quire, tmp_path: Path) -> Iterator[Quire]:
+    """Another store on the source's engine: a data directory, or another database on the same server."""
+    if on_team_store(quire):
+        url = request.getfixturevalue("postgres_server").create_database(f"quire_target_{uuid.uuid4().hex[:12]}")
+        q = open_team_quire(url, data_dir=tmp_path / "elsewhere")
+    else:
+        q = open_quire(tmp_path / "elsewhere")
     yield q
     q.close()
 
@@ -37,6 +53,7 @@ def _no_encoder(*_args: object) -> object:
     raise AssertionError("the encoder must not be built during an import")
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_round_trip_keeps_everything(quire: Quire, target: Quire, tmp_path: Path) -> None:
     synthetic_base(quire, "kb", files=15, chunks_per_file=5)
     file = tmp_path / "kb.quirebase"
@@ -50,7 +67,8 @@ def test_round_trip_keeps_everything(quire: Quire, target: Quire, tmp_path: Path
     assert (imported.name, imported.items, imported.chunks, imported.resumed) == ("kb", 16, 75, False)
     assert base_content(target, "kb") == base_content(quire, "kb")
     for sha in (r[7] for r in base_content(target, "kb")["items"] if r[7]):
-        assert (target.blobs_dir / sha[:2] / sha[2:]).read_bytes() == (quire.blobs_dir / sha[:2] / sha[2:]).read_bytes()
+        copied = blobs.read_owned(target.db, target.blobs_dir, sha)
+        assert copied is not None and copied == blobs.read_owned(quire.db, quire.blobs_dir, sha)
     # the same file imported again beside it, under another name: ids never collide, the ledger keys neither
     again = import_base(target, file, name="kb copy")
     assert again.base_id != imported.base_id
@@ -76,6 +94,7 @@ def test_an_import_builds_the_bases_vector_file(quire: Quire, target: Quire, tmp
     assert_matches_rows(target, base, mapped, exact=True)
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_export_refuses_to_overwrite(quire: Quire, tmp_path: Path) -> None:
     synthetic_base(quire, "kb", files=2, chunks_per_file=2)
     file = tmp_path / "kb.quirebase"
@@ -100,6 +119,7 @@ def _assert_refused(target: Quire, file: Path, code: str, words: str) -> None:
     assert table_counts(target) == before  # nothing written
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_tampered_file_is_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     conn = apsw.Connection(str(file))
@@ -108,6 +128,7 @@ def test_tampered_file_is_refused(quire: Quire, target: Quire, tmp_path: Path) -
     _assert_refused(target, file, "checksum_mismatch", "changed after it was exported")
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_truncated_file_is_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     size = file.stat().st_size
@@ -116,6 +137,7 @@ def test_truncated_file_is_refused(quire: Quire, target: Quire, tmp_path: Path) 
     _assert_refused(target, file, "damaged", "damaged")
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_overwritten_bytes_are_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     data = bytearray(file.read_bytes())
@@ -129,6 +151,7 @@ def test_overwritten_bytes_are_refused(quire: Quire, target: Quire, tmp_path: Pa
     assert table_counts(target) == before
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_newer_format_is_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     conn = apsw.Connection(str(file))
@@ -137,12 +160,14 @@ def test_newer_format_is_refused(quire: Quire, target: Quire, tmp_path: Path) ->
     _assert_refused(target, file, "newer_format", "newer Quire")
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_missing_model_is_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path, model_id="e5-small-v2")
     _assert_refused(target, file, "model_missing", "'e5-small-v2', which this installation does not have")
 
 
-def test_not_an_export_is_refused(target: Quire, tmp_path: Path) -> None:
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
+def test_not_an_export_is_refused(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = tmp_path / "notes.txt"
     file.write_text("just text\n" * 100)
     _assert_refused(target, file, "not_an_export", "not a Quire base export")
@@ -159,6 +184,7 @@ def test_cli_refusal_has_exit_code_and_reason(quire: Quire, tmp_path: Path) -> N
     assert json.loads(listed.stdout)["bases"] == []
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_validate_reports_counts(quire: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     info = validate_export(file)
@@ -186,6 +212,7 @@ def test_not_on_this_machine_and_relocate(quire: Quire, target: Quire, tmp_path:
     assert os.path.isdir(rows[0]["source_path"]) or os.path.isfile(rows[0]["source_path"])
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_a_base_being_imported_is_invisible(quire: Quire, target: Quire, tmp_path: Path) -> None:
     file = _exported(quire, tmp_path)
     peeks: list[list[str]] = []

@@ -1,12 +1,14 @@
 """The query syntax on the operation, the CLI and MCP, from one table of cases (tests/support/query_cases.py).
 
-The corpus is indexed once per module by the real worker process; the window runs the same table in
-tests/app/test_query_syntax_window.py.
+The corpus is indexed once per module and engine by the real worker process: in a data directory, and in a
+team store (PostgreSQL) that every ``quire`` process of the module reaches through QUIRE_STORE, as a
+person's shell would. The window runs the same table in tests/app/test_query_syntax_window.py.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,28 +16,43 @@ import pytest
 from mcp import Client
 
 from knowledge.agents.server import QuireMCP, RateLimit
-from knowledge.compose import open_quire
+from knowledge.compose import open_quire, open_team_quire
 from knowledge.errors import InvalidInput
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.agents.helpers import run
 from tests.conftest import quire_cli
+from tests.support.engine_fixtures import ENGINES, QUEUE_ENV, STORE_ENV
 from tests.support.query_cases import CASES, Case, indexed_data_dir, judge
 
 pytestmark = pytest.mark.model
 LIMIT = 10
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=ENGINES)
+def indexed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The machine's data directory; on PostgreSQL the store is named by QUIRE_STORE for the module."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("QUIRE_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
-        return indexed_data_dir(tmp_path_factory.mktemp("syntax"))
+        mp.delenv(QUEUE_ENV, raising=False)
+        mp.delenv(STORE_ENV, raising=False)
+        if request.param == "postgresql":
+            server = request.getfixturevalue("postgres_server")
+            url = server.create_database(f"quire_syntax_{uuid.uuid4().hex[:12]}")
+            made = quire_cli("store", "init", url, data_dir=tmp_path_factory.mktemp("init"))
+            assert made.returncode == 0, made.stderr
+            mp.setenv(STORE_ENV, url)
+        with pytest.MonkeyPatch.context() as config:
+            config.setenv("QUIRE_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+            data_dir = indexed_data_dir(tmp_path_factory.mktemp("syntax"))
+        yield data_dir
 
 
 @pytest.fixture(scope="module")
 def opened(indexed: Path) -> Iterator[Quire]:
-    quire = open_quire(indexed)
+    import os
+
+    url = os.environ.get(STORE_ENV)
+    quire = open_team_quire(url, data_dir=indexed) if url else open_quire(indexed)
     yield quire
     quire.close()
 

@@ -23,6 +23,7 @@ from knowledge.runtime import Quire
 from tests.support.servers import PostgresServer, RedisServer, ServerUnavailable, start_postgres, start_redis
 
 _databases = itertools.count(1)
+STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"  # the CLI's own names (app/cli/main.py)
 
 # the engines a parametrized file runs on: SQLite in `make test`, PostgreSQL in `make test-engines`
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.engines)]
@@ -57,15 +58,30 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 def engine_quire(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Quire]:
     """A Quire on the engine of ``request.param``: the data directory, or a fresh team store (with this
     directory as the machine's own). Without a param (a module that parametrizes only some tests, with
-    ``@pytest.mark.parametrize("quire", ENGINES, indirect=True)``) it is the data directory."""
+    ``@pytest.mark.parametrize("quire", ENGINES, indirect=True)``) it is the data directory.
+
+    On a team store ``QUIRE_STORE`` names it for the test's duration, as a person's shell would: every
+    ``quire`` process the test starts (``quire_cli``, a worker) reaches the same store with the same
+    arguments it gives on SQLite."""
     from knowledge.compose import open_quire, open_team_quire
 
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.delenv(QUEUE_ENV, raising=False)  # wake-ups: workers poll the jobs table
     if getattr(request, "param", "sqlite") == "postgresql":
-        quire = open_team_quire(request.getfixturevalue("postgres_url"), data_dir=data_dir)
+        url = request.getfixturevalue("postgres_url")
+        quire = open_team_quire(url, data_dir=data_dir)
+        monkeypatch.setenv(STORE_ENV, url)
     else:
+        monkeypatch.delenv(STORE_ENV, raising=False)
         quire = open_quire(data_dir)
     yield quire
     quire.close()
+
+
+def on_team_store(quire: Quire) -> bool:
+    from knowledge.store.postgres import PostgresDatabase
+
+    return isinstance(quire.db, PostgresDatabase)
 
 
 def second_session(quire: Quire) -> Quire:

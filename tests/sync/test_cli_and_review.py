@@ -1,4 +1,7 @@
-"""The ``quire sync`` commands (real processes), review mode and dismissal, two reconcilers at once."""
+"""The ``quire sync`` commands (real processes), review mode and dismissal, two reconcilers at once.
+
+Review mode and the two reconcilers also run on a team store (ENGINES): the other processes reach it through
+QUIRE_STORE, as a person's shell would (tests/support/engine_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from knowledge import sync
 from knowledge.library import audit
 from knowledge.runtime import Quire
 from tests.conftest import REPO, quire_cli
+from tests.support.engine_fixtures import ENGINES, engine_quire
 from tests.support.files import write_tree
 from tests.sync.helpers import drain, keyword_hits, live_paths, reconcile_now, synced_folder
 
@@ -25,6 +30,11 @@ def _age(path: Path) -> None:
     os.utime(path, (st.st_atime - 10, st.st_mtime - 10))
 
 
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
+
+
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_review_mode_changes_wait_until_applied_and_dismissal_sticks(quire: Quire, tmp_path: Path) -> None:
     folder = write_tree(tmp_path / "f", FILES)
     _item, root = synced_folder(quire, folder, mode="review")
@@ -87,15 +97,17 @@ def test_cli_on_status_run_pending_and_add_sync(data_dir: Path, tmp_path: Path) 
 
 
 HOLDER = r"""
+import os
 import sys
 from pathlib import Path
 from knowledge import sync
-from knowledge.compose import open_quire
+from knowledge.compose import open_quire, open_team_quire
 import importlib
 rec = importlib.import_module("knowledge.sync.reconcile")
 
 data_dir, root_id, gate = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
-quire = open_quire(data_dir)
+store = os.environ.get("QUIRE_STORE")  # a team store, as the CLI would take it
+quire = open_team_quire(store, data_dir=data_dir) if store else open_quire(data_dir)
 real_claim = rec.claim
 
 def claim_then_wait(*a, **k):
@@ -111,6 +123,7 @@ print(outcome.applied, outcome.stood_down)
 """
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_two_reconcilers_in_two_processes_exactly_one_applies(quire: Quire, tmp_path: Path) -> None:
     folder = write_tree(tmp_path / "f", FILES)
     item_id, root = synced_folder(quire, folder)
@@ -146,6 +159,7 @@ def test_two_reconcilers_in_two_processes_exactly_one_applies(quire: Quire, tmp_
     assert cursor[0] == cursor[1]
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_two_reconcilers_racing_freely_apply_once(quire: Quire, tmp_path: Path) -> None:
     folder = write_tree(tmp_path / "f", FILES)
     item_id, _root = synced_folder(quire, folder)

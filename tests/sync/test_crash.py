@@ -4,7 +4,8 @@ search, the cursor at the end (its generation equals the last claimed one, no cl
 
 Kill points (seeded): ``early`` — a random moment after the worker is spawned (recovery, claim, scan,
 first batch); ``batches`` — right after this worker committed 1 to 3 more apply batches (batches of 25
-here, so usually inside the next one). Default seeds run in CI; ``-m sync_soak`` runs more.
+here, so usually inside the next one). Default seeds run in CI; ``-m sync_soak`` runs more. One seed runs on
+a team store too: the same worker processes reach it through QUIRE_STORE (tests/support/engine_fixtures.py).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import pytest
 from sqlalchemy import text
 
 from knowledge import sync
-from knowledge.compose import open_quire
 from knowledge.lifecycle import PathInput, add_items
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, wait_until
 from tests.knowledge.helpers import drain, make_base
+from tests.support.engine_fixtures import engine_quire
 from tests.support.files import write_tree
 
 ORIGINAL, ADDED, EDITED, DELETED, MOVED = 240, 100, 60, 40, 40
@@ -79,12 +80,10 @@ def make_changes(folder: Path) -> dict[str, str]:
     return expected
 
 
-def run_seed(tmp_path: Path, seed: int) -> None:
-    data_dir = tmp_path / "data"
+def run_seed(quire: Quire, data_dir: Path, tmp_path: Path, seed: int) -> None:
     folder = write_tree(
         tmp_path / "f", {f"doc{n:03d}.txt": f"Original note sentinel orig{n:03d}." for n in range(ORIGINAL)}
     )
-    quire = open_quire(data_dir)
     try:
         make_base(quire)
         item_id = add_items(quire, "kb", [PathInput(folder)]).created[0]
@@ -149,12 +148,22 @@ def check_clean(quire: Quire, root_id: int, expected: dict[str, str]) -> None:
     assert not any(again.counts.values()), again.counts
 
 
-@pytest.mark.parametrize("seed", [11, 12])
-def test_sigkilled_worker_during_reconcile_converges_to_a_clean_sync(tmp_path: Path, seed: int) -> None:
-    run_seed(tmp_path, seed)
+# the data directory, or a team store for the seeds parametrized with it
+quire = pytest.fixture(engine_quire)
+
+
+@pytest.mark.parametrize(
+    ("quire", "seed"),
+    [("sqlite", 11), ("sqlite", 12), pytest.param("postgresql", 11, marks=pytest.mark.engines)],
+    indirect=["quire"],
+)
+def test_sigkilled_worker_during_reconcile_converges_to_a_clean_sync(
+    quire: Quire, data_dir: Path, tmp_path: Path, seed: int
+) -> None:
+    run_seed(quire, data_dir, tmp_path, seed)
 
 
 @pytest.mark.sync_soak
 @pytest.mark.parametrize("seed", [21, 22, 23, 24, 25, 26])
-def test_sigkill_soak_more_seeds(tmp_path: Path, seed: int) -> None:
-    run_seed(tmp_path, seed)
+def test_sigkill_soak_more_seeds(quire: Quire, data_dir: Path, tmp_path: Path, seed: int) -> None:
+    run_seed(quire, data_dir, tmp_path, seed)
