@@ -30,7 +30,7 @@ from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import Reason
-from knowledge.lifecycle.operations import schedule_leaves_in
+from knowledge.lifecycle.admission import schedule_leaves_in
 from knowledge.sources.model import Member, Refused
 
 

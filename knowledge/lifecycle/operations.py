@@ -13,7 +13,9 @@ semantics match (base guards, outermost-selection collapse, idempotency keys).
   transaction: if it fails nothing changed. Delete works on failed bases and preempts active work
   (a job that later reaches a deleting item drops its result).
 * ``reindex_items`` only admits terminal subtrees and writes no status: the job does the resetting.
-* Every operation returns a ``Changes`` value; views refresh from it instead of re-reading everything.
+* Every operation returns a ``Changes`` value (:mod:`knowledge.lifecycle.changes`); views refresh from it
+  instead of re-reading everything. What an accepted item is scheduled as, and what happens when an enqueue
+  fails, is :mod:`knowledge.lifecycle.admission`'s.
 
 The reads (``list_items``, ``get_item``, ``list_item_chunks``) live in :mod:`knowledge.lifecycle.reading`
 and are re-exported here.
@@ -23,14 +25,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection
 
-from jobs.queue import JobId, JobQueue
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import (
@@ -40,8 +41,10 @@ from knowledge.library.bases import (
     assert_endpoint_confirmed,
     resolve_base,
 )
-from knowledge.library.ids import BaseId, ItemId
+from knowledge.library.ids import ItemId
 from knowledge.library.tree import NewItem, Reason, create_item
+from knowledge.lifecycle.admission import Scheduled, schedule
+from knowledge.lifecycle.changes import Changes as Changes
 from knowledge.lifecycle.identity import (
     ALREADY_COVERED,
     ALREADY_PRESENT,
@@ -69,15 +72,9 @@ from knowledge.lifecycle.scheduling import INDEX_JOB_LEAVES as INDEX_JOB_LEAVES
 from knowledge.lifecycle.scheduling import PREPARE_ROOT as PREPARE_ROOT
 from knowledge.lifecycle.scheduling import REINDEX_SUBTREE as REINDEX_SUBTREE
 from knowledge.lifecycle.scheduling import UNKNOWN_SIZE as UNKNOWN_SIZE
-from knowledge.lifecycle.scheduling import (
-    schedule_delete,
-    schedule_index,
-    schedule_prepare,
-    schedule_reindex,
-)
-from knowledge.lifecycle.uploads import read_uploads, record_uploads
+from knowledge.lifecycle.scheduling import schedule_delete, schedule_reindex
 from knowledge.principal import require_person
-from knowledge.store.schema import TERMINAL_STATUSES, items
+from knowledge.store.schema import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -95,37 +92,6 @@ class NoteInput:
 
 
 ItemInput = PathInput | NoteInput
-
-
-@dataclass
-class Changes:
-    """What an operation changed, for views to refresh from."""
-
-    base_id: BaseId
-    created: list[ItemId] = field(default_factory=list)
-    statuses: dict[ItemId, str] = field(default_factory=dict)
-    job_ids: list[JobId] = field(default_factory=list)
-    noop: bool = False
-    outcomes: list[AddOutcome] = field(default_factory=list)  # add: one per input
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "base_id": self.base_id,
-            "created": self.created,
-            "statuses": {str(k): v for k, v in self.statuses.items()},
-            "job_ids": self.job_ids,
-            "noop": self.noop,
-            "outcomes": [o.as_dict() for o in self.outcomes],
-        }
-
-
-class Scheduled(NamedTuple):
-    """An accepted item on its way to a job: a folder gets prepare-root, a leaf index-documents, and an
-    item with an ``invalid`` reason is failed with no job."""
-
-    item_id: ItemId
-    kind: str
-    invalid: Reason | None
 
 
 # -- add ---------------------------------------------------------------------------------------
@@ -313,104 +279,6 @@ def _answered_by_covering(
         refreshed = True
     changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, covering.id, refreshed))
     return True
-
-
-def schedule(
-    quire: Quire,
-    base: Base,
-    accepted: Sequence[Scheduled],
-    changes: Changes,
-    *,
-    sizes: Mapping[ItemId, int] | None = None,
-) -> None:
-    """Schedule accepted items in order; on an enqueue failure, compensate and re-raise.
-
-    Containers get ``prepare-root``, leaves ``index-documents`` (grouped by count and ``sizes``, in
-    bytes, where known), invalid items are marked ``failed`` with no job, items that became
-    ``deleting`` meanwhile are skipped.
-    """
-    groups = _group_for_scheduling(accepted, sizes or {})
-    for position, group in enumerate(groups):
-        try:
-            _schedule_group(quire, base, group, changes)
-        except Exception:
-            later = [item_id for g in groups[position:] for item_id, _kind, _bad in g]
-            _fail_unscheduled(quire, later, changes)
-            raise
-
-
-def schedule_leaves_in(
-    queue: JobQueue, conn: Connection, base_id: int, leaf_ids: Sequence[ItemId], sizes: Mapping[ItemId, int]
-) -> list[JobId]:
-    """In the caller's write transaction: index-documents jobs for fresh leaves, grouped like ``schedule``,
-    so the leaves and the jobs that advance them commit together (a crash between the two cannot exist)."""
-    groups = _group_for_scheduling([Scheduled(i, "file", None) for i in leaf_ids], sizes)
-    return [schedule_index(queue, conn, base_id, [entry[0] for entry in group]) for group in groups]
-
-
-def _group_for_scheduling(accepted: Sequence[Scheduled], sizes: Mapping[ItemId, int]) -> list[list[Scheduled]]:
-    groups: list[list[Scheduled]] = []
-    leaves: list[Scheduled] = []
-    leaf_bytes = 0
-    for entry in accepted:
-        item_id, kind, invalid = entry
-        if kind == "directory" or invalid is not None:
-            if leaves:
-                groups.append(leaves)
-                leaves = []
-            groups.append([entry])
-            continue
-        cost = sizes.get(item_id, UNKNOWN_SIZE)
-        if leaves and (len(leaves) >= INDEX_JOB_LEAVES or leaf_bytes + cost > INDEX_JOB_BYTES):
-            groups.append(leaves)
-            leaves = []
-        if not leaves:
-            leaf_bytes = 0
-        leaves.append(entry)
-        leaf_bytes += cost
-    if leaves:
-        groups.append(leaves)
-    return groups
-
-
-def _schedule_group(quire: Quire, base: Base, group: Sequence[Scheduled], changes: Changes) -> None:
-    leaves = [item_id for item_id, kind, invalid in group if kind != "directory" and invalid is None]
-    uploads = read_uploads(quire, leaves)  # a team store: the files' bytes travel with their job
-    with quire.db.write() as conn:
-        live_ids = [
-            r.id
-            for r in conn.execute(
-                select(items.c.id).where(and_(items.c.id.in_([g[0] for g in group]), items.c.status != "deleting"))
-            ).all()
-        ]
-        entries = [g for g in group if g[0] in live_ids]
-        if not entries:
-            return
-        item_id, kind, invalid = entries[0]
-        if invalid is not None:
-            status = tree.terminal_status_for(invalid.code)  # an unsupported type is skipped, a missing file failed
-            tree.set_status(conn, [item_id], status, error_code=invalid.code, error_message=invalid.message)
-            changes.statuses[item_id] = status
-            return
-        if kind == "directory":
-            job_id = schedule_prepare(quire.queue, conn, base.id, item_id)
-        else:
-            settled = record_uploads(quire, conn, {e[0]: uploads[e[0]] for e in entries if e[0] in uploads})
-            changes.statuses.update({ItemId(i): status for i, status in settled.items()})
-            ids = [e[0] for e in entries if e[0] not in settled]
-            if not ids:
-                return
-            job_id = schedule_index(quire.queue, conn, base.id, ids)
-        changes.job_ids.append(job_id)
-
-
-def _fail_unscheduled(quire: Quire, item_ids: Sequence[ItemId], changes: Changes) -> None:
-    with quire.db.write() as conn:
-        tree.set_status(
-            conn, list(item_ids), "failed", error_code="enqueue_failed", error_message="could not schedule indexing"
-        )
-    for item_id in item_ids:
-        changes.statuses[item_id] = "failed"
 
 
 # -- delete ------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base, find_base
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import NewItem, Reason, create_item
+from knowledge.lifecycle.admission import Scheduled, schedule
+from knowledge.lifecycle.changes import Changes
 from knowledge.lifecycle.members import purge_members
-from knowledge.lifecycle.operations import Changes, Scheduled, schedule
 from knowledge.sources import PARSER_VERSIONS, is_supported
 from knowledge.store.schema import items
 

@@ -12,7 +12,8 @@ from sqlalchemy import Connection
 from jobs.runtime import JobContext
 from knowledge.library import tree
 from knowledge.library.bases import find_base
-from knowledge.lifecycle.operations import Changes, Scheduled, schedule
+from knowledge.lifecycle.admission import Scheduled, schedule
+from knowledge.lifecycle.changes import Changes
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire

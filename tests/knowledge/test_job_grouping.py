@@ -3,7 +3,8 @@ each): by count and by source bytes, in order."""
 
 from __future__ import annotations
 
-from knowledge.lifecycle.operations import INDEX_JOB_BYTES, INDEX_JOB_LEAVES, UNKNOWN_SIZE, _group_for_scheduling
+from knowledge.lifecycle.admission import _group_for_scheduling
+from knowledge.lifecycle.operations import INDEX_JOB_BYTES, INDEX_JOB_LEAVES, UNKNOWN_SIZE
 from knowledge.lifecycle.scheduling import INDEX_BATCH, INDEX_BATCH_BYTES, split_batches
 
 
