@@ -35,7 +35,7 @@ TABLE_OWNERS: dict[str, str] = {
     "blob_contents": "knowledge.library.blobs",
     "audit_log": "knowledge.library.audit",
     "agent_proposals": "knowledge.agents.proposals",
-    "base_imports": "knowledge.portable.import_stages",
+    "base_imports": "knowledge.portable.import_record",
     "folder_runs": "knowledge.folder_runs.ledger",
     "folder_run_sources": "knowledge.folder_runs.start",
     "folder_run_outcomes": "knowledge.folder_runs.commit",
@@ -48,11 +48,6 @@ TABLE_OWNERS: dict[str, str] = {
 }
 
 SHARED_FOR_NOW: dict[str, set[str]] = {
-    "bases": {"knowledge.lifecycle.ocr_language", "knowledge.portable.import_"},
-    "identities": {"knowledge.portable.import_"},
-    "chunks": {"knowledge.portable.import_stages"},
-    "audit_log": {"knowledge.portable.import_"},
-    "base_imports": {"knowledge.portable.import_"},
     "folder_runs": {
         "knowledge.folder_runs.commit",
         "knowledge.folder_runs.start",

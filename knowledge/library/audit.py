@@ -121,6 +121,13 @@ def append(
     return entry
 
 
+def copy_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """File entries filed elsewhere, as they were (their time, actor and payload): an imported base's history,
+    in the transaction that shows the base."""
+    if rows:
+        conn.execute(insert(audit_log), list(rows))
+
+
 def append_reads(db: Database, entries: Sequence[PendingEntry]) -> int:
     """File read entries again in their own transaction (their source transaction was rolled back)."""
     reads = [e for e in entries if e.action in READ_ACTIONS]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,31 +266,52 @@ def create_base(
     if refusal := encoding_refusal(model_id, precision, backend, remote=embedder is not None):
         raise InvalidInput(refusal)
     now = time.time()
+    values = {
+        "name": clean,
+        "model_id": model_id,
+        "dimension": dimension,
+        "precision": precision,
+        "backend": backend,
+        "chunk_size": chunk_size,
+        "chunk_overlap": chunk_overlap,
+        "created_at": now,
+        "updated_at": now,
+        "embedder": None if embedder is None else json.dumps(embedder, sort_keys=True),
+    }
     try:
         with db.write() as conn:
-            pk = conn.execute(
-                insert(bases).values(
-                    name=clean,
-                    model_id=model_id,
-                    dimension=dimension,
-                    precision=precision,
-                    backend=backend,
-                    chunk_size=chunk_size,
-                    chunk_overlap=chunk_overlap,
-                    created_at=now,
-                    updated_at=now,
-                    embedder=None if embedder is None else json.dumps(embedder, sort_keys=True),
-                )
-            ).inserted_primary_key
-            assert pk is not None
-            base_id = int(pk[0])
-            index.create_base_index(conn, base_id, dimension)
-            conn.execute(
-                insert(identities).values(base_id=base_id, name=INGEST_AGENT_NAME, kind="ingest_agent", created_at=now)
-            )
-            return load_base(conn, base_id)
+            return load_base(conn, insert_base(conn, values))
     except sa_exc.IntegrityError:
         raise Conflict(f"a knowledge base named {clean!r} already exists") from None
+
+
+def insert_base(conn: Connection, values: dict[str, Any], identity_rows: Sequence[dict[str, Any]] = ()) -> int:
+    """In the caller's write transaction: a base row with ``values``, its index tables and its identities
+    (``name``, ``kind``, ``disabled``, ``created_at`` each), with an ingest agent first when none of them is one
+    (it owns and authors what folder runs ingest). Creating a base and importing one both come here."""
+    pk = conn.execute(insert(bases).values(**values)).inserted_primary_key
+    assert pk is not None
+    base_id = int(pk[0])
+    index.create_base_index(conn, base_id, int(values["dimension"]))
+    if not any(row["kind"] == "ingest_agent" for row in identity_rows):
+        conn.execute(
+            insert(identities).values(
+                base_id=base_id, name=INGEST_AGENT_NAME, kind="ingest_agent", created_at=values["updated_at"]
+            )
+        )
+    for row in identity_rows:
+        conn.execute(insert(identities).values(base_id=base_id, **row))
+    return base_id
+
+
+def set_name(conn: Connection, base_id: int, name: str) -> None:
+    """In the caller's write transaction (the unique index refuses a name taken, in any case)."""
+    conn.execute(update(bases).where(bases.c.id == base_id).values(name=name, updated_at=time.time()))
+
+
+def store_ocr_language(conn: Connection, base_id: int, language: str) -> None:
+    """In the caller's write transaction; the language is checked against the installed data before."""
+    conn.execute(update(bases).where(bases.c.id == base_id).values(ocr_language=language, updated_at=time.time()))
 
 
 def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
@@ -298,7 +320,7 @@ def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
     try:
         with db.write() as conn:
             base = resolve_base(conn, ref)
-            conn.execute(update(bases).where(bases.c.id == base.id).values(name=clean, updated_at=time.time()))
+            set_name(conn, base.id, clean)
             return load_base(conn, base.id)
     except sa_exc.IntegrityError:
         raise Conflict(f"a knowledge base named {clean!r} already exists") from None
@@ -350,14 +372,20 @@ def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path)
     with db.write() as conn:
         base = resolve_base(conn, ref)
         queue.cancel_base(conn, base.id)
-        index.drop_base_index(conn, base.id)
-        ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base.id)).all()]
-        shas = blobs.shas_of_items(conn, ids)
-        tree.remove_base_rows(conn, base.id)
-        blobs.purge_unreferenced(conn, blobs_root, shas)
-        conn.execute(delete(identities).where(identities.c.base_id == base.id))
-        conn.execute(delete(bases).where(bases.c.id == base.id))
+        remove_base(conn, base.id, blobs_root)
         return base
+
+
+def remove_base(conn: Connection, base_id: int, blobs_root: Path) -> None:
+    """In the caller's write transaction: the base and everything in it (index tables, items, identities, and
+    the owned files no other base references); its folder runs and import record go with it by cascade."""
+    index.drop_base_index(conn, base_id)
+    ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base_id)).all()]
+    shas = blobs.shas_of_items(conn, ids)
+    tree.remove_base_rows(conn, base_id)
+    blobs.purge_unreferenced(conn, blobs_root, shas)
+    conn.execute(delete(identities).where(identities.c.base_id == base_id))
+    conn.execute(delete(bases).where(bases.c.id == base_id))
 
 
 def verify_base_indexes(db: Database) -> list[int]:

@@ -4,7 +4,7 @@ table, and — in ``chunks.vector_f16`` — a float16 copy of each vector that s
 
 Everything here runs inside the caller's write transaction, so an item's rows, chunks, vectors and
 keyword entries commit together: a reader never sees half-written search material (vec0 and FTS5
-pages are ordinary pages of the same database; FACTS.md "vec0 writes").
+pages are ordinary pages of the same database, so they commit and roll back with the rows).
 
 Each base's vectors are also in a memory-mapped file search reads (:mod:`knowledge.library.vector_file`),
 and its keywords in a tantivy index keyword search ranks with (:mod:`knowledge.library.keyword_file`), both
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
@@ -159,14 +160,12 @@ def write_item_material(
         return []
     first = allocate_chunk_ids(conn, len(rows))
     ids = list(range(first, first + len(rows)))
-    floats = np.asarray(vectors, dtype=np.float32)
-    halves = floats.astype(np.float16)
-    conn.execute(
-        insert(chunks),
+    insert_chunks(
+        conn,
+        base_id,
         [
             {
                 "id": cid,
-                "base_id": base_id,
                 "item_id": item_id,
                 "ordinal": row.ordinal,
                 "text": row.text,
@@ -177,19 +176,32 @@ def write_item_material(
                 "line_end": row.line_end,
                 "token_count": row.token_count,
                 "text_sha256": row.text_sha256,
-                "vector_f16": halves[n].tobytes(),
             }
-            for n, (cid, row) in enumerate(zip(ids, rows, strict=True))
+            for cid, row in zip(ids, rows, strict=True)
         ],
-    )
-    insert_vectors(conn, base_id, ids, floats)
-    conn.execute(
-        text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
-        [{"id": cid, "t": row.text} for cid, row in zip(ids, rows, strict=True)],
+        np.asarray(vectors, dtype=np.float32),
     )
     bump_version(conn, base_id)
     sync_file_after_commit(conn, base_id, check_dead=False)
     return ids
+
+
+def insert_chunks(conn: Connection, base_id: int, rows: Sequence[dict[str, Any]], floats: np.ndarray) -> None:
+    """The one insert of chunk material: chunk rows (``id`` from :func:`allocate_chunk_ids`, ``item_id``, the
+    text and its place) with their float16 copy, their float32 vectors and their keyword entries, in the
+    caller's write transaction; one multi-row statement per table. The caller bumps the base's version."""
+    if len(rows) != len(floats):
+        raise ValueError(f"{len(rows)} chunks but {len(floats)} vectors")
+    halves = floats.astype(np.float16)
+    conn.execute(
+        insert(chunks), [{**row, "base_id": base_id, "vector_f16": halves[n].tobytes()} for n, row in enumerate(rows)]
+    )
+    ids = [int(row["id"]) for row in rows]
+    insert_vectors(conn, base_id, ids, floats)
+    conn.execute(
+        text(f"INSERT INTO {fts_table(base_id)} (rowid, text) VALUES (:id, :t)"),
+        [{"id": cid, "t": row["text"]} for cid, row in zip(ids, rows, strict=True)],
+    )
 
 
 def insert_vectors(conn: Connection, base_id: int, ids: Sequence[int], floats: np.ndarray) -> None:

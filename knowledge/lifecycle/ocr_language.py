@@ -7,16 +7,11 @@ items (``quire reindex``) to read them again in the new language.
 
 from __future__ import annotations
 
-import time
-
-from sqlalchemy import update
-
 from knowledge.errors import InvalidInput
-from knowledge.library.bases import Base, assert_base_writable, load_base, resolve_base
+from knowledge.library.bases import Base, assert_base_writable, load_base, resolve_base, store_ocr_language
 from knowledge.principal import require_person
 from knowledge.sources.ocr import installed_languages, language_refusal
 from knowledge.store.database import Database
-from knowledge.store.schema import bases
 
 __all__ = ["installed_languages", "set_ocr_language"]
 
@@ -29,5 +24,5 @@ def set_ocr_language(db: Database, base_ref: str | int, language: str) -> Base:
     with db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_writable(base, "change its OCR language")
-        conn.execute(update(bases).where(bases.c.id == base.id).values(ocr_language=language, updated_at=time.time()))
+        store_ocr_language(conn, base.id, language)
         return load_base(conn, base.id)

@@ -33,14 +33,21 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-from sqlalchemy import Connection, delete, func, insert, select, text, update
+from sqlalchemy import Connection, func, select, text
 from sqlalchemy import exc as sa_exc
 
-from jobs.sessions import is_alive, process_start_time, this_host
 from knowledge.errors import Conflict, InvalidInput
-from knowledge.library import blobs, index, tree
-from knowledge.library.bases import ENDPOINT_UNCONFIRMED, INGEST_AGENT_NAME, load_base, validate_name
+from knowledge.library import audit, index, tree
+from knowledge.library.bases import (
+    ENDPOINT_UNCONFIRMED,
+    insert_base,
+    load_base,
+    remove_base,
+    set_name,
+    validate_name,
+)
 from knowledge.portable import fileformat as ff
+from knowledge.portable import import_record
 from knowledge.portable.import_check import (
     EXPORTED_WHILE_ACTIVE,
     STAGES,
@@ -61,9 +68,8 @@ from knowledge.portable.import_stages import (
 )
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
-from knowledge.store.schema import bases, identities, items
+from knowledge.store.schema import bases, items
 from knowledge.store.schema_portable import base_imports
-from knowledge.store.schema_runs import audit_log
 
 log = logging.getLogger(__name__)
 
@@ -128,18 +134,6 @@ def _apply_all(
         ) from None
 
 
-def _owner_values() -> dict[str, Any]:
-    import os
-
-    pid = os.getpid()
-    return {
-        "host": this_host(),
-        "pid": pid,
-        "process_started_at": process_start_time(pid),
-        "heartbeat_at": time.time(),
-    }
-
-
 def _name_taken(conn: Connection, name: str, except_id: int | None = None) -> bool:
     query = select(bases.c.id).where(func.lower(bases.c.name) == name.lower())
     if except_id is not None:
@@ -147,18 +141,12 @@ def _name_taken(conn: Connection, name: str, except_id: int | None = None) -> bo
     return conn.execute(query).first() is not None
 
 
-def _owner_alive(row: Any) -> bool:
-    return is_alive(row.host, row.pid, row.process_started_at, row.heartbeat_at, None)
-
-
 def _begin_or_resume(quire: Quire, info: ExportInfo, export: apsw.Connection, name: str) -> tuple[ImportState, bool]:
     with quire.db.write() as conn:
         for row in conn.execute(select(base_imports).where(base_imports.c.checksum == info.checksum)).all():
-            if _owner_alive(row):
+            if import_record.owner_alive(row):
                 raise Conflict(f"this file is already being imported (process {row.pid}); wait for it to finish")
-            conn.execute(
-                update(base_imports).where(base_imports.c.base_id == row.base_id).values(**_owner_values(), name=name)
-            )
+            import_record.take_over(conn, row.base_id, name)
             log.info("resuming the import of base %s at stage %s", row.base_id, row.stage)
             return ImportState(row.base_id, row.stage, row.cursor, row.item_offset, row.chunk_offset), True
         if _name_taken(conn, name):
@@ -181,35 +169,24 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
     now = time.time()
     settings = info.base
     placeholder = f".importing {info.checksum[:16]} {time.time_ns()}"
-    pk = conn.execute(
-        insert(bases).values(
-            name=placeholder,
-            model_id=info.model_id,
-            dimension=info.dimension,
-            precision=info.precision,
-            backend=info.backend,
-            chunk_size=int(settings["chunk_size"]),
-            chunk_overlap=int(settings["chunk_overlap"]),
-            locked=int(bool(settings.get("locked"))),
-            embedder=_held_back_embedder(info),
-            created_at=float(settings.get("created_at") or now),
-            updated_at=now,
-        )
-    ).inserted_primary_key
-    assert pk is not None
-    base_id = int(pk[0])
-    index.create_base_index(conn, base_id, info.dimension)
-    exported_identities = list(export.execute(ff.IDENTITIES.select_sql()))
-    if not any(r[2] == "ingest_agent" for r in exported_identities):
-        conn.execute(
-            insert(identities).values(base_id=base_id, name=INGEST_AGENT_NAME, kind="ingest_agent", created_at=now)
-        )
-    for _seq, ident_name, kind, disabled, created_at in exported_identities:
-        conn.execute(
-            insert(identities).values(
-                base_id=base_id, name=ident_name, kind=kind, disabled=disabled, created_at=created_at
-            )
-        )
+    values = {
+        "name": placeholder,
+        "model_id": info.model_id,
+        "dimension": info.dimension,
+        "precision": info.precision,
+        "backend": info.backend,
+        "chunk_size": int(settings["chunk_size"]),
+        "chunk_overlap": int(settings["chunk_overlap"]),
+        "locked": int(bool(settings.get("locked"))),
+        "embedder": _held_back_embedder(info),
+        "created_at": float(settings.get("created_at") or now),
+        "updated_at": now,
+    }
+    identity_rows = [
+        {"name": ident_name, "kind": kind, "disabled": disabled, "created_at": created_at}
+        for _seq, ident_name, kind, disabled, created_at in export.execute(ff.IDENTITIES.select_sql())
+    ]
+    base_id = insert_base(conn, values, identity_rows)
     first_item = first_chunk = 0
     item_count = _count(export, "items")
     if item_count:
@@ -217,18 +194,14 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
     chunk_count = _count(export, "chunks")
     if chunk_count:
         first_chunk = index.allocate_chunk_ids(conn, chunk_count)
-    conn.execute(
-        insert(base_imports).values(
-            base_id=base_id,
-            name=name,
-            checksum=info.checksum,
-            stage=STAGES[0],
-            cursor=0,
-            item_offset=first_item,  # the columns keep their names; they hold the first ids of the ranges
-            chunk_offset=first_chunk,
-            started_at=now,
-            **_owner_values(),
-        )
+    import_record.begin(
+        conn,
+        base_id,
+        name=name,
+        checksum=info.checksum,
+        stage=STAGES[0],
+        first_item=first_item,
+        first_chunk=first_chunk,
     )
     return ImportState(base_id, STAGES[0], 0, first_item, first_chunk)
 
@@ -272,15 +245,14 @@ def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str
             }
             for _seq, _id, at, action, actor, run_id, attempt, payload in export.execute(ff.AUDIT.select_sql())
         ]
-        if entries:
-            conn.execute(insert(audit_log), entries)
+        audit.copy_entries(conn, entries)
         item_count = _count(export, "items")
         if item_count:  # the id-range reservation made by the first transaction
             tree.release_reservation(conn, state.base_id, state.first_item, item_count)
-        conn.execute(update(bases).where(bases.c.id == state.base_id).values(name=name, updated_at=time.time()))
+        set_name(conn, state.base_id, name)
         index.bump_version(conn, state.base_id)
         index.sync_file_after_commit(conn, state.base_id, check_dead=False)  # its vector file, built now
-        conn.execute(delete(base_imports).where(base_imports.c.base_id == state.base_id))
+        import_record.end(conn, state.base_id)
 
 
 # -- stale imports --------------------------------------------------------------------------------
@@ -292,19 +264,13 @@ def discard_import(quire: Quire, base_id: int) -> None:
         if conn.execute(select(base_imports.c.base_id).where(base_imports.c.base_id == base_id)).first() is None:
             return
         load_base(conn, base_id)
-        index.drop_base_index(conn, base_id)
-        ids = [r.id for r in conn.execute(select(items.c.id).where(items.c.base_id == base_id)).all()]
-        shas = blobs.shas_of_items(conn, ids)
-        tree.remove_base_rows(conn, base_id)
-        blobs.purge_unreferenced(conn, quire.blobs_dir, shas)
-        conn.execute(delete(identities).where(identities.c.base_id == base_id))
-        conn.execute(delete(bases).where(bases.c.id == base_id))  # cascades folder runs and the import row
+        remove_base(conn, base_id, quire.blobs_dir)  # cascades folder runs and the import row
 
 
 def stale_imports(quire: Quire) -> list[int]:
     with quire.db.read() as conn:
         rows = conn.execute(select(base_imports)).all()
-    return [int(r.base_id) for r in rows if not _owner_alive(r)]
+    return [int(r.base_id) for r in rows if not import_record.owner_alive(r)]
 
 
 def discard_stale_imports(quire: Quire) -> int:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 import numpy as np
-from sqlalchemy import Connection, and_, insert, select, text, update
+from sqlalchemy import Connection, insert, select
 
 from knowledge.errors import Conflict
 from knowledge.library import blobs, index, tree
 from knowledge.portable import fileformat as ff
+from knowledge.portable import import_record
 from knowledge.portable.import_check import (
     BLOB_PAGE_BYTES,
     EXPORTED_WHILE_ACTIVE,
@@ -25,7 +25,6 @@ from knowledge.portable.import_rules import ImportRefused, blob_problem, vector_
 from knowledge.runtime import Quire
 from knowledge.store import schema_runs
 from knowledge.store.schema import ACTIVE_STATUSES
-from knowledge.store.schema_portable import base_imports
 from knowledge.store.schema_runs import folder_runs
 
 log = logging.getLogger(__name__)
@@ -61,18 +60,7 @@ def _advance(conn: Connection, state: ImportState, cursor: int, *, next_stage: b
     expected = (state.stage, state.cursor)
     stage = STAGES[STAGES.index(state.stage) + 1] if next_stage else state.stage
     new_cursor = 0 if next_stage else cursor
-    moved = conn.execute(
-        update(base_imports)
-        .where(
-            and_(
-                base_imports.c.base_id == state.base_id,
-                base_imports.c.stage == expected[0],
-                base_imports.c.cursor == expected[1],
-            )
-        )
-        .values(stage=stage, cursor=new_cursor, heartbeat_at=time.time())
-    ).rowcount
-    if moved != 1:
+    if not import_record.move_cursor(conn, state.base_id, expected, (stage, new_cursor)):
         raise Conflict(
             f"the import's cursor moved under it (expected {expected[0]} at {expected[1]}): another process is "
             "importing this file; this import stopped without writing"
@@ -204,42 +192,23 @@ def apply_chunks(
     quire: Quire, export: apsw.Connection, state: ImportState, dimension: int, total: int, report: Progress
 ) -> None:
     base_id = state.base_id
-    fts = index.fts_table(base_id)
     done = 0
     while True:
         page = list(export.execute(ff.CHUNKS.select_sql(after_seq=True, limit=True), (state.cursor, PAGE_ROWS)))
         if not page:
             break
-        chunk_rows, fts_rows = [], []
-        vec_ids: list[int] = []
+        chunk_rows = []
         vec_floats: list[np.ndarray] = []
         for row in page:
             v = dict(zip(ff.CHUNKS.columns, row[1:], strict=True))
             cid = state.first_chunk + int(row[0]) - 1
             if (problem := vector_problem(v["embedding"], dimension)) is not None:
                 raise ImportRefused("invalid_vector", f"the file holds {problem}; not imported")
-            floats = np.frombuffer(v.pop("embedding"), dtype=np.float32)
-            v.update(
-                id=cid,
-                base_id=base_id,
-                item_id=state.item(v["item_id"]),
-                vector_f16=floats.astype(np.float16).tobytes(),
-            )
+            vec_floats.append(np.frombuffer(v.pop("embedding"), dtype=np.float32))
+            v.update(id=cid, item_id=state.item(v["item_id"]))
             chunk_rows.append(v)
-            vec_ids.append(cid)
-            vec_floats.append(floats)
-            fts_rows.append({"id": cid, "t": v["text"]})
         with quire.db.write() as conn:
-            conn.execute(
-                text(
-                    'INSERT INTO chunks (id, base_id, item_id, ordinal, text, start, "end", page, line_start, '
-                    "line_end, token_count, text_sha256, vector_f16) VALUES (:id, :base_id, :item_id, :ordinal, "
-                    ":text, :start, :end, :page, :line_start, :line_end, :token_count, :text_sha256, :vector_f16)"
-                ),
-                chunk_rows,
-            )
-            index.insert_vectors(conn, base_id, vec_ids, np.stack(vec_floats))
-            conn.execute(text(f"INSERT INTO {fts} (rowid, text) VALUES (:id, :t)"), fts_rows)
+            index.insert_chunks(conn, base_id, chunk_rows, np.stack(vec_floats))
             _advance(conn, state, int(page[-1][0]))
         done += len(page)
         report("chunks", done, total)
