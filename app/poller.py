@@ -1,4 +1,5 @@
-"""Live updates by polling: everything the worker does reaches the window here (STYLE.md #4).
+"""Live updates by polling: everything the worker does reaches the window here; no worker ever signals the
+window, so a dead or busy worker can never leave it waiting.
 
 One poll in flight at a time, in an ``Op``: rows of the shown base updated since a cursor (with a small
 overlap, so a row committed just before the cursor is not missed), the container child counts the tree

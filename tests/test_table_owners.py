@@ -271,3 +271,23 @@ def test_settings_are_read_through_their_door_only() -> None:
         and re.search(r"FROM\s+settings\b|settings\.c\.", path.read_text())
     ]
     assert readers == []
+
+
+def _documented_owners() -> dict[str, str]:
+    """The owner table of docs/ARCHITECTURE.md: table -> the module that writes its rows (a path there)."""
+    documented: dict[str, str] = {}
+    in_table = False
+    for line in (REPO / "docs" / "ARCHITECTURE.md").read_text().splitlines():
+        if line.startswith("| table | owner"):
+            in_table = True
+        elif in_table and not line.startswith("|"):
+            break
+        elif in_table and line.startswith("| `"):
+            table, owner = (cell.strip().strip("`") for cell in line.strip("|").split("|")[:2])
+            assert table not in documented, f"{table} is listed twice"
+            documented[table] = owner.removesuffix(".py").replace("/", ".")
+    return documented
+
+
+def test_the_architecture_page_lists_the_same_owners() -> None:
+    assert _documented_owners() == TABLE_OWNERS, "docs/ARCHITECTURE.md's owner table: say what TABLE_OWNERS says"
