@@ -1,9 +1,9 @@
 """Search over a base: vector (cosine), keyword (BM25: :mod:`knowledge.search.keyword`) and hybrid (the two fused).
 
-Hybrid fuses the two rankings with the fusion fitted on SciFact's training queries
-(:mod:`knowledge.search.fusion`, its numbers in ``resources/fusion/``); ``hybrid-rrf`` fuses them by
-weighted reciprocal-rank fusion, as hybrid did before, and is what hybrid falls back to when the fusion
-data cannot be loaded.
+Hybrid hands both rankings to a reranker (:mod:`knowledge.search.rerank`): by default the fusion fitted
+on SciFact's training queries (:mod:`knowledge.search.fusion`, its numbers in ``resources/fusion/``);
+``hybrid-rrf`` fuses them by weighted reciprocal-rank fusion, as hybrid did before, and is what hybrid
+falls back to when the fusion data cannot be loaded.
 
 Visibility: hits are joined to their live rows and items, and ``deleting`` items are dropped, inside the
 same read snapshot (:mod:`knowledge.search.candidates`), so nothing whose delete has committed is ever
@@ -40,12 +40,9 @@ can make one search cost an unbounded FTS5 OR-query or encoder call.
 
 from __future__ import annotations
 
-import functools
-import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,10 +52,10 @@ from knowledge.errors import InvalidInput
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.links import Backlink, backlinks
 from knowledge.library.location import Location, read_by_ocr
-from knowledge.search import fusion
 from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
 from knowledge.search.keyword import keyword_candidates
 from knowledge.search.keyword_query import query_terms
+from knowledge.search.rerank import Candidates, Reranker, reranker_for
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
 from knowledge.search.snippets import make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse
@@ -69,14 +66,9 @@ if TYPE_CHECKING:
 
 MODES = ("hybrid", "vector", "keyword", "hybrid-rrf")
 HYBRID_MODES = frozenset({"hybrid", "hybrid-rrf"})
-# hybrid-rrf: reciprocal-rank fusion of the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each
-# ranking, equal weights. Chosen on the SciFact *training* queries (tests/benchmarks/tune_hybrid.py,
-# results/hybrid_tuning.json): nDCG@10 is flat for k from 2 to 10 (0.720-0.725) and falls towards the
-# classic k = 60 (0.714-0.716), so k = 5 — a small k lets each ranking's first places decide, which suits
-# two short, strong rankings; depth 50 scores the same as 100 or 200 (within 0.001) at half the work.
-RRF_K = 5
+# Hybrid reranks the top HYBRID_DEPTH (or ``limit``, if larger) chunks of each ranking: on the SciFact
+# training queries depth 50 scores the same as 100 or 200 (within 0.001) at half the work.
 HYBRID_DEPTH = 50
-VECTOR_WEIGHT = 0.5
 MAX_K = 4096  # the most vector candidates one search looks at
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 64  # distinct words (stopwords left out): the OR-terms of the keyword query
@@ -188,64 +180,12 @@ def _score_exactly(conn: Connection, admitted: list[tuple[int, int]], vector: np
     return sorted(scored, key=lambda pair: (-pair[1], pair[0].id))
 
 
-def fuse(
-    rankings: Sequence[Sequence[tuple[Any, float]]],
-    depth: int,
-    *,
-    k: int = RRF_K,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[Any, float]]:
-    """Weighted reciprocal-rank fusion: score = sum of weight / (k + rank) over the rankings a chunk is in."""
-    scores: dict[int, float] = {}
-    rows: dict[int, Any] = {}
-    for n, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[n]
-        for rank, (row, _score) in enumerate(ranking, start=1):
-            scores[row.id] = scores.get(row.id, 0.0) + weight / (k + rank)
-            rows[row.id] = row
-    ordered = sorted(scores, key=lambda cid: (-scores[cid], cid))[:depth]
-    return [(rows[cid], scores[cid]) for cid in ordered]
-
-
-_RRF = fusion.rrf(RRF_K, VECTOR_WEIGHT)
 _TEXTS = text("SELECT id, text FROM chunks WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
 
 
 def _texts(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, str]:
     ids = list(dict.fromkeys(chunk_ids))
     return {int(r[0]): str(r[1]) for r in conn.execute(_TEXTS, {"ids": ids}).all()} if ids else {}
-
-
-_log = logging.getLogger(__name__)
-
-
-@functools.cache
-def active_fusion(path: Path | None = None) -> fusion.Fusion:
-    """The fusion ``hybrid`` uses: the shipped data file's (``path``: another file), loaded once per
-    process; a file that does not load is logged once and hybrid falls back to RRF."""
-    try:
-        return fusion.load_fusion(path or fusion.default_path())
-    except fusion.FusionDataError as exc:
-        _log.warning("%s", exc)
-        return _RRF
-
-
-def fuse_with(
-    fuser: fusion.Fusion,
-    by_vector: Ranked,
-    by_keyword: Ranked,
-    depth: int,
-    texts: dict[int, str] | None = None,
-    terms: Sequence[str] = (),
-) -> Ranked:
-    """The candidates of both rankings ordered by ``fuser``'s scores, shifted so the worst candidate scores
-    0 (the window's relevance bar divides by the best; a learned score can be negative). ``texts`` (by
-    chunk id) and ``terms`` feed the coverage features, when the fusion uses them."""
-    rows, features = fusion.candidate_features(by_vector, by_keyword, texts or {}, terms)
-    if not rows:
-        return []
-    scores = fuser.scores(features)
-    return fusion.order(rows, scores - float(scores.min()), depth)
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -260,9 +200,11 @@ def search(
     limit: int = 10,
     subtree: int | None = None,
     filters: Filters | None = None,
+    reranker: Reranker | None = None,
 ) -> list[Hit]:
     """The ``limit`` best hits for ``query`` (the syntax of :mod:`knowledge.search.syntax`); ``subtree`` and
-    ``filters`` (the window's controls) narrow it further, as the typed filters do."""
+    ``filters`` (the window's controls) narrow it further, as the typed filters do. A hybrid mode orders its
+    candidates with ``reranker`` (by default the one the mode ships with: :func:`rerank.reranker_for`)."""
     if mode not in MODES:
         raise InvalidInput(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     if limit < 1 or limit > 1000:
@@ -274,7 +216,7 @@ def search(
     assert_base_can_run_runtime_operation(base)
     hybrid = mode in HYBRID_MODES
     depth = max(limit, HYBRID_DEPTH) if hybrid else limit
-    fuser = (active_fusion() if mode == "hybrid" else _RRF) if hybrid else None
+    ranker = (reranker or reranker_for(mode)) if hybrid else None
     terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
 
     def keyword(conn: Connection, scope: Scope) -> Ranked:
@@ -291,13 +233,12 @@ def search(
 
         def both(conn: Connection, scope: Scope) -> Ranked:
             by_vector = vector_candidates(conn, base, vector, depth, scope, index=quire.vectors)
-            if background is None or fuser is None:
+            if background is None or ranker is None:
                 return by_vector
-            by_keyword = background.result()
-            if fuser.kind == "rrf":
-                return fuse([by_vector, by_keyword], depth, weights=(VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT))
-            texts = _texts(conn, [c.id for c, _s in (*by_vector, *by_keyword)]) if fuser.needs_texts else {}
-            return fuse_with(fuser, by_vector, by_keyword, depth, texts, terms)
+            found = Candidates(by_vector, background.result(), tuple(terms))
+            if ranker.needs_texts:
+                found = replace(found, texts=_texts(conn, found.ids()))
+            return ranker.rerank(found, depth)
 
         found = _in_snapshot(quire, base, parsed, subtree, both, limit, exact_first=hybrid and _looks_up(parsed))
     marked = [*parsed.phrases, *parsed.identifiers]

@@ -159,7 +159,8 @@ def quality(
     query_ids: Sequence[str],
     qrels: Any,
 ) -> dict[str, dict[str, float]]:
-    from knowledge.search.query import HYBRID_DEPTH, VECTOR_WEIGHT, fuse
+    from knowledge.search.query import HYBRID_DEPTH
+    from knowledge.search.rerank import VECTOR_WEIGHT, fuse
 
     depth = max(LIMIT, HYBRID_DEPTH)
     by_vector = vector_rankings(docs, queries, depth)

@@ -21,6 +21,7 @@ from knowledge.compose import open_quire
 from knowledge.library.bases import get_base
 from knowledge.runtime import Quire
 from knowledge.search import query as search
+from knowledge.search import rerank
 from tests.benchmarks import bench_ingest, corpus, metrics
 from tests.benchmarks.common import RESULTS, loadavg, log
 
@@ -66,7 +67,7 @@ def main() -> int:
     grid = []
     for k, depth, weight in itertools.product(KS, DEPTHS, VECTOR_WEIGHTS):
         rankings = {
-            q: doc_ranking(search.fuse([v[:depth], kw[:depth]], depth, k=k, weights=(weight, 1 - weight)))
+            q: doc_ranking(rerank.fuse([v[:depth], kw[:depth]], depth, k=k, weights=(weight, 1 - weight)))
             for q, (v, kw) in lists.items()
         }
         grid.append(
@@ -82,9 +83,9 @@ def main() -> int:
         next(
             g
             for g in grid
-            if g["k"] == search.RRF_K
+            if g["k"] == rerank.RRF_K
             and g["depth"] == search.HYBRID_DEPTH
-            and g["vector_weight"] == search.VECTOR_WEIGHT
+            and g["vector_weight"] == rerank.VECTOR_WEIGHT
         )
         if search.HYBRID_DEPTH in DEPTHS
         else None
@@ -94,9 +95,9 @@ def main() -> int:
         "documents": len(data.docs),
         "single_modes_ndcg@10": single,
         "chosen_in_search_py": {
-            "k": search.RRF_K,
+            "k": rerank.RRF_K,
             "depth": search.HYBRID_DEPTH,
-            "vector_weight": search.VECTOR_WEIGHT,
+            "vector_weight": rerank.VECTOR_WEIGHT,
             "ndcg@10": current["ndcg@10"] if current else None,
         },
         "top": grid[:15],

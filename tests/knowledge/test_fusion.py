@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from knowledge.search.query import RRF_K, VECTOR_WEIGHT, fuse
+from knowledge.search.rerank import RRF_K, VECTOR_WEIGHT, fuse
 
 
 @dataclass(frozen=True)

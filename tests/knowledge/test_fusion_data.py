@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from knowledge.search import fusion
-from knowledge.search.query import RRF_K, VECTOR_WEIGHT, active_fusion, fuse, fuse_with
+from knowledge.search.rerank import RRF_K, VECTOR_WEIGHT, active_fusion, fuse, fuse_with
 
 
 @dataclass(frozen=True)

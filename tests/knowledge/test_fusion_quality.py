@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.search import fusion
-from knowledge.search.query import RRF_K, VECTOR_WEIGHT, active_fusion, fuse, fuse_with
+from knowledge.search.rerank import RRF_K, VECTOR_WEIGHT, active_fusion, fuse, fuse_with
 
 FIXTURE = Path(__file__).parent / "data" / "fusion_subset.json.gz"
 

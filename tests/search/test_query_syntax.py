@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from knowledge.compose import open_quire, open_team_quire
 from knowledge.errors import InvalidInput
 from knowledge.runtime import Quire
 from knowledge.search import search
+from knowledge.search.candidates import Candidate
+from knowledge.search.rerank import RRF, Candidates, FusionReranker, active_fusion
 from tests.agents.helpers import run
 from tests.conftest import quire_cli
 from tests.support.engine_fixtures import ENGINES, QUEUE_ENV, STORE_ENV
@@ -184,3 +187,43 @@ def test_the_fusion_chosen_reaches_the_search_on_every_surface(opened: Quire, in
 
     run(session)
     assert by_mcp == expected
+
+
+@dataclass
+class _ByWordCount:
+    """A reranker of the test's own: orders the candidates by how often ``word`` occurs in their text (ties by
+    id), and keeps what it was handed so the test can check the seam's inputs."""
+
+    word: str
+    seen: list[Candidates] = field(default_factory=list)
+    name: str = "word count"
+    needs_texts: bool = True
+
+    def rerank(self, candidates: Candidates, depth: int) -> list[tuple[Candidate, float]]:
+        self.seen.append(candidates)
+        rows = {c.id: c for c, _s in (*candidates.by_vector, *candidates.by_keyword)}
+        counts = {cid: candidates.texts[cid].lower().count(self.word) for cid in rows}
+        ordered = sorted(rows, key=lambda cid: (-counts[cid], cid))[:depth]
+        return [(rows[cid], float(counts[cid])) for cid in ordered]
+
+
+def test_a_reranker_given_to_search_orders_what_both_rankings_found(opened: Quire) -> None:
+    """The seam: hybrid search hands both rankings (and, when asked, the candidates' texts) to the reranker
+    and returns its order; without one, each hybrid mode uses the fusion it ships with."""
+    ranker = _ByWordCount("silt")
+    hits = search(opened, "kb", FUSION_QUERY, mode="hybrid", limit=LIMIT, reranker=ranker)
+    (given,) = ranker.seen
+    assert given.by_vector and given.by_keyword and set(given.texts) == set(given.ids())
+    assert given.terms == ("harbour", "dredging", "silt")
+    counts = [h.text.lower().count("silt") for h in hits]
+    assert counts == sorted(counts, reverse=True) and counts[0] > 0
+    assert [h.score for h in hits] == [float(c) for c in counts]
+    assert {h.chunk_id for h in hits} <= set(given.ids())
+
+    for mode in ("hybrid", "hybrid-rrf"):
+        shipped = FusionReranker(active_fusion() if mode == "hybrid" else RRF)
+        assert [(h.chunk_id, h.score) for h in search(opened, "kb", FUSION_QUERY, mode=mode, limit=LIMIT)] == [
+            (h.chunk_id, h.score) for h in search(opened, "kb", FUSION_QUERY, mode=mode, limit=LIMIT, reranker=shipped)
+        ]
+    vector_only = search(opened, "kb", FUSION_QUERY, mode="vector", limit=LIMIT, reranker=_ByWordCount("silt"))
+    assert vector_only == search(opened, "kb", FUSION_QUERY, mode="vector", limit=LIMIT)  # only hybrid reranks
