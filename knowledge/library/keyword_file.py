@@ -243,6 +243,7 @@ class KeywordFiles:
             writer.rollback()
             raise
         writer.wait_merging_threads()
+        _owner_only(self.path(current.stamp.key.base_id))
         current.index.reload()
         return Opened(current.index, stamp)
 
@@ -264,6 +265,7 @@ class KeywordFiles:
             raise
         writer.wait_merging_threads()
         del index, writer
+        _owner_only(new)
         _remove_entry(final)
         new.rename(final)
         return self._open(key)
@@ -275,6 +277,17 @@ class Busy(OSError):
 
 class Stopped(Exception):
     """A sync abandoned at its caller's request (the process is closing); nothing of it was committed."""
+
+
+def _owner_only(directory: Path) -> None:
+    """tantivy creates its segment files with the process umask (0644 on most desktops): inside the 0700
+    index directory no one else can reach them, but the data directory's rule is owner-only files too
+    (``quire doctor`` checks every file), so each file a commit or merge wrote is narrowed here."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mode & 0o077:
+                with contextlib.suppress(FileNotFoundError):  # a merge may have removed it meanwhile
+                    os.chmod(entry.path, 0o600, follow_symlinks=False)
 
 
 def _flock(fd: int, kind: int, wait: float | None) -> None:
