@@ -7,7 +7,9 @@ Crafted inputs: a 1,100-character query, a query of 65 distinct words, 70 querie
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,7 @@ from knowledge.library.index import ChunkRow
 from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
 from knowledge.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, search, term_stats
+from knowledge.search.keyword_index import KeywordIndex
 from tests.agents.helpers import error_text, run
 from tests.app.conftest import WindowFactory, create_base, open_window, prompter  # noqa: F401 - fixtures
 from tests.conftest import quire_cli
@@ -74,6 +77,8 @@ def test_the_operation_refuses_before_anything_runs(quire: Quire, base_with_text
     # at the bounds a query runs: 64 distinct words, 1,000 characters; repeats and stopwords are not terms
     at_bound = " ".join(f"word{n}" for n in range(MAX_QUERY_TERMS))
     assert search(quire, "kb", at_bound, mode="keyword")[0].text == "word1 word2 word3"
+    with _ranked_by_fts5(quire):  # the term counts are FTS5's ranker's (the keyword index prunes by itself)
+        assert search(quire, "kb", at_bound, mode="keyword")[0].text == "word1 word2 word3"
     assert quire.terms.size() == (1, MAX_QUERY_TERMS)
     repeated = ("the lighthouse " * 67)[:MAX_QUERY_CHARS]
     assert search(quire, "kb", repeated, mode="keyword")[0].text.startswith("the lighthouse")
@@ -133,7 +138,24 @@ def test_the_window_shows_the_message_and_runs_nothing(
     qtbot.waitUntil(lambda: ran == ["lighthouse"], timeout=10_000)
 
 
+@contextlib.contextmanager
+def _ranked_by_fts5(quire: Quire) -> Iterator[None]:
+    """Searches rank with FTS5, as where a base has no usable keyword index (one too large to build on the
+    spot, or another process rebuilding it): the ranker whose common-term cut counts terms in the cache."""
+    kept = quire.keywords
+    quire.keywords = KeywordIndex()  # no index files: FTS5 ranks
+    try:
+        yield
+    finally:
+        quire.keywords = kept
+
+
 def test_the_term_cache_never_exceeds_its_bound(quire: Quire, base_with_text: list[str]) -> None:
+    with _ranked_by_fts5(quire):
+        _fill_the_term_cache(quire)
+
+
+def _fill_the_term_cache(quire: Quire) -> None:
     batches = 70  # 70 x 64 new words: more than the 4,096 terms a base keeps
     for batch in range(batches):
         words = " ".join(f"w{batch}x{n}" for n in range(MAX_QUERY_TERMS))
