@@ -60,6 +60,7 @@ from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.ingest.walk import VISIBLE, judge_path
 from knowledge.library import audit
 from knowledge.library.bases import load_base
+from knowledge.library.index_syncs import gathered
 from knowledge.store.schema_runs import (
     TERMINAL_RUN_STATUSES,
     folder_runs,
@@ -97,7 +98,8 @@ def execute_run(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         fault = _payload_fault(ctx.payload, entered)
         if fault is not None:
             raise RunFault(fault)
-        tally = _process(quire, ctx, entered, agent)
+        with gathered(quire.db):  # one source per transaction: the derived files catch up every few seconds
+            tally = _process(quire, ctx, entered, agent)
         counts = _complete(ctx, entered)
     except ControlFlow:
         raise

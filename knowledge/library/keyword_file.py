@@ -48,7 +48,6 @@ import logging
 import os
 import shutil
 import stat
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +56,8 @@ from typing import TYPE_CHECKING, Any
 import tantivy
 from sqlalchemy import Connection, bindparam, text
 
+from knowledge.library.file_locks import Busy, flock
+from knowledge.library.index_syncs import Sync, gathered_or_run
 from knowledge.library.keyword_schema import (
     ANALYZER,
     FORMAT,
@@ -123,7 +124,7 @@ class KeywordFiles:
             name.unlink(missing_ok=True)
             fd = os.open(name, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
         try:
-            _flock(fd, kind, wait)
+            flock(fd, kind, wait)
             yield
         finally:
             os.close(fd)  # closing releases the lock
@@ -271,10 +272,6 @@ class KeywordFiles:
         return self._open(key)
 
 
-class Busy(OSError):
-    """Another process holds the base's index lock longer than the caller would wait."""
-
-
 class Stopped(Exception):
     """A sync abandoned at its caller's request (the process is closing); nothing of it was committed."""
 
@@ -288,21 +285,6 @@ def _owner_only(directory: Path) -> None:
             if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mode & 0o077:
                 with contextlib.suppress(FileNotFoundError):  # a merge may have removed it meanwhile
                     os.chmod(entry.path, 0o600, follow_symlinks=False)
-
-
-def _flock(fd: int, kind: int, wait: float | None) -> None:
-    if wait is None:
-        fcntl.flock(fd, kind)
-        return
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, kind | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise Busy("the keyword index is being written by another process") from None
-            time.sleep(0.01)  # flock has no timed wait: poll
 
 
 def _add_rows(
@@ -403,7 +385,8 @@ class SyncAfterCommit:
     """An after-commit hook: bring a base's index up to the rows, deleting the chunks ``cleared`` carries.
 
     One per base and transaction (hooks equal by base): the transaction's clears add their chunk ids to the
-    one queued (``knowledge.store.database.after_commit`` answers it)."""
+    one queued (``knowledge.store.database.after_commit`` answers it). Run at once or gathered with later
+    commits' (:mod:`knowledge.library.index_syncs`)."""
 
     base_id: int
     cleared: set[int] = field(default_factory=set)
@@ -415,7 +398,14 @@ class SyncAfterCommit:
         return hash((SyncAfterCommit, self.base_id))
 
     def __call__(self, db: Database) -> None:
+        gathered_or_run(db, self)
+
+    def run(self, db: Database) -> None:
         KeywordFiles(db).sync(self.base_id, self.cleared)
+
+    def absorb(self, later: Sync) -> None:
+        if isinstance(later, SyncAfterCommit):
+            self.cleared |= later.cleared
 
 
 @dataclass(frozen=True)

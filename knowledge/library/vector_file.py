@@ -58,6 +58,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, text
 
+from knowledge.library.file_locks import Busy, flock
+from knowledge.library.index_syncs import Sync, gathered_or_run
 from knowledge.library.vector_rows import RowReader
 from knowledge.store import settings
 
@@ -237,22 +239,41 @@ class VectorFiles:
         return fd
 
     @contextlib.contextmanager
-    def _locked(self, dir_fd: int, base_id: int, kind: int) -> Iterator[None]:
+    def _locked(self, dir_fd: int, base_id: int, kind: int, wait: float | None = None) -> Iterator[None]:
+        """The base's lock (``wait``: give up with ``Busy`` after that many seconds instead of waiting)."""
         fd = self._open_regular(dir_fd, f"base-{int(base_id)}.lock", os.O_RDWR, create=True)
         if fd is None:
             raise OSError("cannot open the vector file's lock")
         try:
-            fcntl.flock(fd, kind)
+            flock(fd, kind, wait)
             yield
         finally:
             os.close(fd)  # closing releases the lock
 
     # -- reading --------------------------------------------------------------------------------
 
-    def peek(self, key: BaseKey) -> Mapped | None:
-        """The file as it is (under a shared lock), if it is valid and the base's; None otherwise."""
+    def peek(self, key: BaseKey, *, wait: float | None = None) -> Mapped | None:
+        """The file as it is (under a shared lock), if it is valid and the base's; None otherwise.
+        ``wait``: raise ``Busy`` rather than wait longer than that for a writer."""
         try:
-            with self._dir() as dir_fd, self._locked(dir_fd, key.base_id, fcntl.LOCK_SH):
+            with self._dir() as dir_fd, self._locked(dir_fd, key.base_id, fcntl.LOCK_SH, wait):
+                return self._map(dir_fd, key)
+        except Busy:
+            raise
+        except OSError:
+            log.warning("the vector file of base %s could not be read", key.base_id, exc_info=True)
+            return None
+
+    def map_unlocked(self, key: BaseKey) -> Mapped | None:
+        """The file as it is, mapped without the lock (for a search whose ``peek`` found it ``Busy``).
+
+        Safe without the lock because of how the file is written: records ``[0, count)`` never change once
+        written, an append writes its records before the header (one ``pwrite``, CRC-checked: a torn read of
+        it is no header), and growth or a rebuild renames a whole new file over the old one, never truncating
+        or rewriting it in place. So whatever another process is doing, the mapping's records are valid; it
+        may only be behind, ahead of, or (a file being rebuilt) not of this snapshot's history."""
+        try:
+            with self._dir() as dir_fd:
                 return self._map(dir_fd, key)
         except OSError:
             log.warning("the vector file of base %s could not be read", key.base_id, exc_info=True)
@@ -303,10 +324,11 @@ class VectorFiles:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def sync(self, base_id: int, *, check_dead: bool = False) -> Mapped | None:
+    def sync(self, base_id: int, *, check_dead: bool = False, wait: float | None = None) -> Mapped | None:
         """Bring the base's file up to the database (see the module docstring); None if the base is gone
-        (its files are removed). Reads its own snapshot, taken after the exclusive lock."""
-        with self._dir() as dir_fd, self._locked(dir_fd, base_id, fcntl.LOCK_EX), self.db.read() as conn:
+        (its files are removed). Reads its own snapshot, taken after the exclusive lock. ``wait``: raise
+        ``Busy`` rather than wait longer than that for another writer."""
+        with self._dir() as dir_fd, self._locked(dir_fd, base_id, fcntl.LOCK_EX, wait), self.db.read() as conn:
             key = base_key(conn, base_id)
             if key is None:
                 self._remove(dir_fd, base_id)
@@ -527,15 +549,22 @@ def _state(conn: Connection, files: VectorFiles, key: BaseKey) -> str:
     return "current"
 
 
-@dataclass(frozen=True)
+@dataclass
 class SyncAfterCommit:
-    """An after-commit hook: append a base's new rows to its file (equal hooks run once per transaction)."""
+    """An after-commit hook: append a base's new rows to its file (equal hooks run once per transaction), at
+    once or gathered with later commits' (:mod:`knowledge.library.index_syncs`)."""
 
     base_id: int
     check_dead: bool = False
 
     def __call__(self, db: Database) -> None:
+        gathered_or_run(db, self)
+
+    def run(self, db: Database) -> None:
         VectorFiles(db).sync(self.base_id, check_dead=self.check_dead)
+
+    def absorb(self, later: Sync) -> None:
+        self.check_dead = self.check_dead or (isinstance(later, SyncAfterCommit) and later.check_dead)
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,23 @@ keyword nDCG@10 is 0.7005 with FTS5 and 0.7004 with the tantivy index.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from knowledge.library import index_postgres
 from knowledge.library.bases import Base
-from knowledge.library.index import fts_table
+from knowledge.library.index import fts_table, vectors_version
+from knowledge.library.keyword_schema import Opened
+from knowledge.search import keyword_bm25
 from knowledge.search.candidates import Ranked, over_fetch, visible
 from knowledge.search.keyword_index import KeywordIndex
-from knowledge.search.keyword_query import fts_query, keyword_query
+from knowledge.search.keyword_query import KeywordQuery, fts_query, keyword_query
 from knowledge.search.scope import Scope
 from knowledge.search.syntax import ParsedQuery
 from knowledge.search.term_stats import TermStats
+
+CANDIDATES = 2  # the index's candidates per chunk asked for, scored exactly (see _scored_candidates)
 
 
 def keyword_candidates(
@@ -46,15 +51,16 @@ def keyword_candidates(
         return []
     limit = over_fetch(depth)
     while True:
-        rows = fetch(limit)
+        rows, exhausted = fetch(limit)
         shown = visible(conn, [r[0] for r in rows], scope)
         hits = [(shown[r[0]], float(r[1])) for r in rows if r[0] in shown]
-        if len(hits) >= depth or len(rows) < limit:
+        if len(hits) >= depth or exhausted:
             return hits[:depth]
         limit *= 4
 
 
-Fetch = Callable[[int], list[tuple[int, float]]]
+# limit -> (up to limit (chunk id, score) pairs, best first; whether the ranker has no more than those)
+Fetch = Callable[[int], tuple[list[tuple[int, float]], bool]]
 
 
 def _ranker(
@@ -65,27 +71,68 @@ def _ranker(
     stats: TermStats | None,
     index: KeywordIndex | None,
 ) -> Fetch | None:
-    """``limit -> (chunk id, score) pairs, best first``: the index's top-k, or FTS5's ranking."""
+    """The index's candidates scored as FTS5 scores them, or FTS5's own ranking."""
     opened = None if index is None else index.opened(conn, base)
     if index is not None and opened is not None:
         whole = keyword_query(query)
         if whole is None:
             return None
-        return lambda limit: index.top(opened, whole, limit, None if scope is None else scope.items)
+        items = None if scope is None else scope.items
+        return lambda limit: _scored_candidates(conn, base, index, opened, whole, limit, items, stats)
     match = fts_query(query, None if stats is None else lambda terms: stats.rare_terms(conn, base, terms))
     if match is None:
         return None
-    return lambda limit: ranked_matches(conn, base, match, limit)
+
+    def fetch(limit: int) -> tuple[list[tuple[int, float]], bool]:
+        rows = ranked_matches(conn, base, match, limit)
+        return rows, len(rows) < limit
+
+    return fetch
+
+
+def _scored_candidates(
+    conn: Connection,
+    base: Base,
+    index: KeywordIndex,
+    opened: Opened,
+    query: KeywordQuery,
+    limit: int,
+    items: AbstractSet[int] | None,
+    stats: TermStats | None,
+) -> tuple[list[tuple[int, float]], bool]:
+    """The index's ``CANDIDATES`` x ``limit`` best (by its own BM25), scored exactly as FTS5's ``bm25()`` would
+    in this snapshot (:mod:`knowledge.search.keyword_bm25`); the ``limit`` best of those. Chunks the snapshot
+    lacks (an index ahead of it, or holding chunks whose delete it was never told of) are left out."""
+    asked = limit * CANDIDATES
+    found = index.top(opened, query, asked, items)
+    texts = _texts(conn, [chunk_id for chunk_id, _score in found])
+    phrases = [*query.required, *query.alternatives]  # the match expression's phrases, in FTS5's order
+    totals = keyword_bm25.table_totals(conn, base.id)
+    if opened.version == vectors_version(conn, base.id) and opened.documents() == totals.rows:
+        hits = index.counts(opened, phrases)  # the index holds exactly this snapshot's rows: count there
+    else:
+        hits = (stats or TermStats()).counts(conn, base, phrases)
+    scored = keyword_bm25.scores(texts, keyword_bm25.phrase_tokens(phrases), hits, totals)
+    ranked = sorted(scored.items(), key=lambda pair: (-pair[1], pair[0]))
+    return ranked[:limit], len(found) < asked
+
+
+_TEXTS = text("SELECT id, text FROM chunks WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
+
+
+def _texts(conn: Connection, chunk_ids: list[int]) -> dict[int, str]:
+    return {int(r[0]): str(r[1]) for r in conn.execute(_TEXTS, {"ids": chunk_ids}).all()} if chunk_ids else {}
 
 
 def ranked_matches(conn: Connection, base: Base, match: str, limit: int) -> list[tuple[int, float]]:
-    """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best (highest score) first:
-    FTS5's BM25 here, the same BM25 computed in SQL on a team store (``index_postgres.keyword_matches``)."""
+    """Up to ``limit`` (chunk id, score) pairs for an FTS5-style match string, best (highest score) first, ties
+    by chunk id: FTS5's BM25 here, the same BM25 computed in SQL on a team store
+    (``index_postgres.keyword_matches``)."""
     table = fts_table(base.id)
     if conn.dialect.name == "postgresql":
         return index_postgres.keyword_matches(conn, table, match, limit)
     rows = conn.execute(
-        text(f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH :m ORDER BY s LIMIT :n"),
+        text(f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH :m ORDER BY s, rowid LIMIT :n"),
         {"m": match, "n": limit},
     ).all()
     return [(int(r[0]), -float(r[1])) for r in rows]

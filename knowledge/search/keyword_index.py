@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 import tantivy
 from sqlalchemy import Connection
 
 from knowledge.library.bases import Base
+from knowledge.library.file_locks import Busy
 from knowledge.library.index import vectors_version
-from knowledge.library.keyword_file import Busy, KeywordFiles, history_differs
+from knowledge.library.keyword_file import KeywordFiles, history_differs
 from knowledge.library.keyword_schema import SCHEMA, Opened, analyze
 from knowledge.library.vector_file import BaseKey
 from knowledge.search.keyword_query import KeywordQuery
@@ -116,6 +118,19 @@ class KeywordIndex:
         hits = searcher.search(found, limit, count=False).hits
         ids = searcher.fast_field_values("id", [address for _score, address in hits])
         return [(int(i), float(score)) for (score, _address), i in zip(hits, ids, strict=True) if i]
+
+
+    @staticmethod
+    def counts(opened: Opened, phrases: Sequence[str]) -> list[int]:
+        """How many documents of the index hold each phrase (deleted ones not counted): the rows holding it,
+        when the index holds exactly a snapshot's rows (the caller checks)."""
+        searcher = opened.searcher()
+        found = []
+        for phrase in phrases:
+            query = _phrase(phrase)
+            result = None if query is None else searcher.search(query, 1, count=True)
+            found.append(0 if result is None else int(result.count or 0))  # type: ignore[attr-defined]  # not in the stub
+        return found
 
 
 def as_tantivy(query: KeywordQuery) -> tantivy.Query | None:

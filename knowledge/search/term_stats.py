@@ -8,6 +8,9 @@ chunks are left out of the query when rarer ones remain. Measured on the SciFact
 the cut-off forced on: keyword nDCG@10 0.6936 → 0.6903, hybrid 0.7240 → 0.7247 (20 %: 0.6926 and
 0.7246; 10 %: 0.6885 and 0.7222); at 100,000 chunks the keyword query takes about half the time.
 
+The same counts are BM25's document frequencies when the keyword index's candidates are scored exactly
+(:mod:`knowledge.search.keyword_bm25`): :meth:`TermStats.counts`, for words and phrases alike.
+
 Counts are cached per base and per version of its material (:func:`knowledge.library.index.vectors_version`,
 bumped in every transaction that writes or clears chunks), so they are exact for the snapshot the
 search reads. Threading: a lock guards the cache; the counts themselves are read outside it.
@@ -44,7 +47,7 @@ class _Entry:
     """One base's counts, valid for one version of its material."""
 
     stamp: tuple[float, int]
-    total: int
+    total: int | None = None  # the base's chunks (for the common-term cut), once asked
     counts: OrderedDict[str, int] = field(default_factory=OrderedDict)
 
 
@@ -62,40 +65,57 @@ class TermStats:
 
     def rare_terms(self, conn: Connection, base: Base, terms: Sequence[str]) -> list[str]:
         """``terms`` without the common ones (all of them on a small base; never none of them)."""
-        stamp = (base.created_at, vectors_version(conn, base.id))
-        with self._lock:
-            entry = self._cache.get(base.id)
-            known = (
-                {}
-                if entry is None or entry.stamp != stamp
-                else {t: entry.counts[t] for t in terms if t in entry.counts}
-            )
-        if entry is None or entry.stamp != stamp:
-            total = int(
+        entry, known = self._entry(conn, base, terms)
+        if entry.total is None:  # counted once per version, only where terms may be cut
+            entry.total = int(
                 conn.execute(text("SELECT count(*) FROM chunks WHERE base_id = :b"), {"b": base.id}).scalar_one()
             )
-            entry = _Entry(stamp, total)
         if entry.total <= EXACT_UP_TO or len(terms) < 2:
             self._store(base.id, entry, {})
             return list(terms)
+        counts = self._count(conn, base, entry, known, terms)
+        rare = [t for t in terms if counts[t] <= COMMON_SHARE * entry.total]
+        return rare or [min(terms, key=lambda t: counts[t])]
+
+    def counts(self, conn: Connection, base: Base, phrases: Sequence[str]) -> list[int]:
+        """How many chunks hold each phrase (a word, or words in a row) in ``conn``'s snapshot, as FTS5 counts
+        a quoted phrase: BM25's document frequencies (:mod:`knowledge.search.keyword_bm25`)."""
+        entry, known = self._entry(conn, base, phrases)
+        counts = self._count(conn, base, entry, known, phrases)
+        return [counts[p] for p in phrases]
+
+    def _entry(self, conn: Connection, base: Base, terms: Sequence[str]) -> tuple[_Entry, dict[str, int]]:
+        """The base's entry for ``conn``'s version of its material (a new one if it moved) and the counts of
+        ``terms`` it already holds."""
+        stamp = (base.created_at, vectors_version(conn, base.id))
+        with self._lock:
+            entry = self._cache.get(base.id)
+            if entry is not None and entry.stamp == stamp:
+                return entry, {t: entry.counts[t] for t in terms if t in entry.counts}
+        return _Entry(stamp), {}
+
+    def _count(
+        self, conn: Connection, base: Base, entry: _Entry, known: dict[str, int], terms: Sequence[str]
+    ) -> dict[str, int]:
         counts = dict(known)
+        table = fts_table(base.id)
         for term in terms:
             if term not in counts:
                 counts[term] = int(
                     conn.execute(
-                        text(f"SELECT count(*) FROM {fts_table(base.id)} WHERE {fts_table(base.id)} MATCH :t"),
-                        {"t": quoted(term)},
+                        text(f"SELECT count(*) FROM {table} WHERE {table} MATCH :t"), {"t": quoted(term)}
                     ).scalar_one()
                 )
         self._store(base.id, entry, counts)
-        rare = [t for t in terms if counts[t] <= COMMON_SHARE * entry.total]
-        return rare or [min(terms, key=lambda t: counts[t])]
+        return counts
 
     def _store(self, base_id: int, entry: _Entry, counts: dict[str, int]) -> None:
         """Keep ``counts`` (the terms just used, most recent) in ``entry``, within both bounds."""
         with self._lock:
             current = self._cache.get(base_id)
             if current is not None and current.stamp == entry.stamp:
+                if current.total is None:
+                    current.total = entry.total
                 entry = current  # another thread's counts for the same version: add to them
             for term, count in counts.items():
                 entry.counts[term] = count

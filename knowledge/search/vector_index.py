@@ -51,6 +51,7 @@ from sqlalchemy import Connection, text
 
 from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
+from knowledge.library.file_locks import Busy
 from knowledge.library.index import vec_table, vectors_version
 from knowledge.library.vector_file import BaseKey, Mapped, VectorFiles, sign_bits
 from knowledge.library.vector_rows import RowReader
@@ -65,6 +66,7 @@ MAX_CANDIDATES = 16_384  # rescored rows at most (25 MB read): a search over-fet
 SCAN_BLOCK = 65_536  # rows of sign bits compared per step (3 MB of temporaries)
 COMPACT_SEGMENTS = 16  # merge the appended segments once there are this many
 DEAD_SHARE = 0.25  # reload a base whose held chunks are more than this share deleted
+LOCK_WAIT = 0.25  # seconds a search waits for another process's lock on a vector file; then it reads around it
 
 Ids = npt.NDArray[np.int64]
 Bits = npt.NDArray[np.uint64]
@@ -177,16 +179,35 @@ class VectorIndex:
         """The base's vector file mapped, synced first if it is behind this snapshot or not the rows'."""
         assert self._files is not None
         files = self._files
-        mapped = files.peek(BaseKey(base.id, base.created_at, base.dimension))
         try:
+            mapped = files.peek(BaseKey(base.id, base.created_at, base.dimension), wait=LOCK_WAIT)
             if mapped is None or mapped.version < version or not files.matches_rows(conn, mapped):
-                mapped = files.sync(base.id)
+                mapped = files.sync(base.id, wait=LOCK_WAIT)
+        except Busy:  # another process holds the file's lock (appending, rebuilding, or stopped meanwhile)
+            log.info("vector file of base %s locked by another process: its rows complete it", base.id)
+            return self._beside_writer(conn, base, key, version)
         except OSError:  # no room, no permission: search from rows in memory, as without files
             log.warning("the vector file of base %s could not be written; reading rows", base.id, exc_info=True)
             return _load(conn, base, key, version)
         if mapped is None or mapped.version < version:  # the base is gone, or the file lags still
             return _load(conn, base, key, version)
         return _Held.build(key, mapped.version, mapped.header.last_id, _mapped_segments(mapped))
+
+    def _beside_writer(self, conn: Connection, base: Base, key: tuple[int, float], version: int) -> _Held:
+        """The file as it is, mapped without its lock (``VectorFiles.map_unlocked`` says why that is safe), and
+        the rows of this snapshot above its last record, read into memory: exactly this snapshot's vectors
+        (chunks it no longer has are dropped by the join, as always). A file that is not this snapshot's
+        history (one being rebuilt) is passed by and every row read."""
+        assert self._files is not None
+        mapped = self._files.map_unlocked(BaseKey(base.id, base.created_at, base.dimension))
+        if mapped is None or not self._files.matches_rows(conn, mapped):
+            return _load(conn, base, key, version)
+        segments = _mapped_segments(mapped)
+        if mapped.version >= version:
+            return _Held.build(key, mapped.version, mapped.header.last_id, segments)
+        ids, halves = _rows(conn, base, mapped.header.last_id)
+        tail = (_Segment.build(ids, halves),) if ids else ()
+        return _Held.build(key, version, ids[-1] if ids else mapped.header.last_id, segments + tail)
 
 
 def _mapped_segments(mapped: Mapped) -> tuple[_Segment, ...]:

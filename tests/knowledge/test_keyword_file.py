@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 from pathlib import Path
@@ -36,6 +37,7 @@ from knowledge.search.syntax import parse
 from knowledge.store.database import open_raw_connection
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import make_base
+from tests.knowledge.test_crash import prose
 
 TEXTS = [
     "Proteins fold into structures; misfolded proteins aggregate in neurons.",
@@ -145,17 +147,50 @@ def test_the_writer_keeps_the_index_in_step_with_adds_deletes_and_reindex(quire:
 
 
 def test_it_ranks_as_fts5_ranks_with_fts5s_analyzer(quire: Quire) -> None:
-    """The same chunks in the same order (identical texts tie): stemming (proteins/protein, ran/run), folded
-    accents (Müllabfuhr = mullabfuhr), identifiers as phrases, required phrases and exclusions mean what
-    they mean to FTS5. (Scores differ by a constant idf shape: tantivy's idf is ln(1 + x), FTS5's ln(x).)"""
+    """The same chunks in the same order with the same scores (identical texts tie, broken by chunk id):
+    stemming (proteins/protein, ran/run), folded accents (Müllabfuhr = mullabfuhr), identifiers as phrases,
+    required phrases and exclusions mean what they mean to FTS5, and the index's candidates are scored as
+    FTS5's bm25() scores them."""
     base = make_base(quire)
     write(quire, base.id, TEXTS * 3)
     rows = live_chunks(quire, base.id)
     for query in QUERIES:
-        by_index = [rows[c][1] for c, _s in ranked(quire, base, query, with_index=True)]
-        by_fts5 = [rows[c][1] for c, _s in ranked(quire, base, query, with_index=False)]
-        assert by_index and by_index == by_fts5, query
+        by_index = ranked(quire, base, query, with_index=True)
+        assert by_index and by_index == ranked(quire, base, query, with_index=False), query
     assert {rows[c][1] for c, _s in ranked(quire, base, "mullabfuhr", with_index=True)} == {TEXTS[2]}
+
+
+def test_the_same_rows_rank_the_same_whatever_the_indexs_history(quire: Quire) -> None:
+    """tantivy counts deleted and replaced documents in its BM25 statistics until a merge rewrites their
+    segment, so an index with a past (commits, reindexes, deletes) and one rebuilt from the same rows score
+    differently by themselves (checked below); search scores the index's candidates as FTS5 scores them, from
+    the snapshot's rows: the same hits and scores as FTS5's own ranking, before and after a rebuild."""
+    rng = random.Random(3)
+    base = make_base(quire)
+    for round_ in range(6):
+        items = write(quire, base.id, [prose(rng, 40) for _ in range(12)], name=f"r{round_}-")
+        with quire.db.write() as conn:  # a reindex (a new chunk for the item) and two deletes
+            body = prose(rng, 40)
+            index.write_item_material(conn, base.id, items[0], [ChunkRow(0, body, 0, 9, None, 1, 1, 9, f"x{round_}")],
+                                      np.ones((1, 384), dtype=np.float32))  # fmt: skip
+            index.clear_items_material(conn, base.id, items[1:3])
+    queries = ["protein receptor signal", "ocean carbon glacier", "court contract law", '"neuron memory" learning']
+    with quire.db.read() as conn:
+        opened = quire.keywords.opened(conn, base)
+    assert opened is not None
+    own_before = {q: KeywordIndex.top(opened, keyword_query(parse(q)), 20) for q in queries}  # type: ignore[arg-type]
+    with_past = {q: ranked(quire, base, q, with_index=True) for q in queries}
+    assert all(with_past.values())
+    assert with_past == {q: ranked(quire, base, q, with_index=False) for q in queries}
+
+    shutil.rmtree(KeywordFiles(quire.db).path(base.id))  # rebuilt from the same rows by the next search
+    quire.keywords.forget(base.id)
+    assert {q: ranked(quire, base, q, with_index=True) for q in queries} == with_past
+    with quire.db.read() as conn:
+        rebuilt = quire.keywords.opened(conn, base)
+    assert rebuilt is not None and rebuilt.documents() == opened.documents()  # the same live documents
+    own_after = {q: KeywordIndex.top(rebuilt, keyword_query(parse(q)), 20) for q in queries}  # type: ignore[arg-type]
+    assert own_after != own_before  # the index's own BM25 did depend on its past
 
 
 def test_a_narrow_filter_is_intersected_inside_the_index(quire: Quire) -> None:

@@ -11,6 +11,9 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +150,62 @@ def test_a_commit_whose_append_never_ran_is_caught_up_by_search(quire: Quire, mo
     for q, found in zip(queries, searched_ids(quire, base, queries), strict=True):
         assert set(found) <= live and found == brute_force(quire, base, q)
     assert_matches_rows(quire, base, VectorFiles(quire.db).peek(key_of(base)))
+
+
+SEARCH_DEADLINE = 300.0  # seconds: generous on a loaded machine; a search that waits on the lock never ends
+HOLD_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+@pytest.mark.parametrize("file_state", ["behind its rows", "missing"])
+def test_a_search_answers_exactly_while_another_process_holds_the_files_lock(
+    quire: Quire, monkeypatch: pytest.MonkeyPatch, file_state: str
+) -> None:
+    """Another process holds the file's lock and never lets go (stopped mid-append, say): a search waits a
+    bounded time, then answers from the file as it is plus its snapshot's rows — exactly the rows' answer."""
+    base = make_base(quire)
+    vectors = clustered(np.random.default_rng(5), 300)
+    items = fill(quire, base.id, vectors[:200])
+    files = VectorFiles(quire.db)
+    monkeypatch.setattr(vector_file.SyncAfterCommit, "__call__", lambda self, db: None)  # the appends never run
+    fill(quire, base.id, vectors[200:], start=200)
+    with quire.db.write() as conn:
+        index.clear_items_material(conn, base.id, items[:3])
+    if file_state == "missing":
+        files.path(base.id).unlink()
+    before = files.map_unlocked(key_of(base))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(files.path(base.id).with_name(f"base-{base.id}.lock"))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        queries = near(np.random.default_rng(6), vectors[150:], 10)
+        pool = ThreadPoolExecutor(max_workers=1)  # a search waiting on the lock would never return: time out
+        try:
+            found = pool.submit(searched_ids, quire, base, queries).result(timeout=SEARCH_DEADLINE)
+        finally:
+            pool.shutdown(wait=False)  # a stuck search ends once the holder below lets go
+        live = set(live_rows(quire, base.id))
+        for q, ids in zip(queries, found, strict=True):
+            assert set(ids) <= live and ids == brute_force(quire, base, q)
+        unheld = live - (set() if before is None else {int(i) for i in before.ids})
+        assert any(set(ids) & unheld for ids in found)  # chunks only the rows hold are found too
+        after = files.map_unlocked(key_of(base))  # nothing was written while the lock was held
+        assert (after is None) if before is None else (after is not None and after.header == before.header)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    monkeypatch.undo()
+    quire.vectors.forget(base.id)
+    assert [brute_force(quire, base, q) for q in queries] == searched_ids(quire, base, queries)
+    assert_matches_rows(quire, base, files.peek(key_of(base)))  # the next search, unhindered, synced it
 
 
 def _damage_and_search(quire: Quire, base: Base, damage: str, other: Base) -> None:
