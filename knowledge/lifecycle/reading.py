@@ -15,7 +15,7 @@ from sqlalchemy import and_, select, tuple_
 from knowledge.errors import GuardRejected
 from knowledge.library import blobs, tree
 from knowledge.library.bases import assert_base_can_run_runtime_operation, resolve_base
-from knowledge.library.location import read_by_ocr
+from knowledge.library.chunk_view import ChunkView
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -88,24 +88,7 @@ def list_item_chunks(
             rows.extend(conn.execute(query).all())
             if limit is not None and len(rows) >= limit:
                 break
-    return [
-        {
-            "chunk_id": r.id,
-            "item_id": r.item_id,
-            "item_name": r.name,
-            "source_path": r.source_path,
-            "ordinal": r.ordinal,
-            "text": r.text,
-            "start": r.start,
-            "end": r.end,
-            "page": r.page,
-            "line_start": r.line_start,
-            "line_end": r.line_end,
-            "token_count": r.token_count,
-            "ocr": read_by_ocr(r.metadata, r.page),  # read by OCR: the viewer and search mark it
-        }
-        for r in rows
-    ]
+    return [ChunkView.of(r).as_listing() for r in rows]
 
 
 def owned_copy_path(quire: Quire, item: tree.Item) -> Path | None:

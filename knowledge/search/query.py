@@ -50,8 +50,9 @@ from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
+from knowledge.library.chunk_view import ChunkView
 from knowledge.library.links import Backlink, backlinks
-from knowledge.library.location import Location, read_by_ocr
+from knowledge.library.location import read_by_ocr
 from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
 from knowledge.search.keyword import keyword_candidates
 from knowledge.search.keyword_query import query_terms
@@ -83,27 +84,15 @@ SHORT_QUERY_WORDS = 3
 _KEYWORD_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quire-search-keyword")
 
 
-@dataclass
-class Hit:
-    chunk_id: int
-    item_id: int
-    item_name: str
-    source_path: str | None
-    ordinal: int
-    text: str
-    page: int | None
-    line_start: int | None
-    line_end: int | None
+@dataclass(kw_only=True)
+class Hit(ChunkView):
+    """A chunk found by a search: its view (ids, document, location, text, OCR) with how it was found."""
+
     score: float
     mode: str
     snippet: str = ""
     highlights: list[tuple[int, int]] = field(default_factory=list)  # spans inside ``snippet``
-    ocr: bool = False  # the chunk's text was read by OCR (a scanned page or an image)
     linked_from: list[Backlink] = field(default_factory=list)  # notes whose [[wiki links]] name this document
-
-    @property
-    def location(self) -> Location:
-        return Location(page=self.page, line_start=self.line_start, line_end=self.line_end)
 
     def as_dict(self) -> dict[str, Any]:
         return {
