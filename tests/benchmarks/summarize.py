@@ -31,6 +31,7 @@ NAMES = (
     "encoders",
     "encoders-adopted",
     "multilingual",
+    "team_workers",
 )
 
 
@@ -929,6 +930,58 @@ def encoders_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def team_workers_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    """Workers on a team store (``bench_team_workers.py``): ingest throughput by worker count, the SIGKILL soak."""
+    r = doc["results"]
+    parts = [
+        "## Team store: workers (`python -m tests.benchmarks.bench_team_workers`)",
+        "",
+        _load_line(doc),
+    ]
+    if "throughput" in r:
+        rows = [
+            [name, run["add_seconds"], run["worker_seconds"], run["docs_per_second"], run["ratio_to_sqlite"],
+             run.get("workers_docs_per_second"), ", ".join(str(j) for j in run["jobs_per_worker"]),
+             (run.get("leases") or {}).get("least_lease_margin_seconds"), run["check"]["problems"]]
+            for name, run in r["throughput"].items()
+        ]  # fmt: skip
+        headers = ["store, workers", "add s", "workers s", "docs/s (add + workers)", "x SQLite",
+                   "workers' docs/s", "jobs each", "least lease margin s", "problems"]  # fmt: skip
+        parts += ["", f"{r['documents']:,} SciFact documents, the same files each time{_part_load(r, 'throughput')}:",
+                  "", table(headers, rows)]  # fmt: skip
+    if "soak" in r:
+        s, c = r["soak"], r["soak"]["check"]
+        rows = [
+            ["kill phase, s / kills (by worker) / kills while holding a claim",
+             f"{s['kill_phase_seconds']:.0f} / {s['kills']} ({', '.join(map(str, s['kills_by_slot']))}) / "
+             f"{s['kills_holding_claims']}"],
+            ["settled after the kills, s", s["finish_seconds_after_kills"]],
+            ["documents / chunks", f"{c['documents']:,} / {c['chunks']:,}"],
+            ["lost / duplicated / stuck / unsettled runs",
+             f"{c['lost']} / {c['duplicated']} / {c['stuck']} / {c['unsettled_runs']}"],
+            ["items by status", ", ".join(f"{k} {v}" for k, v in sorted(c["items_by_status"].items()))],
+            ["run sources by disposition", ", ".join(f"{k} {v}" for k, v in sorted(c["run_dispositions"].items()))],
+            ["live claims: least lease margin s / longest heartbeat gap s",
+             " / ".join(str(v) for v in (s.get("leases") or {}).values()) or "—"],
+        ]  # fmt: skip
+        parts += [
+            "",
+            f"SIGKILL soak, three workers on one team store{_part_load(r, 'soak')}:",
+            "",
+            table(["", ""], rows),
+        ]
+    return "\n".join(parts)
+
+
+def _part_load(results: dict[str, Any], name: str) -> str:
+    """When a part of a two-part result ran and how loaded the machine was meanwhile."""
+    part = results.get("parts", {}).get(name)
+    if not part or "during" not in part:
+        return ""
+    during = part["during"]
+    return f" (run {part['started_at']}; load {during['min_1m']}-{during['max_1m']}, mean {during['mean_1m']})"
+
+
 def write(quick: bool = False) -> Path:
     results = load(quick)
     plt = _plt()
@@ -951,6 +1004,7 @@ def write(quick: bool = False) -> Path:
             "multilingual": [],
             "million": [],
             "coldstart": [],
+            "team_workers": [],
         }
         for name, doc in results.items():
             for key, maker in makers[name]:
@@ -1006,6 +1060,7 @@ def write(quick: bool = False) -> Path:
         "multilingual": multilingual_section,
         "million": million_section,
         "coldstart": coldstart_section,
+        "team_workers": team_workers_section,
     }
     for name, doc in results.items():
         if "error" in doc:
