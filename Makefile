@@ -47,23 +47,28 @@ bench: install
 screenshots: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m app.screenshots docs/screenshots
 
-# The packaged app (README "Packaging"): a PyInstaller onedir build in dist/Quire and the Linux archive.
+# The packaged app (README "Packaging"): a PyInstaller onedir build in dist/Quire, the Linux archive, and the
+# multilingual model's add-on (dist/Quire-multilingual, archived on its own). Sizes in MB (10^6 bytes), the
+# folder's as its files' bytes (du --apparent-size), against the targets.
 # the pin of pyproject's `package` extra
 PYINSTALLER := pyinstaller==6.22.3
-ARCHIVE := dist/Quire-linux-x86_64.tar.zst
+ARCHIVE := dist/Quire-linux-x86_64.tar.xz
+ADDON_ARCHIVE := dist/Quire-multilingual-linux-x86_64.tar.xz
+MB = $$(awk "BEGIN { printf \"%.1f\", $(1) / 1e6 }")
 
 package: install
 	$(PY) -m pip install --quiet '$(PYINSTALLER)'
 	@start=$$(date +%s); \
 	HF_HUB_OFFLINE=1 $(PY) -m PyInstaller packaging/quire.spec --noconfirm --log-level WARN && \
 	built=$$(date +%s) && \
-	packaging/linux/archive.sh dist/Quire $(ARCHIVE) && \
-	echo "package: PyInstaller $$((built - start)) s, archive $$(($$(date +%s) - built)) s;" \
-	  "dist/Quire $$(du -sm dist/Quire | cut -f1) MiB unpacked (target <= 450)," \
-	  "$(ARCHIVE) $$(( $$(stat -c %s $(ARCHIVE)) / 1048576 )) MiB (target <= 150)"
+	packaging/linux/archive.sh dist/Quire $(ARCHIVE) dist/Quire-multilingual $(ADDON_ARCHIVE) && \
+	echo "package: PyInstaller $$((built - start)) s, archives $$(($$(date +%s) - built)) s;" \
+	  "dist/Quire $(call MB,$$(du -sb dist/Quire | cut -f1)) MB unpacked (target <= 450)," \
+	  "$(ARCHIVE) $(call MB,$$(stat -c %s $(ARCHIVE))) MB (target <= 150);" \
+	  "the multilingual add-on $(call MB,$$(stat -c %s $(ADDON_ARCHIVE))) MB"
 
 # Smoke-tests the archive as a stranger would run it (env -i, a temporary HOME, no virtualenv).
 package-check: package
 	@start=$$(date +%s); \
-	$(PY) packaging/check_package.py $(ARCHIVE) && \
+	$(PY) packaging/check_package.py $(ARCHIVE) --addon $(ADDON_ARCHIVE) && \
 	echo "package-check: $$(($$(date +%s) - start)) s"

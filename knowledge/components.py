@@ -143,10 +143,26 @@ def _pdfium() -> tuple[str, str]:
     return str(info.PYPDFIUM_INFO), f"pdfium {str(info.PDFIUM_INFO).split('@')[0]}"
 
 
+def _psycopg() -> tuple[str, str]:
+    """The team store's driver, with its libpq (and the OpenSSL that links) really loaded."""
+    import psycopg
+    from psycopg import pq
+
+    return str(psycopg.__version__), f"libpq {pq.version_pretty(pq.version())}, {pq.__impl__}"
+
+
 def _qt() -> tuple[str, str]:
+    """Qt, and the two services it takes from ICU's data (which the packaged app trims to what Qt calls):
+    collation and time-zone names."""
     pyside = importlib.import_module("PySide6")
-    qt_core = importlib.import_module("PySide6.QtCore")
-    return str(pyside.__version__), f"Qt {qt_core.qVersion()}"
+    core = importlib.import_module("PySide6.QtCore")
+    if core.QCollator(core.QLocale("de_DE")).compare("ä", "b") >= 0:
+        raise RuntimeError("Qt's collation (ICU) does not sort ä before b")
+    zone = core.QTimeZone(core.QByteArray(b"Europe/Berlin"))
+    name = zone.displayName(core.QTimeZone.TimeType.StandardTime, core.QTimeZone.NameType.LongName, core.QLocale("en"))
+    if "Central European" not in name:
+        raise RuntimeError(f"Qt's time-zone names (ICU) call Europe/Berlin {name!r}")
+    return str(pyside.__version__), f"Qt {core.qVersion()}, ICU collation and time-zone names"
 
 
 PROBES: dict[str, Callable[[], tuple[str, str]]] = {
@@ -163,6 +179,7 @@ PROBES: dict[str, Callable[[], tuple[str, str]]] = {
     "pypdfium2": _pdfium,
     "watchfiles": _module_version("watchfiles"),
     "mcp": lambda: (importlib.metadata.version("mcp"), ""),
+    "psycopg": _psycopg,
     "PySide6": _qt,
 }
 

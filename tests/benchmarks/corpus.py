@@ -55,20 +55,25 @@ def load(quick: bool = False) -> SciFact:
                 q = json.loads(line)
                 if str(q["_id"]) in qrels:
                     queries.append((str(q["_id"]), str(q["text"])))
-    if not quick:
-        return SciFact(corpus, queries, {q: qrels[q] for q, _t in queries})
-    queries = queries[:QUICK_QUERIES]
+    full = SciFact(corpus, queries, {q: qrels[q] for q, _t in queries})
+    return subset(full, QUICK_QUERIES, QUICK_DOCS) if quick else full
+
+
+def subset(data: SciFact, queries: int, docs: int) -> SciFact:
+    """The first ``queries`` training queries with judgements, every document judged for them, filled up to
+    ``docs`` documents with the others in corpus order (the distractors); documents keep corpus order."""
+    chosen = data.queries[:queries]
     wanted: dict[str, None] = {}
-    for qid, _text in queries:
-        for doc in qrels[qid]:
-            if doc in corpus:
+    for qid, _text in chosen:
+        for doc in data.qrels[qid]:
+            if doc in data.docs:
                 wanted[doc] = None
-    for doc in corpus:
-        if len(wanted) >= QUICK_DOCS:
+    for doc in data.docs:
+        if len(wanted) >= docs:
             break
         wanted.setdefault(doc, None)
-    docs = {d: corpus[d] for d in corpus if d in wanted}
-    return SciFact(docs, queries, {q: qrels[q] for q, _t in queries})
+    kept = {d: data.docs[d] for d in data.docs if d in wanted}
+    return SciFact(kept, chosen, {q: data.qrels[q] for q, _t in chosen})
 
 
 def write_tree(data: SciFact, folder: Path) -> list[Path]:

@@ -155,6 +155,14 @@ sys.exit(code)
 """
 
 
+def _weight_types(ir: Path) -> set[str]:
+    """The element types of the IR's weight tensors (its constants of more than 1,024 values)."""
+    import openvino as ov
+
+    constants = [op for op in ov.Core().read_model(str(ir)).get_ops() if op.get_type_name() == "Constant"]
+    return {c.get_element_type().get_type_name() for c in constants if np.prod(list(c.get_output_shape(0))) > 1024}
+
+
 def test_an_installation_without_torch_runs_the_ir_converted_at_build_time(tmp_path: Path) -> None:
     from knowledge.ingest.embedding import ModelSpec
     from knowledge.ingest.models import WEIGHTS_MANIFEST, weights_digest, weights_manifest
@@ -164,6 +172,7 @@ def test_an_installation_without_torch_runs_the_ir_converted_at_build_time(tmp_p
     shipped, cosine = openvino_backend.convert_into(prefix / "share" / "quire" / "openvino", spec)
     assert cosine is not None and cosine >= openvino_backend.MATCH_COSINE
     assert openvino_backend.convert_into(prefix / "share" / "quire" / "openvino", spec) == (shipped, None)  # kept
+    assert _weight_types(shipped / openvino_backend.IR_NAME) == {"f16"}  # half the bytes, still checked above
     (prefix / "share" / "tessdata").symlink_to(Path(sys.prefix) / "share" / "tessdata")  # OCR's data, as bundled
     weightless = tmp_path / "model"  # the bundle's copy of the model directory: everything but the weights
     weightless.mkdir()
