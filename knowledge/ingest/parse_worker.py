@@ -1,4 +1,4 @@
-"""Parsing in a child process, so a hang or a crash costs one item and never the worker (seed 003 rule 13).
+"""Parsing in a child process, so a hang or a crash costs one item and never the worker.
 
 Each executor thread of a worker has one small, long-lived parse process (``multiprocessing`` with the
 ``spawn`` context: ``fork`` is unsafe beside torch's threads). A batch of items goes over in **one**

@@ -4,7 +4,7 @@ What Ollama, LM Studio, llama.cpp's server and vLLM offer. A base created with `
 stores its endpoint, the remote model's name, the dimension, the *name* of the environment variable
 holding the API key (never the key) and the call settings below (``bases.embedder``, JSON).
 
-Contract of every call (seed 003's external-call rules):
+Contract of every call (an external call is bounded in time, tries and bytes, and fails readably):
 
 * **Timeout**: each HTTP request has ``timeout`` seconds in all, from connecting to the last byte of the
   answer (a total deadline, not per socket read), and reads at most :meth:`RemoteConfig.max_answer_bytes`.

@@ -8,7 +8,7 @@ from sqlalchemy import Connection, text
 
 from knowledge.library.keyword_file import KeywordFiles, history_differs
 from knowledge.library.keyword_schema import Opened
-from knowledge.library.vector_file import BaseKey, vectors_version
+from knowledge.library.vector_format import BaseKey, vectors_version
 
 if TYPE_CHECKING:
     from knowledge.store.database import Database

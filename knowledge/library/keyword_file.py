@@ -70,7 +70,7 @@ from knowledge.library.keyword_schema import (
     read_stamp,
     write_stamp,
 )
-from knowledge.library.vector_file import BaseKey, base_key, next_chunk_id, vectors_version
+from knowledge.library.vector_format import BaseKey, base_key, next_chunk_id, vectors_version
 
 if TYPE_CHECKING:
     from knowledge.store.database import Database

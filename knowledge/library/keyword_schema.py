@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import apsw
 import tantivy
 
-from knowledge.library.vector_file import BaseKey
+from knowledge.library.vector_format import BaseKey
 
 FORMAT = 1
 ANALYZER = "fts5:porter unicode61 remove_diacritics 2"  # what cut the tokens (a change rebuilds every index)

@@ -37,7 +37,7 @@ from knowledge.library.file_locks import Busy
 from knowledge.library.index import vectors_version
 from knowledge.library.keyword_file import KeywordFiles, history_differs
 from knowledge.library.keyword_schema import SCHEMA, Opened, analyze
-from knowledge.library.vector_file import BaseKey
+from knowledge.library.vector_format import BaseKey
 from knowledge.search.keyword_query import KeywordQuery
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,8 @@ from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
 from knowledge.library.file_locks import Busy
 from knowledge.library.index import vec_table, vectors_version
-from knowledge.library.vector_file import BaseKey, Mapped, VectorFiles, sign_bits
+from knowledge.library.vector_file import VectorFiles
+from knowledge.library.vector_format import BaseKey, Mapped, sign_bits
 from knowledge.library.vector_rows import RowReader
 
 __all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "sign_bits"]

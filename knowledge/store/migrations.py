@@ -80,7 +80,7 @@ def _items_updated_index(conn: Connection) -> None:
 
 
 def _agent_proposals(conn: Connection) -> None:
-    """Pending proposals agents file and a person accepts or dismisses (frozen DDL, issue 13)."""
+    """Pending proposals agents file and a person accepts or dismisses (frozen DDL)."""
     for ddl in schema_agents.AGENT_PROPOSALS_DDL:
         conn.exec_driver_sql(ddl)
 
@@ -120,7 +120,7 @@ def _base_imports(conn: Connection) -> None:
 
 
 def _items_source_identity(conn: Connection) -> None:
-    """One live root per base and canonical source path (seed 003 rule 1, issue 10).
+    """One live root per base and canonical source path (adding a path twice finds the root it already has).
 
     ``items.source_key`` holds the canonical path of a root ``add_items`` created. Existing roots get
     theirs from ``source_path`` — only the oldest live root of each (base, path), so a base that already
@@ -142,7 +142,7 @@ def _items_source_identity(conn: Connection) -> None:
 
 
 def _items_attempts(conn: Connection) -> None:
-    """Per-item attempt counts for poison isolation (issue 10): bumped when an index job marks the item
+    """Per-item attempt counts for poison isolation: bumped when an index job marks the item
     ``reading``; an item in flight during two worker deaths is quarantined."""
     columns = {r[1] for r in conn.execute(text("PRAGMA table_info(items)")).all()}
     if "attempts" not in columns:
@@ -201,25 +201,25 @@ def _edit_check(conn: Connection, table: str, old: str, new: str) -> None:
 
 
 def _items_skipped_status(conn: Connection) -> None:
-    """Allow the terminal item status ``skipped`` (issue 12): not read by design, never a failure."""
+    """Allow the terminal item status ``skipped``: not read by design, never a failure."""
     _edit_check(conn, "items", "'completed', 'failed', 'deleting'", "'completed', 'failed', 'skipped', 'deleting'")
 
 
 def _run_outcomes_skipped(conn: Connection) -> None:
-    """Allow the folder-run disposition ``skipped`` (issue 12): empty, no text, too large… by design."""
+    """Allow the folder-run disposition ``skipped``: empty, no text, too large… by design."""
     old, new = "'already_covered', 'rejected')", "'already_covered', 'rejected', 'skipped')"
     _edit_check(conn, "folder_run_outcomes", old, new)
 
 
 def _bases_ocr_language(conn: Connection) -> None:
-    """Each base's OCR language (issue 12), ``eng`` for the bases that exist (frozen DDL)."""
+    """Each base's OCR language, ``eng`` for the bases that exist (frozen DDL)."""
     columns = {r[1] for r in conn.execute(text("PRAGMA table_info(bases)")).all()}
     if "ocr_language" not in columns:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN ocr_language VARCHAR DEFAULT 'eng' NOT NULL")
 
 
 def _bases_backend(conn: Connection) -> None:
-    """Each base's encoder backend (issue 17); the bases that exist were made by torch (frozen DDL)."""
+    """Each base's encoder backend; the bases that exist were made by torch (frozen DDL)."""
     columns = {r[1] for r in conn.execute(text("PRAGMA table_info(bases)")).all()}
     if "backend" not in columns:
         conn.exec_driver_sql("ALTER TABLE bases ADD COLUMN backend VARCHAR DEFAULT 'torch' NOT NULL")
@@ -255,7 +255,7 @@ def _folder_run_deaths(conn: Connection) -> None:
 
 
 def _sync_roots(conn: Connection) -> None:
-    """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL, issue 11)."""
+    """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL)."""
     for ddl in schema_sync.SYNC_DDL:
         conn.exec_driver_sql(ddl)
 

@@ -28,7 +28,7 @@ from knowledge.ingest.models import model_spec
 from knowledge.library import bases, index_postgres
 from knowledge.library.index import fts_table
 from knowledge.library.keyword_schema import SCHEMA, Opened, Stamp, analyze, prepared
-from knowledge.library.vector_file import BaseKey
+from knowledge.library.vector_format import BaseKey
 from knowledge.search.keyword import ranked_matches
 from knowledge.search.keyword_index import KeywordIndex
 from knowledge.search.keyword_query import fts_query, keyword_query

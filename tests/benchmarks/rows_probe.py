@@ -27,7 +27,8 @@ HYBRID_K = 62
 
 def measure(data_dir: Path, base_name: str, queries_file: Path, method: str) -> dict[str, Any]:
     from knowledge.library.bases import get_base
-    from knowledge.library.vector_file import BaseKey, VectorFiles
+    from knowledge.library.vector_file import VectorFiles
+    from knowledge.library.vector_format import BaseKey
     from knowledge.runtime import Quire
     from knowledge.search.vector_index import MAX_CANDIDATES, OVERSAMPLE, hamming, nearest_by_distance, sign_bits
 

@@ -55,7 +55,8 @@ def exact_tops(floats: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int)
 def measure(data_dir: Path, base_name: str, queries_file: Path, factors: tuple[int, ...] = FACTORS) -> dict[str, Any]:
     from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
-    from knowledge.library.vector_file import BaseKey, VectorFiles
+    from knowledge.library.vector_file import VectorFiles
+    from knowledge.library.vector_format import BaseKey
     from knowledge.search import vector_index
 
     texts = [json.loads(line)["text"] for line in queries_file.read_text().splitlines() if line.strip()]

@@ -26,7 +26,7 @@ from knowledge.library.index import ChunkRow
 from knowledge.library.keyword_file import KeywordFiles
 from knowledge.library.keyword_schema import Stamp
 from knowledge.library.tree import NewItem, create_item
-from knowledge.library.vector_file import BaseKey
+from knowledge.library.vector_format import BaseKey
 from knowledge.runtime import Quire
 from knowledge.search import keyword_index
 from knowledge.search.keyword import keyword_candidates

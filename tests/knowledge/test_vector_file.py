@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge.library import index, vector_file
+from knowledge.library import index, vector_file, vector_format
 from knowledge.library.bases import Base, get_base
-from knowledge.library.vector_file import BaseKey, Header, Mapped, VectorFiles
+from knowledge.library.vector_file import VectorFiles
+from knowledge.library.vector_format import BaseKey, Header, Mapped
 from knowledge.runtime import Quire
 from knowledge.search import query as search
 from knowledge.store.database import open_raw_connection
@@ -53,7 +54,7 @@ def assert_matches_rows(quire: Quire, base: Base, mapped: Mapped | None, *, exac
         assert set(held) == set(rows)
     for cid, blob in rows.items():
         assert np.array_equal(mapped.floats[held[cid]], np.frombuffer(blob, dtype=np.float16).astype(np.float32))
-    assert np.array_equal(mapped.bits, vector_file.sign_bits(mapped.floats))
+    assert np.array_equal(mapped.bits, vector_format.sign_bits(mapped.floats))
     every = np.arange(len(mapped.ids))  # the rows search rescores, read with pread: one run, and scattered
     assert np.array_equal(mapped.rows.read(every), mapped.floats)
     assert np.array_equal(mapped.rows.read(every[1::3]), mapped.floats[1::3])
