@@ -44,6 +44,7 @@ from app.context import AppContext, why_base_refuses_changes
 from app.document_viewer import DocumentViewer
 from app.first_run import FirstRunPage
 from app.folder_runs_panel import FolderRunsPanel
+from app.item_actions import ItemActions
 from app.item_model import ItemTreeModel
 from app.item_view import ItemTreeView
 from app.menus import Menus
@@ -54,21 +55,19 @@ from app.prompts import Prompter, QtPrompter
 from app.proposals_panel import ProposalsPanel
 from app.resources import icon
 from app.search_panel import SearchPanel
-from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, person, reindex_parked
+from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, reindex_parked
 from app.status_bar import StatusBar
 from app.sync_actions import SyncActions
-from app.team_store import TeamStore, upload_here
+from app.team_store import TeamStore
 from app.worker_process import WorkerProcess
-from knowledge import lifecycle
 from knowledge.library import Base, Item
-from knowledge.lifecycle import Changes, NoteInput, PathInput
-from knowledge.runtime import Quire
+from knowledge.lifecycle import Changes
 from knowledge.search import Hit, warm_search
 
 log = logging.getLogger(__name__)
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ItemActions, QMainWindow):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
 
     started = Signal(object)  # StartupResult
@@ -361,77 +360,7 @@ class MainWindow(QMainWindow):
         act.setEnabled(refusal is None)
         act.setToolTip(refusal or act.text())
 
-    # -- item actions -------------------------------------------------------------------------
-
-    def add_files(self) -> None:
-        paths = self.ctx.prompter.choose_files(self)
-        if paths:
-            self.add_paths(paths)
-
-    def add_folder(self) -> None:
-        folder = self.ctx.prompter.choose_folder(self, "Add a folder")
-        if folder is not None:
-            self.add_paths([folder])
-
-    def add_note(self) -> None:
-        note = self.ctx.prompter.ask_note(self)
-        if note is not None:
-            title, body = note
-            self._add([NoteInput(body, title.strip() or None)], "note")
-
-    def add_paths(self, paths: list[Path]) -> None:
-        """Files and folders (chosen or dropped) into the selected base — or a message saying why not."""
-        refusal = why_base_refuses_changes(self.ctx.base) if self.ctx.ready else "Quire is still starting."
-        if refusal is not None:
-            count = f"{len(paths)} item{'s' if len(paths) != 1 else ''}"
-            self.ctx.message.emit("warning", f"Cannot add {count}: {refusal}")
-            return
-        self._add([PathInput(p) for p in paths], f"{len(paths)} item{'s' if len(paths) != 1 else ''}")
-
-    def _add(self, inputs: list[lifecycle.ItemInput], what: str) -> None:
-        base, quire = self.ctx.base, self.ctx.quire
-        if base is None or quire is None:
-            return
-        Op(lifecycle.add_items, quire, base.id, inputs, owner=person()).bound_to(self).on_success(
-            lambda changes: self._added(quire, changes, item_rules.added_message(changes, what, base.name))
-        ).on_failure(self.ctx.fail).run()
-
-    def _added(self, quire: Quire, changes: Changes, text: str) -> None:
-        self._changed(changes, text)
-        if quire.is_team_store:  # this machine walks what it added and uploads the files, as `quire add` does
-            Op(upload_here, quire).bound_to(self).on_success(lambda _jobs: self.poller.poll_now()).on_failure(
-                self.ctx.fail
-            ).run()
-
-    def delete_selected(self) -> None:
-        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
-        if base is None or quire is None or not chosen:
-            return
-        names = ", ".join(repr(i.name) for i in chosen[:3]) + (" …" if len(chosen) > 3 else "")
-        question = f"Delete {names} from {base.name!r}, with everything inside?\nYour original files are not touched."
-        if not self.ctx.prompter.confirm(self, "Delete items", question):
-            return
-        Op(lifecycle.delete_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
-            lambda changes: self._changed(changes, f"Deleted {len(chosen)} item{'s' if len(chosen) != 1 else ''}.")
-        ).on_failure(self.ctx.fail).run()
-
-    def reindex_selected(self) -> None:
-        """Reindex the selection. The action is disabled where the guard would refuse; the service still guards."""
-        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
-        if base is None or quire is None or not chosen:
-            return
-        Op(lifecycle.reindex_items, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
-            lambda changes: self._changed(changes, "Reindex queued.")
-        ).on_failure(self.ctx.fail).run()
-
-    def retry_failed(self) -> None:
-        """Reindex only the failed items inside the selection (never the skipped ones); the service guards."""
-        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
-        if base is None or quire is None or not chosen:
-            return
-        Op(lifecycle.reindex_failed, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
-            lambda retried: self._changed(retried.changes, f"Retrying {len(retried.item_ids)} failed item(s).")
-        ).on_failure(self.ctx.fail).run()
+    # -- viewers ----------------------------------------------------------------------------
 
     def view_chunks(self) -> None:
         base, chosen = self.ctx.base, self.selected_items()
