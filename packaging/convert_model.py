@@ -10,7 +10,7 @@ Writes, under the folder given:
   loads it and never converts (the bundle ships no torch);
 * ``model/quire-weights.json``: the digest of the weight files the IR was made from; the bundle ships the
   model's directory without its weights (the IR holds them), and the app's material stamps stay those of a
-  development install with the same model (``knowledge.ingest.models.weights_digest``).
+  development install with the same model (``knowledge.ingest.weights.weights_digest``).
 
 Run in its own process so the build's analysis never has torch imported; prints one line of JSON.
 """
@@ -32,8 +32,8 @@ def main() -> int:
     parser.add_argument("folder", type=Path)
     args = parser.parse_args()
     from knowledge.ingest.embedding import default_model_spec
-    from knowledge.ingest.models import WEIGHTS_MANIFEST, weights_manifest
     from knowledge.ingest.openvino_backend import IR_NAME, convert_into
+    from knowledge.ingest.weights import WEIGHTS_MANIFEST, weights_manifest
 
     spec = default_model_spec()
     started = time.monotonic()

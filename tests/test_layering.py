@@ -198,14 +198,6 @@ def test_rooms_of_knowledge_import_only_the_rooms_below_them() -> None:
 
 # Cycles inside a room still to break, each with the reason it is still here. The list may only shrink.
 KNOWN_ROOM_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"knowledge.ingest.models", "knowledge.ingest.openvino_backend"}): (
-        "openvino_backend reads models.weights_digest for its cache name; the encoders are another "
-        "engineer's work this session"
-    ),
-    frozenset({"knowledge.sources.mail", "knowledge.sources.members", "knowledge.sources.outlook"}): (
-        "a message's attachments are read as members and an Outlook message reads mail's parts; the parsers "
-        "are another engineer's work this session"
-    ),
 }
 
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, cpu_lists_bf16, normalise, plan_batches
 from knowledge.ingest.memory import release_free_memory
+from knowledge.ingest.weights import cache_dir, weights_digest
 
 OPENVINO_BATCH_TOKENS = 2048  # padded tokens per batch, two batches in flight (see the module docstring)
 CONVERTER_VERSION = "ov2"  # bump when the conversion below changes what it writes (ov2: fp16 weights)
@@ -80,16 +81,6 @@ def bf16_supported() -> bool:
         return False
 
 
-def cache_dir() -> Path:
-    """Where converted models live: ``QUIRE_CACHE_DIR``, else the per-user cache directory."""
-    folder = os.environ.get("QUIRE_CACHE_DIR")
-    if folder:
-        return Path(folder)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("Quire", appauthor=False))
-
-
 def shipped_dir() -> Path:
     """Where an installation keeps IRs converted when it was built: ``<prefix>/share/quire/openvino`` (in the
     packaged app the prefix is the bundle's folder, as for Tesseract's data; a virtualenv has none there)."""
@@ -100,8 +91,6 @@ def ir_name(spec: ModelSpec) -> str:
     """The IR's directory name: the model, its weights, the OpenVINO version and the conversion's version, so
     new weights, a new OpenVINO or a changed conversion never load an old IR."""
     import openvino as ov
-
-    from knowledge.ingest.models import weights_digest
 
     return f"{spec.model_id}-{weights_digest(spec)}-{ov.__version__.split('-')[0]}-{CONVERTER_VERSION}"
 

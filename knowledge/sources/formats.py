@@ -47,6 +47,7 @@ class Format:
 
 # A single compressed file is read as the file inside (knowledge/sources/compressed.py); an archive is not.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+OLE_SIGNATURE = bytes.fromhex("d0cf11e0a1b11ae1")  # a compound file's first bytes (an Outlook .msg is one)
 _ARCHIVE_SUFFIXES = frozenset({".tar", ".zip", ".7z", ".rar", *COMPRESSIONS})
 
 

