@@ -37,7 +37,7 @@ ROOM_IMPORTS: dict[str, set[str]] = {
     "runtime": {"errors", "store", "library", "ingest", "search", "preferences"},
     "sync": {"errors", "store", "sources", "library", "ingest", "lifecycle", "principal", "runtime", "preferences"},
     "compose": {"runtime", "lifecycle", "folder_runs", "portable", "sync"},
-    "portable": {"errors", "store", "library", "ingest", "principal", "runtime"},
+    "portable": {"errors", "store", "library", "ingest", "principal", "runtime", "folder_runs"},
     "agents": {
         "errors",
         "store",

@@ -37,28 +37,17 @@ TABLE_OWNERS: dict[str, str] = {
     "agent_proposals": "knowledge.agents.proposals",
     "base_imports": "knowledge.portable.import_record",
     "folder_runs": "knowledge.folder_runs.ledger",
-    "folder_run_sources": "knowledge.folder_runs.start",
-    "folder_run_outcomes": "knowledge.folder_runs.commit",
+    "folder_run_sources": "knowledge.folder_runs.ledger",
+    "folder_run_outcomes": "knowledge.folder_runs.ledger",
     "folder_run_in_flight": "knowledge.folder_runs.deaths",
-    "ingest_batches": "knowledge.folder_runs.commit",
+    "ingest_batches": "knowledge.folder_runs.ledger",
     "sync_roots": "knowledge.sync.roots",
     "sync_pending": "knowledge.sync.pending",
     "jobs": "jobs.queue",
     "worker_sessions": "jobs.sessions",
 }
 
-SHARED_FOR_NOW: dict[str, set[str]] = {
-    "folder_runs": {
-        "knowledge.folder_runs.commit",
-        "knowledge.folder_runs.start",
-        "knowledge.portable.import_stages",
-    },
-    # an import copies an exported run's child rows (found once the detector saw writes to tables named at
-    # run time): the ledger's owners are to gain an import verb, in the folder-run rooms being reworked now
-    "folder_run_sources": {"knowledge.portable.import_stages"},
-    "ingest_batches": {"knowledge.portable.import_stages"},
-    "folder_run_outcomes": {"knowledge.folder_runs.deaths", "knowledge.portable.import_stages"},
-}
+SHARED_FOR_NOW: dict[str, set[str]] = {}
 
 MIGRATIONS = {"knowledge.store.migrations"}
 SCHEMA_MODULES = (schema, schema_agents, schema_portable, schema_runs, schema_sync, jobs_schema)
@@ -68,10 +57,7 @@ _VERBS = {"insert", "update", "delete"}
 UNNAMED = "<a table named at run time>"
 
 # Writes whose table the source names only at run time, with the tables they reach and why.
-UNNAMED_WRITES: dict[str, set[str]] = {
-    # an import copies an exported run's child rows by the export's table name (fileformat.RowTable)
-    "knowledge.portable.import_stages": {"folder_run_sources", "ingest_batches", "folder_run_outcomes"},
-}
+UNNAMED_WRITES: dict[str, set[str]] = {}
 
 
 def _is_schema_module(name: str) -> bool:

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 from jobs.registry import JobType
 from knowledge.folder_runs.execute import execute_run
 from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
+from knowledge.folder_runs.ledger import add_batch, add_outcome, add_source, create_run
 from knowledge.folder_runs.preview import Preview, PreviewEntry, preview
 from knowledge.folder_runs.reading import RunDetail, RunSummary, SourceOutcome, list_runs, show_run
 from knowledge.folder_runs.repair import repair_stranded_runs
@@ -100,6 +101,10 @@ __all__ = [
     "SourceOutcome",
     "Split",
     "StartResult",
+    "add_batch",
+    "add_outcome",
+    "add_source",
+    "create_run",
     "derived_key",
     "descendant_cap",
     "fitting_subfolders",

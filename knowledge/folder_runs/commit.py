@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select
 
 from jobs.runtime import JobContext
 from jobs.sanitize import sanitize_optional
-from knowledge.folder_runs.ledger import ManifestSource, RunRecord, size_and_counts
+from knowledge.folder_runs.ledger import (
+    ManifestSource,
+    RunRecord,
+    add_batch,
+    add_outcome,
+    set_container,
+    size_and_counts,
+)
 from knowledge.folder_runs.preview import is_covered
 from knowledge.folder_runs.principal import ingest_agent
 from knowledge.folder_runs.rules import COMMITTED, SourceChanged
@@ -19,28 +27,33 @@ from knowledge.ingest.material import Prepared, commit_prepared
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
-from knowledge.store.schema_runs import (
-    folder_run_outcomes,
-    folder_runs,
-    ingest_batches,
-)
+from knowledge.store.schema_runs import folder_runs
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Settling:
+    """What settling one attempt's sources needs: the job's context (its attempt fences every write), the run,
+    the tools its base's sources are read and embedded with, and the ingest agent that authors the items."""
+
+    ctx: JobContext
+    run: RunRecord
+    tools: SourceTools
+    agent: str
+
+
 def settle_source_in_tx(
     conn: Connection,
-    ctx: JobContext,
-    run: RunRecord,
-    tools: SourceTools,
+    settling: Settling,
     source: ManifestSource,
-    agent: str,
     work: SourceWork | None,
     reads: list[audit.PendingEntry],
     *,
     last_round: bool,
 ) -> str:
     """Re-judge the source under the write lock and write its outcome (the caller fences and commits)."""
+    ctx, run, tools = settling.ctx, settling.run, settling.tools
     root = Path(run.folder)
     judged = judge_path(root, source.relative_path, hidden=[tools.quire.data_dir])
     if judged.unreadable_dirs:
@@ -85,7 +98,7 @@ def settle_source_in_tx(
             return record_outcome(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     ingest_agent(tools.quire, run.base_id, conn)  # still there and enabled, judged under the lock
-    return _commit_source(conn, ctx, run, tools, source, agent, work.prepared)
+    return _commit_source(conn, settling, source, work.prepared)
 
 
 def record_outcome(
@@ -99,32 +112,23 @@ def record_outcome(
     item_id: int | None = None,
     batch_id: int | None = None,
 ) -> str:
-    conn.execute(
-        insert(folder_run_outcomes).values(
-            run_id=run.id,
-            source_id=source.id,
-            disposition=disposition,
-            reason=sanitize_optional(reason),
-            item_id=item_id,
-            batch_id=batch_id,
-            attempt=ctx.attempt,
-            settled_at=time.time(),
-        )
+    add_outcome(
+        conn,
+        run_id=run.id,
+        source_id=source.id,
+        disposition=disposition,
+        reason=sanitize_optional(reason),
+        item_id=item_id,
+        batch_id=batch_id,
+        attempt=ctx.attempt,
+        settled_at=time.time(),
     )
     return disposition
 
 
-def _commit_source(
-    conn: Connection,
-    ctx: JobContext,
-    run: RunRecord,
-    tools: SourceTools,
-    source: ManifestSource,
-    agent: str,
-    p: Prepared,
-) -> str:
+def _commit_source(conn: Connection, settling: Settling, source: ManifestSource, p: Prepared) -> str:
     """Item, search material, owned-copy records, batch, outcome and its audit entry: one transaction."""
-
+    ctx, run, agent = settling.ctx, settling.run, settling.agent
     container = _ensure_container(conn, ctx, run, agent)
     path = Path(run.folder) / source.relative_path
     item_id = create_item(
@@ -145,14 +149,11 @@ def _commit_source(
     item = tree.load_item(conn, item_id)
     assert item is not None
     p.item = item
-    commit_prepared(conn, tools.quire.blobs_dir, tools.base, p, time.time())
-    pk = conn.execute(
-        insert(ingest_batches).values(
-            run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
-        )
-    ).inserted_primary_key
-    assert pk is not None
-    record_outcome(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=int(pk[0]))
+    commit_prepared(conn, settling.tools.quire.blobs_dir, settling.tools.base, p, time.time())
+    batch_id = add_batch(
+        conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
+    )
+    record_outcome(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=batch_id)
     audit.append(
         conn,
         audit.BATCH_COMMITTED,
@@ -186,9 +187,5 @@ def _ensure_container(conn: Connection, ctx: JobContext, run: RunRecord, agent: 
         ),
     )
     tree.attach_job(conn, [container], ctx.job_id)
-    conn.execute(
-        update(folder_runs)
-        .where(folder_runs.c.id == run.id)
-        .values(container_item_id=container, updated_at=time.time())
-    )
+    set_container(conn, run.id, container)
     return container

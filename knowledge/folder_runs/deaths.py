@@ -25,11 +25,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.runtime import JobContext
+from knowledge.folder_runs.ledger import add_outcome
 from knowledge.store.database import Database, after_commit
 from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes
 
@@ -60,11 +61,9 @@ def count_deaths(conn: Connection, run_id: int, attempt: int) -> dict[int, int]:
 
 
 def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: int) -> None:
-    conn.execute(
-        insert(folder_run_outcomes).values(
-            run_id=run_id, source_id=source_id, disposition=QUARANTINED, reason=QUARANTINED_REASON,
-            attempt=attempt, settled_at=time.time(),
-        )
+    add_outcome(
+        conn, run_id=run_id, source_id=source_id, disposition=QUARANTINED, reason=QUARANTINED_REASON,
+        attempt=attempt, settled_at=time.time(),
     )  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from sqlalchemy import func
 from jobs.errors import ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
-from knowledge.folder_runs.commit import record_outcome, settle_source_in_tx
+from knowledge.folder_runs.commit import Settling, record_outcome, settle_source_in_tx
 from knowledge.folder_runs.deaths import (
     DEATHS_BEFORE_QUARANTINE,
     QUARANTINED,
@@ -179,7 +179,7 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             ctx.progress(done, run.declared_size, "ingesting")
     progress = _Progress(done, run.declared_size)
     try:
-        _ingest(ctx, run, tools, agent, todo, deaths, tally, progress)
+        _ingest(Settling(ctx, run, tools, agent), todo, deaths, tally, progress)
     except BaseException:
         clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
         raise
@@ -193,10 +193,7 @@ class _Progress:
 
 
 def _ingest(
-    ctx: JobContext,
-    run: RunRecord,
-    tools: SourceTools,
-    agent: str,
+    settling: Settling,
     todo: deque[ManifestSource],
     deaths: dict[int, int],
     tally: Counter[str],
@@ -206,10 +203,11 @@ def _ingest(
     group k is embedded on the encoder's thread, then group k settles, source by source, while group k+1 is
     embedded. A source that died before is worked on alone: the group before it settles first, and the
     next group is read only once it has settled."""
-    root = Path(run.folder)
+    ctx, tools = settling.ctx, settling.tools
+    root = Path(settling.run.folder)
     embedding: tuple[list[ManifestSource], Future[Any]] | None = None
     encodes: list[Future[Any]] = []
-    settle = partial(_settle_group, ctx, run, tools, agent, tally=tally, progress=progress)
+    settle = partial(_settle_group, settling, tally=tally, progress=progress)
     try:
         while todo:
             ctx.check_cancelled()
@@ -245,10 +243,7 @@ def _ingest(
 
 
 def _settle_group(
-    ctx: JobContext,
-    run: RunRecord,
-    tools: SourceTools,
-    agent: str,
+    settling: Settling,
     group: list[ManifestSource],
     encode: Future[Any],
     *,
@@ -257,6 +252,7 @@ def _settle_group(
 ) -> None:
     """Wait for the group's vectors (an unavailable endpoint raises here: the run faults), write its owned
     copies, then settle its sources one per transaction, in order, with the cancellation check before each."""
+    ctx, tools = settling.ctx, settling.tools
     encode.result()
     write_owned_copies(tools, [tools.ready.get(s.id) for s in group])
     assert tools.flight is not None
@@ -266,7 +262,7 @@ def _settle_group(
         ctx.check_cancelled()
         then = [s.id for s in group[n + 1 : n + 2]]
         last = progress if not then else None  # the job's progress, once a group: in its last transaction
-        tally[_settle_source(ctx, run, tools, source, agent, then_in_flight=then, progress=last)] += 1
+        tally[_settle_source(settling, source, then_in_flight=then, progress=last)] += 1
         progress.done += 1
 
 
@@ -290,11 +286,8 @@ def _settle_already_committed(ctx: JobContext, run: RunRecord, source: ManifestS
 
 
 def _settle_source(
-    ctx: JobContext,
-    run: RunRecord,
-    tools: SourceTools,
+    settling: Settling,
     source: ManifestSource,
-    agent: str,
     *,
     then_in_flight: Sequence[int],
     progress: _Progress | None = None,
@@ -303,6 +296,7 @@ def _settle_source(
     again on its own, up to ``MAX_ROUNDS``); re-file read entries if the transaction rolls back. The same
     transaction hands the in-flight mark on to ``then_in_flight`` (the next source to settle) and, given
     ``progress`` (the sources settled before this one), records the job's progress."""
+    ctx, run, tools = settling.ctx, settling.run, settling.tools
     quire = tools.quire
     root = Path(run.folder)
     for round_no in range(MAX_ROUNDS):
@@ -315,7 +309,7 @@ def _settle_source(
         try:
             with ctx.write() as conn:
                 disposition = settle_source_in_tx(
-                    conn, ctx, run, tools, source, agent, work, reads, last_round=round_no == MAX_ROUNDS - 1
+                    conn, settling, source, work, reads, last_round=round_no == MAX_ROUNDS - 1
                 )
                 assert tools.flight is not None
                 tools.flight.now(conn, then_in_flight)

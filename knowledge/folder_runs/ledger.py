@@ -1,4 +1,9 @@
-"""The run ledger: records, counts read under the lock, the manifest, the attempt fence and transitions."""
+"""The run ledger: records, counts read under the lock, the manifest, the attempt fence and transitions.
+
+The one writer of a run's rows (``folder_runs``, its manifest ``folder_run_sources``, its ``ingest_batches`` and
+``folder_run_outcomes``): starting a run, settling a source, an import's copy of an exported run and the
+quarantine of a source that killed its workers all write through the verbs below; which values, and when, is
+theirs to decide."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, Table, and_, func, insert, select, update
 
 from jobs.errors import Superseded
 from jobs.queue import JobId
@@ -21,6 +26,7 @@ from knowledge.store.schema_runs import (
     folder_run_outcomes,
     folder_run_sources,
     folder_runs,
+    ingest_batches,
 )
 
 log = logging.getLogger(__name__)
@@ -219,3 +225,42 @@ def transition(
     if values:
         conn.execute(update(folder_runs).where(folder_runs.c.id == run_id).values(**values, updated_at=time.time()))
     audit.append(conn, action, actor, base_id=base_id, run_id=run_id, attempt=attempt, payload=payload)
+
+
+# -- writing the ledger -------------------------------------------------------------------------
+
+
+def create_run(conn: Connection, **values: Any) -> RunId:
+    """A new run row with ``values``; its id (moves after this go through :func:`transition`)."""
+    return RunId(_insert(conn, folder_runs, values))
+
+
+def add_source(conn: Connection, **values: Any) -> int:
+    """One entry of a run's manifest (fixed once written: the database refuses changes)."""
+    return _insert(conn, folder_run_sources, values)
+
+
+def add_batch(conn: Connection, **values: Any) -> int:
+    """The ingest batch of one committed source (its item, attempt and time)."""
+    return _insert(conn, ingest_batches, values)
+
+
+def add_outcome(conn: Connection, **values: Any) -> int:
+    """How a source settled (one per source: the unique key refuses a second)."""
+    return _insert(conn, folder_run_outcomes, values)
+
+
+def set_container(conn: Connection, run_id: int, container_item_id: int) -> None:
+    """The run's directory item, created with its first file."""
+    conn.execute(
+        update(folder_runs)
+        .where(folder_runs.c.id == run_id)
+        .values(container_item_id=container_item_id, updated_at=time.time())
+    )
+
+
+def _insert(conn: Connection, table: Table, values: dict[str, Any]) -> int:
+    # the Core table, so both engines answer the new id (PostgreSQL's driver has no lastrowid)
+    pk = conn.execute(insert(table).values(**values)).inserted_primary_key
+    assert pk is not None
+    return int(pk[0])

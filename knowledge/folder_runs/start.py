@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
 from knowledge.errors import Conflict, InvalidInput
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
-from knowledge.folder_runs.ledger import size_and_counts, transition
+from knowledge.folder_runs.ledger import add_source, create_run, size_and_counts, transition
 from knowledge.folder_runs.preview import Preview, build_preview
 from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.folder_runs.rules import JOB_TYPE
@@ -134,34 +134,30 @@ def _create(
     retry_of: int | None,
 ) -> StartResult:
     now = time.time()
-    pk = conn.execute(
-        insert(folder_runs).values(
-            base_id=base.id,
-            folder=plan.folder,
-            idempotency_key=key,
-            request_fingerprint=fingerprint,
-            approved_by=principal.label,
-            status="pending",
-            declared_size=len(plan.eligible),
-            walked=plan.walked,
-            retry_of=retry_of,
-            created_at=now,
-            updated_at=now,
-        )
-    ).inserted_primary_key
-    assert pk is not None
-    run_id = int(pk[0])
+    run_id = create_run(
+        conn,
+        base_id=base.id,
+        folder=plan.folder,
+        idempotency_key=key,
+        request_fingerprint=fingerprint,
+        approved_by=principal.label,
+        status="pending",
+        declared_size=len(plan.eligible),
+        walked=plan.walked,
+        retry_of=retry_of,
+        created_at=now,
+        updated_at=now,
+    )
     for ordinal, entry in enumerate(plan.eligible):
         assert entry.sha256 is not None and entry.size is not None
-        conn.execute(
-            insert(folder_run_sources).values(
-                run_id=run_id,
-                ordinal=ordinal,
-                relative_path=entry.relative,
-                size=entry.size,
-                content_sha256=entry.sha256,
-                approved_by=principal.label,
-            )
+        add_source(
+            conn,
+            run_id=run_id,
+            ordinal=ordinal,
+            relative_path=entry.relative,
+            size=entry.size,
+            content_sha256=entry.sha256,
+            approved_by=principal.label,
         )
     job = quire.queue.enqueue(
         conn,

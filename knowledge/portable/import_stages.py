@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 import numpy as np
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
 from knowledge.errors import Conflict
+from knowledge.folder_runs import add_batch, add_outcome, add_source, create_run
 from knowledge.library import blobs, index, tree
 from knowledge.portable import fileformat as ff
 from knowledge.portable import import_record
@@ -23,7 +25,6 @@ from knowledge.portable.import_check import (
 )
 from knowledge.portable.import_rules import ImportRefused, blob_problem, vector_problem
 from knowledge.runtime import Quire
-from knowledge.store import schema_runs
 from knowledge.store.schema import ACTIVE_STATUSES
 from knowledge.store.schema_runs import folder_runs
 
@@ -87,19 +88,19 @@ def apply_runs(quire: Quire, export: apsw.Connection, state: ImportState) -> Non
                 job_id=None,
                 container_item_id=state.item(values["container_item_id"]),
             )
-            pk = conn.execute(insert(folder_runs).values(**values)).inserted_primary_key
-            assert pk is not None
-            new_run = int(pk[0])
-            sources = _copy_children(conn, export, ff.RUN_SOURCES, old_id, {"run_id": new_run}, state=state)
+            new_run = create_run(conn, **values)
+            fixed = {"run_id": new_run}
+            sources = _copy_children(conn, export, ff.RUN_SOURCES, add_source, old_id, fixed, state=state)
             batches = _copy_children(
-                conn, export, ff.INGEST_BATCHES, old_id, {"run_id": new_run}, sources=sources, state=state
+                conn, export, ff.INGEST_BATCHES, add_batch, old_id, fixed, sources=sources, state=state
             )
             _copy_children(
                 conn,
                 export,
                 ff.RUN_OUTCOMES,
+                add_outcome,
                 old_id,
-                {"run_id": new_run},
+                fixed,
                 sources=sources,
                 batches=batches,
                 state=state,
@@ -113,6 +114,7 @@ def _copy_children(
     conn: Connection,
     export: apsw.Connection,
     table: ff.RowTable,
+    add: Callable[..., int],
     old_run: int,
     fixed: dict[str, Any],
     *,
@@ -132,10 +134,7 @@ def _copy_children(
             values["batch_id"] = batches.get(int(values["batch_id"]))
         if "item_id" in values:
             values["item_id"] = state.item(values["item_id"])
-        # the Core table, so both engines answer the new id (PostgreSQL's driver has no lastrowid)
-        pk = conn.execute(insert(schema_runs.metadata.tables[table.name]).values(**values)).inserted_primary_key
-        assert pk is not None
-        mapping[old_id] = int(pk[0])
+        mapping[old_id] = add(conn, **values)  # the ledger's own verb for the table
     return mapping
 
 

@@ -280,14 +280,14 @@ def test_two_attempts_at_once_only_the_owner_lands(
     real_settle = execute._settle_source
     slow = Worker(quire.queue, lease_seconds=5.0, poll_interval=0.01)
 
-    def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str, **kw: Any) -> str:
-        if ctx.attempt == 1 and source.ordinal == 2:
+    def settle(settling: Any, source: Any, **kw: Any) -> str:
+        if settling.ctx.attempt == 1 and source.ordinal == 2:
             # From here on attempt 1 is slow: it stops renewing its lease and sits still, so its lease runs
             # out and the queue hands the job to another worker while this handler is still executing.
             slow.renew_leases = False
             blocked.set()
             assert release.wait(120)
-        return real_settle(ctx, run, tools, source, agent, **kw)
+        return real_settle(settling, source, **kw)
 
     monkeypatch.setattr(execute, "_settle_source", settle)
     slow_thread = threading.Thread(target=slow.run, kwargs={"until_idle": True, "timeout": 120})

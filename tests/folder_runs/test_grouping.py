@@ -67,8 +67,8 @@ def test_cancelled_between_two_sources_of_a_group_keeps_the_earlier_ones_only(
     started = folder_runs.start_run(quire, PERSON, "kb", make_docs(tmp_path / "f", 12), key="k")
     real_settle = execute._settle_source
 
-    def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str, **kw: Any) -> str:
-        disposition = real_settle(ctx, run, tools, source, agent, **kw)
+    def settle(settling: Any, source: Any, **kw: Any) -> str:
+        disposition = real_settle(settling, source, **kw)
         if source.ordinal == 4:  # a person cancels the run right after its fifth source committed
             with quire.db.write() as conn:
                 quire.queue.cancel(conn, [started.job_id])

@@ -43,12 +43,12 @@ def test_an_identity_disabled_mid_run_hands_the_job_back_and_the_same_attempt_re
     real_settle = execute._settle_source
     seen: list[int] = []
 
-    def settle(ctx: Any, run: Any, tools: Any, source: Any, agent: str, **kw: Any) -> str:
+    def settle(settling: Any, source: Any, **kw: Any) -> str:
         if source.ordinal == 2 and not seen:  # its group was prepared; sources 0 and 1 have committed
             seen.append(source.ordinal)
             with quire.db.write() as conn:  # an operator suspends the agent while the run is under way
                 conn.execute(text("UPDATE identities SET disabled = 1 WHERE base_id = :b"), {"b": base.id})
-        return real_settle(ctx, run, tools, source, agent, **kw)
+        return real_settle(settling, source, **kw)
 
     monkeypatch.setattr(execute, "_settle_source", settle)
     drain(quire)
