@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Table, and_, func, insert, select, update
 from jobs.errors import Superseded
 from jobs.queue import JobId
 from jobs.sanitize import sanitize_optional
+from knowledge.errors import NotFound
 from knowledge.folder_runs.rules import ALREADY_COMMITTED, COMMITTED
 from knowledge.library import audit, tree
 from knowledge.library.ids import BaseId, ItemId, RunId
@@ -66,6 +67,14 @@ class RunRecord:
 def load_run(conn: Connection, run_id: int) -> RunRecord | None:
     row = conn.execute(select(folder_runs).where(folder_runs.c.id == run_id)).first()
     return None if row is None else RunRecord.from_row(row)
+
+
+def load_run_for(conn: Connection, run_id: int) -> RunRecord:
+    """The run a person's request names (show, retry, revert), or ``NotFound`` in the one sentence all say."""
+    run = load_run(conn, run_id)
+    if run is None:
+        raise NotFound(f"folder run {run_id} not found")
+    return run
 
 
 def run_counts(conn: Connection, run_id: int, size: int) -> dict[str, int]:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, select
 
 from jobs.schema import jobs
-from knowledge.errors import InvalidInput, NotFound
-from knowledge.folder_runs.ledger import RunRecord, load_run, run_counts
+from knowledge.errors import InvalidInput
+from knowledge.folder_runs.ledger import RunRecord, load_run_for, run_counts
 from knowledge.library.bases import resolve_base
 from knowledge.store.schema_runs import (
     folder_run_outcomes,
@@ -130,9 +130,7 @@ def list_runs(
 def show_run(quire: Quire, run_id: int) -> RunDetail:
     """A run's status, timestamps, progress and every manifest source's disposition."""
     with quire.db.read() as conn:
-        run = load_run(conn, run_id)
-        if run is None:
-            raise NotFound(f"folder run {run_id} not found")
+        run = load_run_for(conn, run_id)
         rows = conn.execute(
             select(
                 folder_run_sources.c.ordinal,

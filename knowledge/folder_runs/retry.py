@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from knowledge.errors import Conflict, NotFound
+from knowledge.errors import Conflict
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
-from knowledge.folder_runs.ledger import lineage_commits, load_run
+from knowledge.folder_runs.ledger import lineage_commits, load_run_for
 from knowledge.folder_runs.preview import build_preview
 from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.folder_runs.start import StartResult, create_or_replay
@@ -35,9 +35,7 @@ def retry_run(quire: Quire, principal: Principal, run_id: int) -> RetryResult:
     """Start (or replay) the new run that retries the failed run ``run_id``."""
     require_person_for_run(principal, "retry")
     with quire.db.read() as conn:
-        run = load_run(conn, run_id)
-        if run is None:
-            raise NotFound(f"folder run {run_id} not found")
+        run = load_run_for(conn, run_id)
         if run.status != "failed":
             raise Conflict(f"folder run {run_id} is {run.status}; only a failed run can be retried")
         base = judge_destination(conn, run.base_id)

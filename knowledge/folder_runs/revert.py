@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from knowledge.errors import Conflict, NotFound
-from knowledge.folder_runs.ledger import load_run, run_containers, size_and_counts, transition
+from knowledge.errors import Conflict
+from knowledge.folder_runs.ledger import load_run_for, run_containers, size_and_counts, transition
 from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.library import audit, tree
 from knowledge.library.bases import assert_base_writable, load_base
@@ -39,9 +39,7 @@ def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
     """Undo a completed run as a group: one audited transaction (its items ``deleting``, cleanup queued)."""
     require_person_for_run(principal, "revert")
     with quire.db.write() as conn:
-        run = load_run(conn, run_id)
-        if run is None:
-            raise NotFound(f"folder run {run_id} not found")
+        run = load_run_for(conn, run_id)
         base = load_base(conn, run.base_id)
         assert_base_writable(base, "revert a run")
         if run.status != "completed":
