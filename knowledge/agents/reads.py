@@ -20,6 +20,7 @@ from sqlalchemy import and_, select
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import blobs, tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, base_summary, list_bases, resolve_base
+from knowledge.library.chunk_view import ChunkView
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.progress import base_progress
 from knowledge.lifecycle.tree_pages import SortKey, children_page, sort_key
@@ -152,13 +153,15 @@ def search_base(
 
 
 def _chunk_view(base: Base, item: tree.Item, row: Any) -> dict[str, Any]:
+    """An agent's view of a chunk (its own JSON shape: a citation and a URI, the text clipped)."""
+    view = ChunkView.of_chunk(row, item)
     return {
-        "citation": citation(base.id, item.id, row.ordinal),
-        "chunk_id": row.id,
-        "uri": f"quire://chunks/{base.id}/{row.id}",
-        "ordinal": row.ordinal,
-        "location": {"page": row.page, "line_start": row.line_start, "line_end": row.line_end},
-        **_clip(row.text, LIMITS.chunk_chars),
+        "citation": citation(base.id, item.id, view.ordinal),
+        "chunk_id": view.chunk_id,
+        "uri": f"quire://chunks/{base.id}/{view.chunk_id}",
+        "ordinal": view.ordinal,
+        "location": {"page": view.page, "line_start": view.line_start, "line_end": view.line_end},
+        **_clip(view.text, LIMITS.chunk_chars),
     }
 
 

@@ -8,9 +8,12 @@ in its own JSON shape (a surface's shape is its interface and does not change wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.library.location import Location, read_by_ocr
+
+if TYPE_CHECKING:
+    from knowledge.library.item import Item
 
 
 @dataclass
@@ -46,6 +49,25 @@ class ChunkView:
             end=row.end,
             token_count=row.token_count,
             ocr=read_by_ocr(row.metadata, row.page),
+        )
+
+    @classmethod
+    def of_chunk(cls, row: Any, item: Item) -> ChunkView:
+        """From a bare chunk row and its item (the OCR mark from the item's metadata)."""
+        return cls(
+            chunk_id=row.id,
+            item_id=item.id,
+            item_name=item.name,
+            source_path=item.source_path,
+            ordinal=row.ordinal,
+            text=row.text,
+            page=row.page,
+            line_start=row.line_start,
+            line_end=row.line_end,
+            start=row.start,
+            end=row.end,
+            token_count=row.token_count,
+            ocr=read_by_ocr(item.metadata, row.page),
         )
 
     @property
