@@ -154,7 +154,7 @@ def search_base(
 
 def _chunk_view(base: Base, item: tree.Item, row: Any) -> dict[str, Any]:
     """An agent's view of a chunk (its own JSON shape: a citation and a URI, the text clipped)."""
-    view = ChunkView.of_chunk(row, item)
+    view = ChunkView.of(row, item)
     return {
         "citation": citation(base.id, item.id, view.ordinal),
         "chunk_id": view.chunk_id,

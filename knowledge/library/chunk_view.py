@@ -32,43 +32,31 @@ class ChunkView:
     token_count: int | None = None
     ocr: bool = False  # the chunk's text was read by OCR (a scanned page or an image)
 
-    @classmethod
-    def of(cls, row: Any) -> ChunkView:
-        """From a chunk row joined to its item's ``name``, ``source_path`` and ``metadata``."""
-        return cls(
-            chunk_id=row.id,
-            item_id=row.item_id,
-            item_name=row.name,
-            source_path=row.source_path,
-            ordinal=row.ordinal,
-            text=row.text,
-            page=row.page,
-            line_start=row.line_start,
-            line_end=row.line_end,
-            start=row.start,
-            end=row.end,
-            token_count=row.token_count,
-            ocr=read_by_ocr(row.metadata, row.page),
-        )
+    @staticmethod
+    def fields(row: Any, item: Item | None = None) -> dict[str, Any]:
+        """A view's fields from a chunk row joined to its item's ``name``, ``source_path`` and ``metadata`` (a
+        search hit's row, a listing's), or from a bare chunk row and its ``item``; the characters and tokens
+        when the row has them (a hit's row does not)."""
+        named: Any = row if item is None else item
+        columns = row._mapping
+        return {
+            "chunk_id": row.id,
+            "item_id": row.item_id,
+            "item_name": named.name,
+            "source_path": named.source_path,
+            "ordinal": row.ordinal,
+            "text": row.text,
+            "page": row.page,
+            "line_start": row.line_start,
+            "line_end": row.line_end,
+            **{name: columns[name] for name in ("start", "end", "token_count") if name in columns},
+            "ocr": read_by_ocr(named.metadata, row.page),
+        }
 
     @classmethod
-    def of_chunk(cls, row: Any, item: Item) -> ChunkView:
-        """From a bare chunk row and its item (the OCR mark from the item's metadata)."""
-        return cls(
-            chunk_id=row.id,
-            item_id=item.id,
-            item_name=item.name,
-            source_path=item.source_path,
-            ordinal=row.ordinal,
-            text=row.text,
-            page=row.page,
-            line_start=row.line_start,
-            line_end=row.line_end,
-            start=row.start,
-            end=row.end,
-            token_count=row.token_count,
-            ocr=read_by_ocr(item.metadata, row.page),
-        )
+    def of(cls, row: Any, item: Item | None = None) -> ChunkView:
+        """See :meth:`fields`."""
+        return cls(**ChunkView.fields(row, item))
 
     @property
     def location(self) -> Location:

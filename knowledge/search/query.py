@@ -52,7 +52,6 @@ from knowledge.errors import InvalidInput
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.chunk_view import ChunkView
 from knowledge.library.links import Backlink, backlinks
-from knowledge.library.location import read_by_ocr
 from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
 from knowledge.search.keyword import keyword_candidates
 from knowledge.search.keyword_query import query_terms
@@ -281,19 +280,4 @@ def _identifiers_first(ranked: Ranked, counts: dict[int, int]) -> Ranked:
 
 def _hit(row: Any, score: float, mode: str, terms: Sequence[str], phrases: Sequence[str]) -> Hit:
     snippet, spans = make_snippet(row.text, terms, phrases=phrases)
-    return Hit(
-        chunk_id=row.id,
-        item_id=row.item_id,
-        item_name=row.name,
-        source_path=row.source_path,
-        ordinal=row.ordinal,
-        text=row.text,
-        page=row.page,
-        line_start=row.line_start,
-        line_end=row.line_end,
-        score=score,
-        mode=mode,
-        snippet=snippet,
-        highlights=spans,
-        ocr=read_by_ocr(row.metadata, row.page),
-    )
+    return Hit(**ChunkView.fields(row), score=score, mode=mode, snippet=snippet, highlights=spans)
