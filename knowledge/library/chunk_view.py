@@ -62,14 +62,20 @@ class ChunkView:
     def location(self) -> Location:
         return Location(self.page, self.line_start, self.line_end, self.start, self.end)
 
-    def as_listing(self) -> dict[str, Any]:
-        """A chunk listing's entry (the window's chunk viewer and ``quire chunks`` read these keys)."""
+    def which(self) -> dict[str, Any]:
+        """Which chunk of which document: the keys a listing's and a search hit's JSON both start with."""
         return {
             "chunk_id": self.chunk_id,
             "item_id": self.item_id,
             "item_name": self.item_name,
             "source_path": self.source_path,
             "ordinal": self.ordinal,
+        }
+
+    def as_listing(self) -> dict[str, Any]:
+        """A chunk listing's entry (the window's chunk viewer and ``quire chunks`` read these keys)."""
+        return {
+            **self.which(),
             "text": self.text,
             "start": self.start,
             "end": self.end,

@@ -95,11 +95,7 @@ class Hit(ChunkView):
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "chunk_id": self.chunk_id,
-            "item_id": self.item_id,
-            "item_name": self.item_name,
-            "source_path": self.source_path,
-            "ordinal": self.ordinal,
+            **self.which(),
             "score": round(self.score, 6),
             "location": self.location.as_dict(),
             "text": self.text,
