@@ -28,7 +28,7 @@ from sqlalchemy import text
 from jobs.sessions import STALE_HEARTBEAT_SECONDS
 from knowledge.compose import open_team_quire
 from knowledge.library.index import fts_table, vec_table
-from knowledge.lifecycle import operations
+from knowledge.lifecycle import admission, operations
 from knowledge.lifecycle.operations import INDEX_BATCH, INDEX_DOCUMENTS, PathInput
 from knowledge.runtime import REPAIR_INTERVAL_SETTING, Quire
 from knowledge.store import settings
@@ -104,12 +104,14 @@ def test_three_workers_drain_a_folder_each_item_once(
     postgres_url: str, redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files = 300  # three index jobs of at most 128 leaves, scheduled here: one for each worker
-    monkeypatch.setattr(operations, "INDEX_JOB_LEAVES", INDEX_BATCH)
+    monkeypatch.setattr(admission, "INDEX_JOB_LEAVES", INDEX_BATCH)  # where leaves are grouped into jobs
     person = open_team_quire(postgres_url, data_dir=tmp_path / "person", queue_url=redis_server.url)
     try:
         base = make_base(person)
         operations.add_items(person, "kb", [PathInput(write_folder(tmp_path / "notes", files))])
         person.run_pinned_here()  # the person's machine walks its folder and uploads it (as `quire add` does)
+        scheduled = rows(person, "SELECT count(*) FROM jobs WHERE type = :t AND status = 'pending'", t=INDEX_DOCUMENTS)
+        assert scheduled[0][0] == 3, "the walk did not split the folder into three index jobs"
         workers = [
             start_worker(
                 postgres_url, f"machine-{n}", tmp_path, "--no-watch", "--timeout", "600", queue=redis_server.url
