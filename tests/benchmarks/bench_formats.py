@@ -21,10 +21,21 @@ from pathlib import Path
 import docx
 
 from knowledge.sources import parse_bytes
-from tests.sources.builders import tar_of, zip_of
-from tests.sources.office_builders import make_eml, make_msg, make_ods, make_odt, make_pptx, make_rtf, make_xlsx
+from tests.sources.builders import make_pdf, ruled_table, tar_of, zip_of
+from tests.sources.office_builders import (
+    make_eml,
+    make_msg,
+    make_odp,
+    make_ods,
+    make_odt,
+    make_pptx,
+    make_rtf,
+    make_xlsx,
+)
 
 REPEAT = 5
+PDF_LINES = 40  # text lines a page
+TABLE_ROWS = 25  # ruled rows a page
 RESULTS = Path(__file__).parent / "results" / "formats.json"
 
 
@@ -54,8 +65,11 @@ def samples(rows: int) -> dict[str, tuple[str, bytes]]:
         "xlsx": ("log.xlsx", make_xlsx([("Log", table)])),
         "ods": ("log.ods", make_ods([("Log", table)])),
         "pptx": ("log.pptx", make_pptx([(f"Slide {n}", line, "notes " + line) for n, line in enumerate(prose[::10])])),
+        "odp": ("log.odp", make_odp([(f"Slide {n}", line, "notes " + line) for n, line in enumerate(prose[::10])])),
         "odt": ("log.odt", make_odt(prose)),
         "rtf": ("log.rtf", make_rtf(prose)),
+        "pdf": ("log.pdf", make_pdf([prose[n : n + PDF_LINES] for n in range(0, rows, PDF_LINES)])),
+        "pdf-table": ("table.pdf", make_pdf([_table_page(table, n) for n in range(1, rows + 1, TABLE_ROWS)])),
         "eml": ("log.eml", make_eml("Harbour log", plain="\n\n".join(prose))),
         "eml-html": ("log-html.eml", make_eml("Harbour log", html="".join(f"<p>{p}</p>" for p in prose))),
         "md.gz": ("log.md.gz", gzip.compress(markdown)),
@@ -65,6 +79,12 @@ def samples(rows: int) -> dict[str, tuple[str, bytes]]:
         "tar.gz": ("logs.tar.gz", gzip.compress(tar_of(files))),
         "mbox": ("logs.mbox", mbox),
     }
+
+
+def _table_page(table: list[list[object]], first: int) -> bytes:
+    """A page holding a ruled table: the header row, then ``TABLE_ROWS`` rows from ``first`` (short cells)."""
+    rows = [[str(r[0]), str(r[1]), f"crane {r[0]}"] for r in table[first : first + TABLE_ROWS]]
+    return ruled_table([str(c) for c in table[0]], rows)
 
 
 def _median_seconds(action: Callable[[], object]) -> float:
