@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
+from functools import partial
 
 from sqlalchemy import Connection, bindparam, text
 
@@ -108,10 +109,9 @@ def _scored_candidates(
     texts = _texts(conn, [chunk_id for chunk_id, _score in found])
     phrases = [*query.required, *query.alternatives]  # the match expression's phrases, in FTS5's order
     totals = keyword_bm25.table_totals(conn, base.id)
-    if opened.version == vectors_version(conn, base.id) and opened.documents() == totals.rows:
-        hits = index.counts(opened, phrases)  # the index holds exactly this snapshot's rows: count there
-    else:
-        hits = (stats or TermStats()).counts(conn, base, phrases)
+    exact = opened.version == vectors_version(conn, base.id) and opened.documents() == totals.rows
+    # the index holds exactly this snapshot's rows: count there (else FTS5 counts); cached per version either way
+    hits = (stats or TermStats()).counts(conn, base, phrases, partial(index.counts, opened) if exact else None)
     scored = keyword_bm25.scores(texts, keyword_bm25.phrase_tokens(phrases), hits, totals)
     ranked = sorted(scored.items(), key=lambda pair: (-pair[1], pair[0]))
     return ranked[:limit], len(found) < asked

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, text
@@ -36,6 +36,8 @@ EXACT_UP_TO = 20_000  # chunks: below this every term stays in the query
 COMMON_SHARE = 0.15  # a term in more than this share of the chunks is "common"
 MAX_BASES = 64  # bases whose counts are kept
 MAX_TERMS = 4096  # counted terms kept per base
+
+Counter = Callable[[Sequence[str]], list[int]]  # phrases -> how many chunks hold each
 
 
 def quoted(term: str) -> str:
@@ -77,11 +79,13 @@ class TermStats:
         rare = [t for t in terms if counts[t] <= COMMON_SHARE * entry.total]
         return rare or [min(terms, key=lambda t: counts[t])]
 
-    def counts(self, conn: Connection, base: Base, phrases: Sequence[str]) -> list[int]:
+    def counts(self, conn: Connection, base: Base, phrases: Sequence[str], count: Counter | None = None) -> list[int]:
         """How many chunks hold each phrase (a word, or words in a row) in ``conn``'s snapshot, as FTS5 counts
-        a quoted phrase: BM25's document frequencies (:mod:`knowledge.search.keyword_bm25`)."""
+        a quoted phrase: BM25's document frequencies (:mod:`knowledge.search.keyword_bm25`). ``count``: how to
+        count the phrases not cached yet, when something holds exactly this snapshot's rows (the keyword index);
+        else FTS5 counts them."""
         entry, known = self._entry(conn, base, phrases)
-        counts = self._count(conn, base, entry, known, phrases)
+        counts = self._count(conn, base, entry, known, phrases, count)
         return [counts[p] for p in phrases]
 
     def _entry(self, conn: Connection, base: Base, terms: Sequence[str]) -> tuple[_Entry, dict[str, int]]:
@@ -95,9 +99,18 @@ class TermStats:
         return _Entry(stamp), {}
 
     def _count(
-        self, conn: Connection, base: Base, entry: _Entry, known: dict[str, int], terms: Sequence[str]
+        self,
+        conn: Connection,
+        base: Base,
+        entry: _Entry,
+        known: dict[str, int],
+        terms: Sequence[str],
+        count: Counter | None = None,
     ) -> dict[str, int]:
         counts = dict(known)
+        missing = list(dict.fromkeys(t for t in terms if t not in counts))
+        if count is not None and missing:
+            counts.update(zip(missing, count(missing), strict=True))
         table = fts_table(base.id)
         for term in terms:
             if term not in counts:

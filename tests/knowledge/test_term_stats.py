@@ -58,3 +58,26 @@ def test_counts_follow_the_base_as_it_changes(quire: Quire, monkeypatch: pytest.
     fill(quire, [f"delta {n}" for n in range(10)])  # a write bumps the base's version
     with quire.db.read() as conn:
         assert quire.terms.rare_terms(conn, base, ["alpha", "delta"]) == ["alpha"]  # now delta is common
+
+
+def test_phrase_counts_are_cached_per_version_whoever_counted_them(quire: Quire) -> None:
+    """BM25's document frequencies for exact keyword scores: a counter given (the keyword index, when it holds
+    exactly the snapshot's rows) is asked only for phrases not cached for this version; without one FTS5
+    counts; a write moves the version and everything is counted again."""
+    base = make_base(quire)
+    fill(quire, ["protein kinase cascade", "kinase inhibitor", "silt budget of the harbour"])
+    stats = term_stats.TermStats()
+    asked: list[list[str]] = []
+
+    def counter(phrases: list[str]) -> list[int]:
+        asked.append(list(phrases))
+        return [len(p) for p in phrases]  # not real counts: shows whose answer was kept
+
+    with quire.db.read() as conn:
+        assert stats.counts(conn, base, ["kinase", "silt budget"], counter) == [6, 11]
+        assert stats.counts(conn, base, ["kinase", "protein"], counter) == [6, 7]  # "kinase" from the cache
+        assert stats.counts(conn, base, ["inhibitor"]) == [1]  # no counter: FTS5 counts
+    assert asked == [["kinase", "silt budget"], ["protein"]]
+    fill(quire, ["kinase again"])
+    with quire.db.read() as conn:
+        assert stats.counts(conn, base, ["kinase"]) == [3]  # a new version: FTS5's count, not the cached 6
