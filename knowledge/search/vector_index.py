@@ -52,9 +52,9 @@ from sqlalchemy import Connection, text
 from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
 from knowledge.library.file_locks import Busy
-from knowledge.library.index import vec_table, vectors_version
+from knowledge.library.index import vectors_version
 from knowledge.library.vector_file import VectorFiles
-from knowledge.library.vector_format import BaseKey, Mapped, sign_bits
+from knowledge.library.vector_format import BaseKey, Mapped, read_rows, sign_bits
 from knowledge.library.vector_rows import RowReader
 
 __all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "sign_bits"]
@@ -88,7 +88,7 @@ class _Segment:
         return self.vectors[positions] if self.rows is None else self.rows.read(positions)
 
     @classmethod
-    def build(cls, ids: list[int], halves: Halves) -> _Segment:
+    def build(cls, ids: Ids, halves: Halves) -> _Segment:
         return cls(np.asarray(ids, dtype=np.int64), sign_bits(halves), halves)
 
 
@@ -206,48 +206,33 @@ class VectorIndex:
         segments = _mapped_segments(mapped)
         if mapped.version >= version:
             return _Held.build(key, mapped.version, mapped.header.last_id, segments)
-        ids, halves = _rows(conn, base, mapped.header.last_id)
-        tail = (_Segment.build(ids, halves),) if ids else ()
-        return _Held.build(key, version, ids[-1] if ids else mapped.header.last_id, segments + tail)
+        tail, last_id = _after(conn, base, mapped.header.last_id)
+        return _Held.build(key, version, last_id, segments + tail)
 
 
 def _mapped_segments(mapped: Mapped) -> tuple[_Segment, ...]:
     return (_Segment(mapped.ids, mapped.bits, mapped.floats, mapped.rows),) if mapped.header.count else ()
 
 
-def _rows(conn: Connection, base: Base, after: int) -> tuple[list[int], Halves]:
-    rows = conn.execute(
-        text("SELECT id, vector_f16 FROM chunks WHERE base_id = :b AND id > :after ORDER BY id"),
-        {"b": base.id, "after": after},
-    ).all()
-    ids = [int(r[0]) for r in rows]
-    halves = np.empty((len(rows), base.dimension), dtype=np.float16)
-    missing: list[int] = []
-    for n, (_id, blob) in enumerate(rows):
-        if blob is None:
-            missing.append(n)
-        else:
-            halves[n] = np.frombuffer(blob, dtype=np.float16)
-    for n in missing:  # written by a process older than migration 0007: read the float vector
-        found = conn.execute(
-            text(f"SELECT embedding FROM {vec_table(base.id)} WHERE rowid = :id"), {"id": ids[n]}
-        ).first()
-        halves[n] = 0 if found is None else np.frombuffer(found[0], dtype=np.float32).astype(np.float16)
-    return ids, halves
+def _after(conn: Connection, base: Base, after: int) -> tuple[tuple[_Segment, ...], int]:
+    """The base's rows above chunk id ``after`` in ``conn``'s snapshot as one segment (none when there are none),
+    and the last chunk id they hold (``after`` when none)."""
+    rows = read_rows(conn, BaseKey(base.id, base.created_at, base.dimension), after)
+    if not len(rows.ids):
+        return (), after
+    return (_Segment.build(rows.ids, rows.halves),), int(rows.ids[-1])
 
 
 def _load(conn: Connection, base: Base, key: tuple[int, float], version: int) -> _Held:
-    ids, halves = _rows(conn, base, 0)
-    segments = (_Segment.build(ids, halves),) if ids else ()
-    held = _Held.build(key, version, ids[-1] if ids else 0, segments)
-    del ids
+    segments, last_id = _after(conn, base, 0)
+    held = _Held.build(key, version, last_id, segments)
     release_free_memory()  # the rows read: ~100 MB freed but resident at 100k chunks (memory_probe window)
     return held
 
 
 def _refresh(conn: Connection, base: Base, held: _Held, version: int) -> _Held:
-    ids, halves = _rows(conn, base, held.last_id)
-    segments = held.segments + ((_Segment.build(ids, halves),) if ids else ())
+    tail, last_id = _after(conn, base, held.last_id)
+    segments = held.segments + tail
     live = int(conn.execute(text("SELECT count(*) FROM chunks WHERE base_id = :b"), {"b": base.id}).scalar_one())
     size = sum(len(s.ids) for s in segments)
     if size - live > DEAD_SHARE * max(live, 1) and size - live > 100:
@@ -255,7 +240,7 @@ def _refresh(conn: Connection, base: Base, held: _Held, version: int) -> _Held:
     if len(segments) > COMPACT_SEGMENTS:
         all_ids, all_vectors = _concat(segments)
         segments = (_Segment(all_ids, np.concatenate([s.bits for s in segments]), all_vectors),)
-    return _Held.build(held.key, version, ids[-1] if ids else held.last_id, segments)
+    return _Held.build(held.key, version, last_id, segments)
 
 
 def _concat(segments: tuple[_Segment, ...]) -> tuple[Ids, Vectors]:
