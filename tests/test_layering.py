@@ -197,8 +197,7 @@ def test_rooms_of_knowledge_import_only_the_rooms_below_them() -> None:
 
 
 # Cycles inside a room still to break, each with the reason it is still here. The list may only shrink.
-KNOWN_ROOM_CYCLES: dict[frozenset[str], str] = {
-}
+KNOWN_ROOM_CYCLES: dict[frozenset[str], str] = {}
 
 
 def test_no_import_cycle_inside_a_room() -> None:

@@ -14,8 +14,7 @@ from tests.conftest import REPO
 
 MAX_LINES = 450
 
-OVER_FOR_NOW: dict[str, str] = {
-}
+OVER_FOR_NOW: dict[str, str] = {}
 
 
 def _line_counts() -> dict[str, int]:

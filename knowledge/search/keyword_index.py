@@ -119,7 +119,6 @@ class KeywordIndex:
         ids = searcher.fast_field_values("id", [address for _score, address in hits])
         return [(int(i), float(score)) for (score, _address), i in zip(hits, ids, strict=True) if i]
 
-
     @staticmethod
     def counts(opened: Opened, phrases: Sequence[str]) -> list[int]:
         """How many documents of the index hold each phrase (deleted ones not counted): the rows holding it,
