@@ -6,7 +6,8 @@
   (goal: p95 under 2 s, including the quiet period, ``sync.quiet_seconds`` = 0.5 s);
 * the reconcile of an unchanged tree of 10,000 files (2,000 with ``--quick``): seconds, and files opened
   for their content (goal: under 3 s, none opened);
-* the cost of a 1 % change (edit) in that tree — reconcile + indexing, to idle — against its first ingest.
+* the cost of a 1 % change (edit) in that tree — reconcile + indexing, to idle — against its first ingest;
+* the watcher's own memory on that tree and on one of 100,000 files (``watcher_memory``, a fresh process each).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.benchmarks.common import (
     child_env,
     log,
     percentile,
+    python_module,
     quire,
     quire_argv,
     run_benchmark,
@@ -100,8 +102,16 @@ def _run(result: Result, quick: bool) -> None:
         log(f"edit-to-searchable: {latencies}")
     finally:
         q.close()
+    watcher = [watcher_memory(folder)]
+    if not quick:
+        big = area / "tree-100k"
+        _tree(big, WATCHED_LARGE)
+        watcher.append(watcher_memory(big))
+        shutil.rmtree(big)
+    log(f"watcher memory: {watcher}")
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     result.data = {
+        "watcher_memory": watcher,
         "files": files,
         "first_ingest_seconds": round(first_ingest, 2),
         "unchanged_reconcile_seconds": [round(x, 3) for x in unchanged],
@@ -116,6 +126,15 @@ def _run(result: Result, quick: bool) -> None:
         target(f"unchanged reconcile of {files} files", min(unchanged), at_most=3.0, unit="s"),
         target("files opened by the unchanged reconcile", max(opened), at_most=0, unit="files"),
     ]
+
+
+WATCHED_LARGE = 100_000
+
+
+def watcher_memory(folder: Path) -> dict[str, Any]:
+    """The watcher's own memory on ``folder``, in a fresh process (``watcher_memory``)."""
+    info: dict[str, Any] = python_module("tests.benchmarks.watcher_memory", str(folder), timeout=600)
+    return info
 
 
 def _folder_item(q: Any) -> int:
