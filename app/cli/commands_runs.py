@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.commands_core import opened, principal_of
-from app.cli.main import Output
+from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit
@@ -27,13 +27,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=Path)
     p.set_defaults(func=cmd_preview)
 
-    p = rsub.add_parser("start", parents=[common], help="start (or replay) a run over FOLDER")
+    p = rsub.add_parser(
+        "start",
+        parents=[common],
+        help="start (or replay) a run over FOLDER; several folders: one run each, in order, from one process",
+    )
     p.add_argument("base", help="base name or id")
-    p.add_argument("folder", type=Path)
+    p.add_argument("folders", type=Path, nargs="+", metavar="FOLDER")
     p.add_argument(
         "--key",
-        help="idempotency key: reusing it replays the same run instead of starting another (default: derived "
-        "from base, folder, you and the files, so repeating the command replays its run)",
+        help="idempotency key (one FOLDER only): reusing it replays the same run instead of starting another "
+        "(default: derived from base, folder, you and the files, so repeating the command replays its runs)",
     )
     p.set_defaults(func=cmd_start)
 
@@ -80,16 +84,30 @@ def cmd_preview(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def cmd_start(args: argparse.Namespace, out: Output) -> int:
-    with opened(args) as quire:
-        result = folder_runs.start_run(quire, principal_of(args, quire), args.base, args.folder, key=args.key)
-    out.emit(
-        result.as_dict(),
-        lambda d: (
-            f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']}); `quire worker` runs it"
-            + ("" if d["outcome"] == "created" else "; pass another --key to start a new run over the same files")
-        ),
+def _started_text(d: dict[str, Any]) -> str:
+    return f"{d['outcome']}: run {d['run_id']}, job {d['job_id']} (key {d['key']})" + (
+        "" if d["outcome"] == "created" else "; pass another --key to start a new run over the same files"
     )
+
+
+def cmd_start(args: argparse.Namespace, out: Output) -> int:
+    """One run per folder, each started (or replayed) in its own transaction. Several folders share one
+    process (its start-up is most of what starting a run costs); if one fails, the runs before it stay
+    started, and repeating the command replays them and goes on."""
+    if args.key is not None and len(args.folders) > 1:
+        raise UsageError("--key names one run: give one FOLDER with it")
+    started = []
+    with opened(args) as quire:
+        who = principal_of(args, quire)
+        for folder in args.folders:
+            started.append(folder_runs.start_run(quire, who, args.base, folder, key=args.key).as_dict())
+    if len(started) == 1:
+        out.emit(started[0], lambda d: _started_text(d) + "; `quire worker` runs it")
+    else:
+        out.emit(
+            {"runs": started},
+            lambda d: "\n".join(_started_text(r) for r in d["runs"]) + "\n`quire worker` runs them",
+        )
     return 0
 
 

@@ -9,8 +9,8 @@ Everything runs in real processes, exactly as a user would run it:
    plain ``SentenceTransformer.encode(batch_size=32)`` as every peer does it (``raw_encode.py``).
    The headline is ingest chunks/s ÷ raw fp32 chunks/s, both measured in this run.
 3. **fp32 base** through the same path (its nDCG is compared with the bf16 base's in ``bench_quality``).
-4. **folder runs**: a third data directory, one ``quire run start`` per sub-folder (≤ 200 files each),
-   then the worker.
+4. **folder runs**: a third data directory, one run per sub-folder (≤ 200 files each), all started by one
+   ``quire run start BASE PART…`` (as ``quire add`` is one process), then the worker.
 5. **re-ingest, unchanged**: ``quire reindex BASE ROOT`` + worker (re-expansion keeps unchanged files
    without reading them); and the folder runs again (``run preview`` finds everything covered, ``run
    start`` + worker settle every source ``already_covered``).
@@ -188,9 +188,15 @@ def convert_model() -> dict[str, Any]:
     }
 
 
-def ingest_add(data_dir: Path, docs: Path, precision: str, backend: str = "auto") -> dict[str, Any]:
-    """base create, then add + worker timed as one: what a user waits for."""
-    base = create_base(data_dir, precision, backend)
+def ingest_add(
+    data_dir: Path, docs: Path, precision: str, backend: str = "auto", create_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """base create, then add + worker timed as one: what a user waits for. ``create_args`` replace the
+    precision and backend given to ``base create`` (e.g. ``("--multilingual",)``)."""
+    if create_args:
+        base: dict[str, Any] = quire_json(data_dir, "base", "create", BASE, *create_args)
+    else:
+        base = create_base(data_dir, precision, backend)
     t0 = time.perf_counter()
     added = quire_json(data_dir, "add", BASE, str(docs))
     add_seconds = time.perf_counter() - t0
@@ -238,8 +244,7 @@ def reindex_root(data_dir: Path, root_id: int) -> dict[str, Any]:
 def folder_runs_ingest(data_dir: Path, parts: list[Path]) -> dict[str, Any]:
     create_base(data_dir, "auto")
     t0 = time.perf_counter()
-    for part in parts:
-        quire(data_dir, "run", "start", BASE, str(part))
+    quire(data_dir, "run", "start", BASE, *map(str, parts))  # one run per sub-folder, from one process
     start_seconds = time.perf_counter() - t0
     worker_seconds, rss, _output = run_worker(data_dir)
     wall = time.perf_counter() - t0
@@ -266,8 +271,7 @@ def folder_runs_again(data_dir: Path, parts: list[Path]) -> dict[str, Any]:
         eligible += len(preview["eligible"])
         covered += sum(1 for e in preview["ineligible"] if "already in the knowledge base" in (e.get("reason") or ""))
     preview_seconds = time.perf_counter() - t0
-    for part in parts:
-        quire(data_dir, "run", "start", BASE, str(part))
+    quire(data_dir, "run", "start", BASE, *map(str, parts))
     worker_seconds, _rss, _output = run_worker(data_dir)
     wall = time.perf_counter() - t0
     return {

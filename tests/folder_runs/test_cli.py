@@ -97,3 +97,22 @@ def test_too_large_a_folder_is_refused_with_exit_5(tmp_path: Path) -> None:
     error = refused(5, "run", "preview", "kb", str(folder), data_dir=data)
     assert error["code"] == "folder_too_large" and "more than 200" in error["message"]
     assert ok("run", "list", "--base", "kb", data_dir=data) == {"runs": [], "next": None}
+
+
+def test_run_start_over_several_folders_starts_one_run_each_and_replays(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first, second = make_docs(tmp_path / "first", 2), make_docs(tmp_path / "second", 3)
+    ok("base", "create", "kb", data_dir=data)
+
+    started = ok("run", "start", "kb", str(first), str(second), data_dir=data)["runs"]
+    assert [r["outcome"] for r in started] == ["created", "created"]
+    assert len({r["run_id"] for r in started}) == 2
+    again = ok("run", "start", "kb", str(first), str(second), data_dir=data)["runs"]
+    assert [(r["outcome"], r["run_id"]) for r in again] == [("replayed", r["run_id"]) for r in started]
+
+    error = refused(2, "run", "start", "kb", str(first), str(second), "--key", "k", data_dir=data)
+    assert "one FOLDER" in error["message"]
+
+    ok("worker", "--until-idle", data_dir=data)
+    sizes = [ok("run", "show", str(r["run_id"]), data_dir=data)["progress"] for r in started]
+    assert sizes == [{"settled": 2, "total": 2}, {"settled": 3, "total": 3}]
