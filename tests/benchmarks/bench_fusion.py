@@ -76,7 +76,10 @@ def base(quick: bool) -> dict[str, Any]:
 def build_cache(data_dir: Path, data: corpus.SciFact, path: Path) -> dict[str, Any]:
     from knowledge.compose import open_quire
     from knowledge.library.bases import get_base
-    from knowledge.search import query as search
+    from knowledge.search.candidates import hit_rows
+    from knowledge.search.keyword import keyword_candidates
+    from knowledge.search.keyword_query import query_terms
+    from knowledge.search.query import vector_candidates
     from knowledge.search.syntax import parse
 
     quire = open_quire(data_dir)
@@ -90,15 +93,15 @@ def build_cache(data_dir: Path, data: corpus.SciFact, path: Path) -> dict[str, A
             parsed = parse(text)
             vector = encoder.encode_query(parsed.text)
             with quire.db.read() as conn:
-                by_vector = search.vector_candidates(conn, b, vector, CACHE_DEPTH, None, index=quire.vectors)
-                by_keyword = search.keyword_candidates(
+                by_vector = vector_candidates(conn, b, vector, CACHE_DEPTH, None, index=quire.vectors)
+                by_keyword = keyword_candidates(
                     conn, b, parsed, CACHE_DEPTH, None, stats=quire.terms, index=quire.keywords
                 )
                 wanted = [c.id for c, _s in (*by_vector, *by_keyword) if str(c.id) not in chunks]
-                for cid, row in search.hit_rows(conn, wanted).items():
+                for cid, row in hit_rows(conn, wanted).items():
                     chunks[str(cid)] = [Path(row.name).stem, row.text]
             queries[qid] = {
-                "terms": search.query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases))),
+                "terms": query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases))),
                 "vector": [[c.id, s] for c, s in by_vector],
                 "keyword": [[c.id, s] for c, s in by_keyword],
             }

@@ -5,17 +5,33 @@ mode; its hits (chunks) are collapsed to documents (a document ranks where its b
 scored with ``metrics.py``. Recall@100 therefore counts the distinct documents among the top 100
 *chunks* (fewer than 100 documents when a document has several chunks in the list): a little stricter
 than BEIR's document-level cut.
+
+In the same run (issue 27: one run shows all three):
+
+* **fusion variants**: every variant ``bench_fusion`` knows, cross-validated on the training queries only
+  (``bench_fusion.cross_validate`` over its candidate cache of the bf16 base), beside the fusion shipped in
+  ``resources/fusion/`` (the one adopted) and what ``hybrid`` scores end to end above;
+* **the multilingual base**: a SciFact subset (``MULTI_QUERIES`` training queries, every document judged
+  for them, filled with distractors to ``MULTI_DOCS``) ingested twice through the real path, into a base of
+  the default model and one created ``--multilingual`` (multilingual-e5-small): nDCG@10 per mode and ingest
+  chunks/s of each. (The full corpus with the multilingual model takes hours on this machine kind.)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from tests.benchmarks import bench_ingest, corpus, metrics
+from knowledge.search import fusion
+from tests.benchmarks import bench_fusion, bench_ingest, corpus, metrics
 from tests.benchmarks.common import Result, log, quire, run_benchmark, target
 
 # hybrid is the fitted fusion (resources/fusion/), hybrid-rrf the reciprocal-rank fusion it replaced
 MODES = ("vector", "keyword", "hybrid", "hybrid-rrf")
+FOLDS = 5
+MULTI_QUERIES = 100
+MULTI_DOCS = 600
+MULTI_MODES = ("vector", "keyword", "hybrid")
 
 
 def rankings(
@@ -37,8 +53,76 @@ def rankings(
     return metrics.rankings_of(out)
 
 
-def run(quick: bool) -> Result:
-    return run_benchmark("quality", quick, lambda result: _run(result, quick))
+def run(quick: bool, fusion_variants: bool = True, multilingual: bool = True) -> Result:
+    def body(result: Result) -> None:
+        _run(result, quick)
+        if fusion_variants:
+            result.data["fusion"] = fusion_cv(quick)
+        if multilingual:
+            result.data["multilingual"] = multilingual_subset(quick)
+            _multilingual_targets(result)
+
+    return run_benchmark("quality", quick, body)
+
+
+def fusion_cv(quick: bool) -> dict[str, Any]:
+    """Every fusion variant cross-validated on the training queries, and the one shipped (adopted)."""
+    found = bench_fusion.cache(quick)
+    data = corpus.load(quick)
+    queries = bench_fusion.prepare(found, data.qrels)
+    log(f"fusion variants: {len(queries)} training queries, {FOLDS} folds")
+    variants = bench_fusion.cross_validate(queries, data.qrels, FOLDS)
+    shipped = fusion.load_fusion(fusion.default_path())
+    return {
+        "queries": len(queries),
+        "folds": FOLDS,
+        "variants": variants,
+        "shipped": {"kind": shipped.kind, "file": shipped.source, "version": fusion.FUSION_VERSION},
+        "would_adopt": bench_fusion.adopt(variants, queries, data.qrels, write=False),
+    }
+
+
+def multilingual_subset(quick: bool) -> dict[str, Any]:
+    """The SciFact subset in a default base and a multilingual one: nDCG@10 per mode, ingest chunks/s."""
+    data = corpus.load(quick)
+    sub = corpus.subset(data, MULTI_QUERIES // (4 if quick else 1), MULTI_DOCS // (4 if quick else 1))
+    root = bench_ingest.area(quick) / "multilingual-subset"
+    docs = root / "docs"
+    corpus.write_tree(sub, docs)
+    queries_file = root / "queries.jsonl"
+    corpus.write_queries(sub, queries_file)
+    out: dict[str, Any] = {"queries": len(sub.queries), "documents": len(sub.docs), "bases": {}}
+    for name, create in (("default", ("--precision", "auto")), ("multilingual", ("--multilingual",))):
+        data_dir = bench_ingest.fresh(root / f"data-{name}")
+        log(f"multilingual subset: ingesting {len(sub.docs)} documents into a {name} base")
+        ingest = bench_ingest.ingest_add(data_dir, docs, "auto", create_args=create)
+        scores = {
+            mode: metrics.evaluate(rankings(data_dir, queries_file, mode), sub.qrels)["ndcg@10"] for mode in MULTI_MODES
+        }
+        log(f"{name}: nDCG@10 {scores}, {ingest['chunks_per_s']} chunks/s")
+        out["bases"][name] = {
+            "ndcg@10": {m: round(v, 4) for m, v in scores.items()},
+            "chunks": ingest["chunks"],
+            "wall_seconds": ingest["wall_seconds"],
+            "chunks_per_s": ingest["chunks_per_s"],
+            "precision": ingest["precision"],
+            "backend": ingest["backend"],
+        }
+    default, multi = out["bases"]["default"], out["bases"]["multilingual"]
+    out["speed_ratio"] = round(multi["chunks_per_s"] / default["chunks_per_s"], 3)
+    return out
+
+
+def _multilingual_targets(result: Result) -> None:
+    bases = result.data["multilingual"]["bases"]
+    for mode in MULTI_MODES:
+        result.targets.append(
+            target(
+                f"multilingual base nDCG@10 within 0.05 of the default model's ({mode}, SciFact subset)",
+                bases["default"]["ndcg@10"][mode] - bases["multilingual"]["ndcg@10"][mode],
+                at_most=0.05,
+            )
+        )
 
 
 def _run(result: Result, quick: bool) -> None:

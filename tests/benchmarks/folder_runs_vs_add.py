@@ -2,13 +2,14 @@
 
     python -m tests.benchmarks.folder_runs_vs_add --docs 1000 --rounds 2
 
-Each round ingests the same tree twice, each time into a fresh data directory: ``quire add`` of the root
-+ ``quire worker --until-idle`` (bench_ingest's step 1), then one run per sub-folder, started by one
-``quire run start`` + the worker (its step 4). Which one goes first alternates by round, so a drift of the
-shared machine's load hits both. Prints one JSON line: per round the two chunks/s and their ratio, the CPU seconds each side's
-processes used (add ÷ runs: above 1 means the runs did the same work with less CPU), the 1-minute load
-average around each ingest, and the median ratio (folder runs ÷ add). A reduced form of the ingest benchmark's
-"folder runs ÷ add" target, for before/after comparisons of the folder-run path; not part of run_all.
+Each round ingests the same tree twice, each time into a fresh data directory: ``quire add`` of the root +
+``quire worker --until-idle`` (bench_ingest's step 1), then one run per sub-folder, started by one ``quire run
+start`` + the worker (its step 4). Which one goes first alternates by round, so a drift of the shared
+machine's load hits both. Prints one JSON line: per round the two chunks/s and their ratio, the CPU seconds
+each side's processes used (add ÷ runs: above 1 means the runs did the same work with less CPU), the 1-minute
+load average around each ingest, and the median ratio (folder runs ÷ add). A reduced form of the ingest
+benchmark's "folder runs ÷ add" target, for before/after comparisons of the folder-run path; not part of
+run_all.
 """
 
 from __future__ import annotations

@@ -21,13 +21,14 @@ import traceback
 from tests.benchmarks.common import log
 
 BENCHMARKS = (
-    "ingest", "quality", "fusion", "latency", "coldstart", "app", "drop", "viewer", "portable", "ocr", "sync",
+    "ingest", "quality", "latency", "coldstart", "app", "drop", "viewer", "portable", "ocr", "sync",
 )  # fmt: skip
-# Run only when named in --only: bench_encoders needs the optional extra "encoders" and ~40 min;
+# Run only when named in --only: bench_fusion refits the fusion (bench_quality cross-validates every variant
+# in its own run); bench_encoders needs the optional extra "encoders" and ~40 min;
 # bench_multilingual the extra "multilingual"; bench_million builds a 1,000,000-chunk synthetic base first
 # (minutes; `python -m tests.benchmarks.bench_million --help`); bench_team_workers starts PostgreSQL and Redis on
 # loopback and ingests 1,000 documents four times, then soaks three workers under SIGKILL (an hour or more here).
-ON_PURPOSE = ("encoders", "multilingual", "million", "team_workers")
+ON_PURPOSE = ("fusion", "encoders", "multilingual", "million", "team_workers")
 
 
 def main(argv: list[str] | None = None) -> int:

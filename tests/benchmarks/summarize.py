@@ -469,6 +469,14 @@ def sync_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
         ["1 % change / first ingest", r["one_percent_vs_first_ingest"]],
         ["edit-to-searchable, s (worker idle, quiet period included)", ", ".join(str(x) for x in lat)],
     ]
+    rows += [
+        [
+            f"watcher at {w['files']:,} files ({w['directories']:,} folders, {w['inotify_watches']:,} inotify "
+            "watches): its memory, MB (after `watchfiles` is imported)",
+            w["watcher_mb"],
+        ]
+        for w in r.get("watcher_memory", [])
+    ]
     return "\n".join(["## Folder sync", "", table(["", ""], rows)])
 
 
@@ -478,7 +486,7 @@ def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
     for key, label in (
         ("bf16", "Quire, bf16 base (`quire add` + `quire worker`)"),
         ("fp32", "Quire, fp32 base (same path)"),
-        ("folder_runs", "Quire, bf16 base, folder runs (`quire run start` per sub-folder)"),
+        ("folder_runs", "Quire, bf16 base, folder runs (one run per sub-folder, one `quire run start`)"),
     ):
         if key in r:
             e = r[key]
@@ -627,14 +635,60 @@ def quality_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
         "",
     ]
     out += [f"![{k}]({v})" for k, v in plots.items() if k.startswith("quality")]
+    if "fusion" in doc["results"]:
+        out += ["", *_quality_fusion(doc["results"]["fusion"])]
+    if "multilingual" in doc["results"]:
+        out += ["", *_quality_multilingual(doc["results"]["multilingual"])]
     return "\n".join(out)
 
 
-def fusion_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
-    r = doc["results"]
-    base_rrf = next(v for v in r["variants"] if v["variant"].startswith("rrf (shipped"))
+def _quality_fusion(r: dict[str, Any]) -> list[str]:
+    _rrf, rows = _fusion_rows(r["variants"])
+    would = r.get("would_adopt")
+    return [
+        f"**Fusion variants, same run** ({r['queries']} training queries, {r['folds']} folds; "
+        "`bench_fusion.cross_validate` over its candidate cache of the bf16 base; a variant's numbers are fitted "
+        "on the other folds and scored on the held-out one):",
+        "",
+        table(["variant", "CV nDCG@10", "vs shipped RRF", "per fold", "wins every fold"], rows),
+        "",
+        f"Shipped: `{r['shipped']['file']}` (kind `{r['shipped']['kind']}`, fusion version "
+        f"{r['shipped']['version']}), which `hybrid` above scores end to end; RRF stays selectable as "
+        "`hybrid-rrf`. "
+        + (
+            f"The adoption rule (beats RRF in every fold, simplest within 0.005 of the best) picks "
+            f"**{would['variant']}** (CV {would['cv_ndcg@10']:.4f}) in this run."
+            if would
+            else "No variant beat RRF in every fold in this run."
+        ),
+    ]
+
+
+def _quality_multilingual(r: dict[str, Any]) -> list[str]:
+    bases = r["bases"]
+    modes = list(next(iter(bases.values()))["ndcg@10"])
+    rows = [
+        [name, b["backend"], b["chunks"], *[b["ndcg@10"][m] for m in modes], b["chunks_per_s"]]
+        for name, b in bases.items()
+    ]
+    return [
+        f"**The multilingual base, same run**: a SciFact subset ({r['queries']} training queries, "
+        f"{r['documents']:,} documents: every document judged for them, then distractors in corpus order) "
+        "ingested through `quire add` + `quire worker` into a base of the default model and one created "
+        "`--multilingual` (multilingual-e5-small); nDCG@10 over the subset (easier than the full corpus: fewer "
+        "distractors), ingest chunks/s end to end.",
+        "",
+        table(["base", "backend", "chunks", *[f"nDCG@10 {m}" for m in modes], "chunks/s"], rows),
+        "",
+        f"Multilingual ingest speed ÷ default: {r['speed_ratio']:.3f}.",
+    ]
+
+
+def _fusion_rows(variants: list[dict[str, Any]]) -> tuple[dict[str, Any], list[list[Any]]]:
+    """Shipped RRF's entry and one row per cross-validated fusion variant."""
+    base_rrf = next(v for v in variants if v["variant"].startswith("rrf (shipped"))
     rows = []
-    for v in r["variants"]:
+    for v in variants:
         folds = " / ".join(f"{f['ndcg@10']:.4f}" for f in v["folds"])
         rows.append(
             [
@@ -645,6 +699,12 @@ def fusion_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
                 "yes" if v["wins_every_fold"] else "no",
             ]
         )
+    return base_rrf, rows
+
+
+def fusion_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
+    r = doc["results"]
+    base_rrf, rows = _fusion_rows(r["variants"])
     adopted = r.get("adopted")
     out = [
         "## Hybrid fusion fitted on the SciFact training queries",
