@@ -225,6 +225,13 @@ class Fusion:
     kind: str  # "rrf" or one of KINDS
     params: Mapping[str, Any]
     source: str  # the file's name, or "built in"
+    # The model whose scores it was fitted on: score-based fusion does not carry over to another model's
+    # scores (multilingual-e5's cosines crowd near the top where MiniLM's spread). None: any model (RRF).
+    model: str | None = None
+
+    def suits(self, model_id: str | None) -> bool:
+        """Whether it was fitted for a base of ``model_id`` (rank-based RRF suits every model)."""
+        return self.model is None or model_id is None or model_id == self.model
 
     @property
     def needs_texts(self) -> bool:
@@ -278,8 +285,11 @@ def load_fusion(path: Path) -> Fusion:
     kind = data.get("kind")
     if kind not in KINDS:
         raise refuse(f"has an unknown kind {kind!r}")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise refuse("names no model it was fitted on")
     if kind == "trees":
-        return Fusion(kind, {"trees": _trees(data.get("trees"), refuse)}, name)
+        return Fusion(kind, {"trees": _trees(data.get("trees"), refuse)}, name, model)
     weight = data.get("vector_weight")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
         raise refuse("has no finite vector_weight")
@@ -287,7 +297,7 @@ def load_fusion(path: Path) -> Fusion:
         raise refuse(f"has vector_weight {weight}, outside 0..1")
     if data.get("norm") not in NORMS:
         raise refuse(f"has an unknown norm {data.get('norm')!r}")
-    return Fusion(kind, {"vector_weight": float(weight), "norm": data["norm"]}, name)
+    return Fusion(kind, {"vector_weight": float(weight), "norm": data["norm"]}, name, model)
 
 
 def _trees(raw: Any, refuse: Any) -> list[Tree]:
@@ -327,12 +337,14 @@ def _trees(raw: Any, refuse: Any) -> list[Tree]:
     return trees
 
 
-def write_fusion(params: Mapping[str, Any], path: Path, queries: int) -> Path:
-    """Write ``params`` (a kind and its numbers) as this version's fusion data file (the benchmark does)."""
+def write_fusion(params: Mapping[str, Any], path: Path, queries: int, model: str) -> Path:
+    """Write ``params`` (a kind and its numbers), fitted on ``model``'s scores, as this version's fusion data
+    file (the benchmark does)."""
     data = {
         "format": FUSION_FORMAT,
         "version": FUSION_VERSION,
         **params,
+        "model": model,
         "features": list(FEATURES),
         "fitted_on": f"SciFact training queries ({queries}), tests/benchmarks/bench_fusion.py",
     }

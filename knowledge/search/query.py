@@ -200,7 +200,7 @@ def search(
     assert_base_can_run_runtime_operation(base)
     hybrid = mode in HYBRID_MODES
     depth = max(limit, HYBRID_DEPTH) if hybrid else limit
-    ranker = (reranker or reranker_for(mode)) if hybrid else None
+    ranker = (reranker or reranker_for(mode, base.model_id)) if hybrid else None
     terms = query_terms(" ".join((*parsed.words, *parsed.identifiers, *parsed.phrases)))
 
     def keyword(conn: Connection, scope: Scope) -> Ranked:

@@ -102,9 +102,11 @@ def active_fusion(path: Path | None = None) -> fusion.Fusion:
         return RRF
 
 
-def reranker_for(mode: str) -> Reranker:
-    """The reranker a hybrid mode ships with: the fitted fusion for ``hybrid``, RRF for ``hybrid-rrf``."""
-    return FusionReranker(active_fusion() if mode == "hybrid" else RRF)
+def reranker_for(mode: str, model_id: str | None = None) -> Reranker:
+    """The reranker a hybrid mode ships with: the fitted fusion for ``hybrid`` on a base of the model it was
+    fitted for (``model_id``), else RRF; RRF for ``hybrid-rrf``."""
+    fitted = active_fusion()
+    return FusionReranker(fitted if mode == "hybrid" and fitted.suits(model_id) else RRF)
 
 
 def fuse(

@@ -443,7 +443,10 @@ def adopt(
     params = variant.fit(queries, qrels)
     chosen = {"variant": best["variant"], "cv_ndcg@10": best["cv_ndcg@10"], "params": variant.describe(params)}
     if write:
-        path = fusion.write_fusion(params_for_file(best["variant"], params), fusion.default_path(), len(queries))
+        from knowledge.ingest.embedding import DEFAULT_MODEL_ID  # the model of the base the cache was made on
+
+        file = params_for_file(best["variant"], params)
+        path = fusion.write_fusion(file, fusion.default_path(), len(queries), DEFAULT_MODEL_ID)
         chosen["file"] = str(path.relative_to(fusion.default_path().parents[2]))
     return chosen
 

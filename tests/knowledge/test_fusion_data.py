@@ -11,13 +11,24 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
 
+from knowledge.ingest.embedding import DEFAULT_MODEL_ID
+from knowledge.library.bases import MULTILINGUAL_MODEL_ID
 from knowledge.search import fusion
-from knowledge.search.rerank import RRF_K, VECTOR_WEIGHT, active_fusion, fuse, fuse_with
+from knowledge.search.rerank import (
+    RRF,
+    RRF_K,
+    VECTOR_WEIGHT,
+    FusionReranker,
+    active_fusion,
+    fuse,
+    fuse_with,
+    reranker_for,
+)
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,21 @@ def _valid() -> dict[str, Any]:
         (json.dumps({**_valid(), "vector_weight": 1.5}).encode(), "outside 0..1"),
         (json.dumps({**_valid(), "vector_weight": "0.5"}).encode(), "no finite vector_weight"),
         (json.dumps({**_valid(), "norm": "softmax"}).encode(), "unknown norm 'softmax'"),
+        (json.dumps({k: v for k, v in _valid().items() if k != "model"}).encode(), "names no model"),
     ],
-    ids=["binary", "truncated", "foreign", "not-an-object", "old-version", "features", "kind", "range", "type", "norm"],
+    ids=[
+        "binary",
+        "truncated",
+        "foreign",
+        "not-an-object",
+        "old-version",
+        "features",
+        "kind",
+        "range",
+        "type",
+        "norm",
+        "no-model",
+    ],
 )
 def test_a_corrupt_or_foreign_file_is_refused_naming_the_rrf_fallback(
     tmp_path: Path, content: bytes, why: str, caplog: pytest.LogCaptureFixture
@@ -136,7 +160,18 @@ def test_a_missing_file_is_refused_too(tmp_path: Path) -> None:
 
 
 def test_write_then_load_round_trips(tmp_path: Path) -> None:
-    path = fusion.write_fusion({"kind": "convex", "norm": "z", "vector_weight": 0.35}, tmp_path / "f.json", 809)
+    params = {"kind": "convex", "norm": "z", "vector_weight": 0.35}
+    path = fusion.write_fusion(params, tmp_path / "f.json", 809, "some-model")
     loaded = fusion.load_fusion(path)
-    assert loaded == fusion.Fusion("convex", {"vector_weight": 0.35, "norm": "z"}, "f.json")
+    assert loaded == fusion.Fusion("convex", {"vector_weight": 0.35, "norm": "z"}, "f.json", "some-model")
     assert "809" in json.loads(path.read_text())["fitted_on"]
+
+
+def test_the_fitted_fusion_serves_only_bases_of_the_model_it_was_fitted_on() -> None:
+    """Score-based fusion does not carry over to another model's scores: other bases get RRF in ``hybrid``."""
+    active_fusion.cache_clear()
+    shipped = active_fusion()
+    assert shipped.model == DEFAULT_MODEL_ID
+    assert cast(FusionReranker, reranker_for("hybrid", DEFAULT_MODEL_ID)).fuser == shipped
+    assert cast(FusionReranker, reranker_for("hybrid", MULTILINGUAL_MODEL_ID)).fuser == RRF
+    assert cast(FusionReranker, reranker_for("hybrid-rrf", DEFAULT_MODEL_ID)).fuser == RRF
