@@ -631,7 +631,7 @@ def quality_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
         "where its best chunk ranks). nDCG@10 as BEIR computes it (graded relevance, log2 discount); Recall@100 "
         "over the distinct documents in the top 100 chunks.",
         "",
-        table(["base", "mode", "nDCG@10", "Recall@100"], [[a, b, round(c, 4), round(d, 4)] for a, b, c, d in rows]),
+        table(["base", "mode", "nDCG@10", "Recall@100"], [[a, b, f"{c:.4f}", f"{d:.4f}"] for a, b, c, d in rows]),
         "",
     ]
     out += [f"![{k}]({v})" for k, v in plots.items() if k.startswith("quality")]
@@ -668,7 +668,7 @@ def _quality_multilingual(r: dict[str, Any]) -> list[str]:
     bases = r["bases"]
     modes = list(next(iter(bases.values()))["ndcg@10"])
     rows = [
-        [name, b["backend"], b["chunks"], *[b["ndcg@10"][m] for m in modes], b["chunks_per_s"]]
+        [name, b["backend"], b["chunks"], *[f"{b['ndcg@10'][m]:.4f}" for m in modes], b["chunks_per_s"]]
         for name, b in bases.items()
     ]
     return [
