@@ -23,7 +23,8 @@ Measured (``tests/benchmarks/vector_recall.py``), recall@10 against the exact sc
 1,000,000-chunk base (~100 perturbed copies of each SciFact vector: near-ties, harder than real text; 100
 queries) x40 0.954, x80 0.978, x160 0.989 (hybrid's k = 62: 0.986 / 0.994 / 0.997), at 15.4 / 15.6 / 16.6
 ms a search (hybrid's k: 16.2 / 17.9 / 21.2 ms; load ~2.5 on 2 cores) — the Hamming scan of 1M rows is
-~13 ms of it, so a larger factor costs little and x160 is the one that meets 0.98.
+~13 ms of it, so a larger factor costs little and x160 is the one that meets 0.98. A larger ``k``
+(hybrid's 62) rescores at most ``RESCORE_ROWS`` (at least x40): :func:`rescored_rows`.
 
 Freshness: every write or clear of a base's chunks bumps its version (:func:`knowledge.library.index.vectors_version`)
 in the same transaction, and chunk ids are never reused. A search reads the version inside its own
@@ -57,12 +58,17 @@ from knowledge.library.vector_file import VectorFiles
 from knowledge.library.vector_format import BaseKey, Mapped, read_rows, sign_bits
 from knowledge.library.vector_rows import RowReader
 
-__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "sign_bits"]
+__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "rescored_rows", "sign_bits"]
 
 log = logging.getLogger(__name__)
 
 EXACT_SCAN_MAX = 20_000
 OVERSAMPLE = 160  # recall@10 vs the exact scan at 1M (synthetic): x80 0.978, x160 0.989 (BENCHMARKS.md)
+# Rows rescored are read one by one (pread), so their number is most of a large search's cost. A small k gets
+# the full factor; a larger one (hybrid's k = 62) gets RESCORE_ROWS, but never under OVERSAMPLE_FLOOR x k:
+# at 1M, hybrid's recall@10 is 0.986 at x40 and 0.994 at x80, and 3,200 rows are x52 for k = 62.
+RESCORE_ROWS = 3_200
+OVERSAMPLE_FLOOR = 40
 MAX_CANDIDATES = 16_384  # rescored rows at most (25 MB read): a search over-fetching k = 4,096 stays bounded
 SCAN_BLOCK = 65_536  # rows of sign bits compared per step (3 MB of temporaries)
 COMPACT_SEGMENTS = 16  # merge the appended segments once there are this many
@@ -114,6 +120,12 @@ class _Held:
         return sum(len(s.ids) for s in self.segments)
 
 
+def rescored_rows(k: int) -> int:
+    """How many sign-bit candidates a search for the ``k`` nearest rescores exactly."""
+    budget = max(k * OVERSAMPLE_FLOOR, min(k * OVERSAMPLE, RESCORE_ROWS))
+    return max(k, min(budget, MAX_CANDIDATES))
+
+
 class VectorIndex:
     """The held vectors of every base this process searched (see the module docstring)."""
 
@@ -134,7 +146,7 @@ class VectorIndex:
             ids, floats = held.exact
             scores = floats @ query
         else:
-            count = min(total, max(k, min(k * OVERSAMPLE, MAX_CANDIDATES)))
+            count = min(total, rescored_rows(k))
             ids, vectors = _candidates(held.segments, sign_bits(query[None, :])[0], count)
             scores = vectors.astype(np.float32, copy=False) @ query
         keep = min(k, len(scores))

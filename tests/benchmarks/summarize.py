@@ -310,7 +310,7 @@ def million_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
                 ["factor", "search", "recall@10", "worst query", "recall@50", "p50 ms", "p95 ms"],
                 [
                     [
-                        f"x{e['factor']}",
+                        f"x{e['factor']}" if e["factor"] != "adopted" else f"adopted ({e['rows']:,} rows)",
                         e["search"],
                         e["recall@10"],
                         e["recall@10_min"],

@@ -193,3 +193,13 @@ def test_the_blocked_hamming_scan_and_the_counting_selection_match_the_plain_one
         if count < n:  # exactly the `count` smallest: nothing left out is nearer than what was taken
             left_out = np.setdiff1d(np.arange(n), chosen)
             assert distances[chosen].max() <= distances[left_out].min()
+
+
+def test_rescored_rows_give_small_searches_the_full_factor_and_bound_larger_ones() -> None:
+    from knowledge.search.vector_index import MAX_CANDIDATES, OVERSAMPLE, OVERSAMPLE_FLOOR, RESCORE_ROWS, rescored_rows
+
+    assert rescored_rows(20) == 20 * OVERSAMPLE == RESCORE_ROWS  # a vector search of 10 hits: x160
+    assert rescored_rows(62) == RESCORE_ROWS  # hybrid's 50 a side: the budget, x52
+    assert rescored_rows(200) == 200 * OVERSAMPLE_FLOOR  # never under x40
+    assert rescored_rows(4_096) == MAX_CANDIDATES  # and never past the hard bound
+    assert rescored_rows(1) == OVERSAMPLE
