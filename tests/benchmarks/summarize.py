@@ -312,9 +312,9 @@ def million_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
                     [
                         f"x{e['factor']}" if e["factor"] != "adopted" else f"adopted ({e['rows']:,} rows)",
                         e["search"],
-                        e["recall@10"],
+                        f"{e['recall@10']:.4f}",
                         e["recall@10_min"],
-                        e.get("recall@50", ""),
+                        f"{e['recall@50']:.4f}" if "recall@50" in e else "",
                         e["p50_ms"],
                         e["p95_ms"],
                     ]
