@@ -75,8 +75,7 @@ def build_scope(conn: Connection, base: Base, parsed: ParsedQuery, subtree: int 
         items = matching if items is None else items & matching
     excluded: set[int] = set()
     if parsed.exclusions:
-        found = _fts_rowids(conn, base, " OR ".join(quoted(e) for e in parsed.exclusions))
-        excluded = _items_of(conn, found)
+        excluded = _excluded_items(conn, base, " OR ".join(quoted(e) for e in parsed.exclusions))
     chunks = None
     if parsed.phrases:
         chunks = _fts_rowids(conn, base, " AND ".join(quoted(p) for p in parsed.phrases))
@@ -145,8 +144,18 @@ def _fts_rowids(conn: Connection, base: Base, match: str) -> set[int]:
     return {r[0] for r in conn.execute(text(f"SELECT rowid FROM {table} WHERE {table} MATCH :m"), {"m": match})}
 
 
-def _items_of(conn: Connection, chunk_ids: set[int]) -> set[int]:
-    return {item for _chunk, item in _chunk_items(conn, "c.id", list(chunk_ids))}
+def _excluded_items(conn: Connection, base: Base, match: str) -> set[int]:
+    """Every item with a chunk that matches ``match``. On SQLite one join in C: an excluded common word ("-2")
+    matches a large share of a big base, and carrying its chunk ids through Python in batches of 500 took
+    seconds at 1M chunks. Deleting items are not told apart: they are hidden anyway."""
+    if conn.dialect.name == "postgresql":
+        return {item for _chunk, item in _chunk_items(conn, "c.id", list(_fts_rowids(conn, base, match)))}
+    table = fts_table(base.id)
+    rows = conn.execute(
+        text(f"SELECT DISTINCT c.item_id FROM {table} JOIN chunks c ON c.id = {table}.rowid WHERE {table} MATCH :m"),
+        {"m": match},
+    )
+    return {r[0] for r in rows}
 
 
 def _filtered_items(conn: Connection, base: Base, filters: Filters) -> set[int]:
