@@ -19,6 +19,7 @@ nothing.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence, Set
 from concurrent.futures import Future
@@ -68,21 +69,42 @@ def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: i
 
 
 def set_in_flight(
-    conn: Connection, run_id: int, attempt: int, source_ids: Sequence[int], marked: Set[int] = frozenset()
+    conn: Connection, run_id: int, attempt: int, source_ids: Sequence[int], marked: Set[int] | None = None
 ) -> None:
     """This attempt now has exactly ``source_ids`` in flight: they are marked, the rest it had are not (their
-    death counts stay). ``marked``: those this attempt's last committed marks hold already (not rewritten)."""
-    conn.execute(
-        update(folder_run_in_flight)
-        .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt))
-        .where(folder_run_in_flight.c.source_id.not_in(list(source_ids)))
-        .values(attempt=None)
-    )
-    rows = [{"run_id": run_id, "source_id": s, "attempt": attempt} for s in source_ids if s not in marked]
+    death counts stay). ``marked``: exactly the marks this attempt's last committed write left (then only the
+    difference is written; a run settles one source per transaction, so this is most writes); None: unknown,
+    every other mark of the attempt is cleared."""
+    wanted = list(dict.fromkeys(source_ids))
+    mine = and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == attempt)
+    if marked is None:
+        conn.execute(
+            update(folder_run_in_flight)
+            .where(mine, folder_run_in_flight.c.source_id.not_in(wanted))
+            .values(attempt=None)
+        )
+    else:
+        keep = set(wanted)
+        gone = [s for s in marked if s not in keep]
+        if gone:
+            conn.execute(
+                update(folder_run_in_flight)
+                .where(mine, folder_run_in_flight.c.source_id.in_(gone))
+                .values(attempt=None)
+            )
+    rows = [{"run_id": run_id, "source_id": s, "attempt": attempt} for s in wanted if marked is None or s not in marked]
     if rows:
-        upsert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert  # the same ON CONFLICT
-        statement = upsert(folder_run_in_flight).values(rows)
-        conn.execute(statement.on_conflict_do_update(index_elements=["run_id", "source_id"], set_={"attempt": attempt}))
+        # one statement executed for many rows: compiled once and cached (a multi-row VALUES compiles per size)
+        conn.execute(_mark_statement(conn.dialect.name), rows)
+
+
+@functools.cache
+def _mark_statement(dialect: str) -> Any:
+    upsert = postgres_insert if dialect == "postgresql" else sqlite_insert  # the same ON CONFLICT
+    statement = upsert(folder_run_in_flight)
+    return statement.on_conflict_do_update(
+        index_elements=["run_id", "source_id"], set_={"attempt": statement.excluded.attempt}
+    )
 
 
 @dataclass
