@@ -31,7 +31,7 @@ ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/tes
 	tests/knowledge/test_guards.py tests/store/test_guard_triggers.py tests/folder_runs/test_start.py \
 	tests/folder_runs/test_retry.py tests/app/test_team_window.py tests/knowledge/test_crash.py \
 	tests/folder_runs/test_crash_soak.py tests/sync/test_crash.py tests/sync/test_cli_and_review.py \
-	tests/search/test_query_syntax.py tests/portable/test_export_import.py
+	tests/search/test_query_syntax.py tests/portable/test_export_import.py tests/knowledge/test_term_stats.py
 test-engines: install
 	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(ENGINE_FILES)
 

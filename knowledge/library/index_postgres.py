@@ -139,6 +139,16 @@ def matching_sql(fts: str) -> str:
     return f"SELECT rowid FROM {fts} WHERE tsv @@ CAST(:q AS tsquery)"
 
 
+def count_matching(conn: Connection, fts: str, match: str) -> int:
+    """How many rows of ``fts`` match an FTS5-style match string (0 when every word is a stopword)."""
+    query = build_tsquery(conn, match)
+    if query is None:
+        return 0
+    return int(
+        conn.execute(text(f"SELECT count(*) FROM {fts} WHERE tsv @@ CAST(:q AS tsquery)"), {"q": query}).scalar_one()
+    )
+
+
 def build_tsquery(conn: Connection, match: str) -> str | None:
     """The tsquery text for an FTS5-style match string: phrases lexed by PostgreSQL itself
     (``phraseto_tsquery``), joined with the match string's own AND/OR. None when nothing is left

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, text
 
+from knowledge.library import index_postgres
 from knowledge.library.bases import Base
 from knowledge.library.index import fts_table, vectors_version
 
@@ -51,6 +52,13 @@ class _Entry:
     stamp: tuple[float, int]
     total: int | None = None  # the base's chunks (for the common-term cut), once asked
     counts: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+
+def _matching(conn: Connection, table: str, match: str) -> int:
+    """How many chunks of the base's keyword table match ``match``, each engine its own way."""
+    if conn.dialect.name == "postgresql":
+        return index_postgres.count_matching(conn, table, match)
+    return int(conn.execute(text(f"SELECT count(*) FROM {table} WHERE {table} MATCH :t"), {"t": match}).scalar_one())
 
 
 class TermStats:
@@ -114,11 +122,7 @@ class TermStats:
         table = fts_table(base.id)
         for term in terms:
             if term not in counts:
-                counts[term] = int(
-                    conn.execute(
-                        text(f"SELECT count(*) FROM {table} WHERE {table} MATCH :t"), {"t": quoted(term)}
-                    ).scalar_one()
-                )
+                counts[term] = _matching(conn, table, quoted(term))
         self._store(base.id, entry, counts)
         return counts
 

@@ -14,6 +14,10 @@ from knowledge.search import query as search
 from knowledge.search import term_stats
 from knowledge.search.keyword_query import fts_query
 from tests.knowledge.helpers import make_base
+from tests.support.engine_fixtures import ENGINES, engine_quire
+
+# on both engines: a team store counts its terms in PostgreSQL (its keyword table has no FTS5 MATCH)
+quire = pytest.fixture(params=ENGINES)(engine_quire)
 
 
 def fill(quire: Quire, texts: list[str]) -> None:
