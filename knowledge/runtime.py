@@ -29,9 +29,11 @@ from knowledge.ingest import encode_watch
 from knowledge.ingest.parse_worker import ParseWorkers
 from knowledge.library.keyword_file import KeywordFiles
 from knowledge.library.vector_file import VectorFiles
+from knowledge.library.vector_indexes import VectorIndexBuilds
 from knowledge.search.keyword_index import KeywordIndex
 from knowledge.search.term_stats import TermStats
-from knowledge.search.vector_index import VectorIndex
+from knowledge.search.vector_index import VectorIndex, VectorSearch
+from knowledge.search.vector_server import ServerVectors
 from knowledge.store import apsw_dbapi, settings
 from knowledge.store.database import Database, after_commit, open_raw_connection
 from knowledge.store.migrations import migrate
@@ -56,9 +58,9 @@ class Quire:
     registry: Registry
     queue: JobQueue
     _encoders: dict[str, Encoder] = field(default_factory=dict)
-    # What search holds of each base's vectors: mapped from the base's file (a local store), or read from
-    # its rows into memory (a team store); filled on a base's first vector search.
-    vectors: VectorIndex = field(default_factory=VectorIndex)
+    # How search finds a base's nearest vectors: mapped from the base's file (a local store, filled on a base's
+    # first vector search), or asked of the server (a team store: pgvector).
+    vectors: VectorSearch = field(default_factory=VectorIndex)
     # What keyword search ranks with: each base's tantivy index in the data directory (a local store), or
     # nothing (a team store ranks in SQL); opened on a base's first keyword search.
     keywords: KeywordIndex = field(default_factory=KeywordIndex)
@@ -75,6 +77,8 @@ class Quire:
     # The background warm-up (make_worker(warm=True)); close() waits for it: a process that exits while a
     # daemon thread is still inside a native model load aborts at interpreter shutdown.
     _warm_up: threading.Thread | None = None
+    # A team store's HNSW builds in this process (a worker's; None elsewhere): close() stops one under way.
+    vector_builds: VectorIndexBuilds | None = None
     # Set first by close(): work still running in the background (a keyword index build) stops.
     _closing: threading.Event = field(default_factory=threading.Event)
 
@@ -129,7 +133,10 @@ class Quire:
             _check_queue(transport, queue_url)
         registry = Registry()
         queue = JobQueue(db, transport, registry, Session.for_this_process(hosts_worker=hosts_worker))
-        quire = cls(data_dir, db, transport, registry, queue)
+        builds = VectorIndexBuilds(db) if hosts_worker else None
+        if builds is not None:  # a process that runs jobs builds the HNSW indexes bases grew into
+            registry.add_repair_scan(builds.repair_scan)
+        quire = cls(data_dir, db, transport, registry, queue, vectors=ServerVectors(), vector_builds=builds)
         from knowledge.library.bases import verify_base_indexes
 
         verify_base_indexes(db)
@@ -294,6 +301,8 @@ class Quire:
 
     def close(self) -> None:
         self._closing.set()
+        if self.vector_builds is not None:
+            self.vector_builds.close()
         if self._warm_up is not None:
             self._warm_up.join(timeout=WARM_UP_JOIN_SECONDS)
         for encoder in list(self._encoders.values()):

@@ -11,8 +11,10 @@ copies, the version stamps, the chunk-id counter) is the same SQL on both engine
   configuration (Snowball stemming: "proteins" finds "protein", as FTS5's porter tokenizer does), under a GIN
   index, and ``words`` (the chunk's length for BM25). Ranking is BM25 with FTS5's constants, computed in
   SQL (``keyword_matches``): ``ts_rank_cd`` missed FTS5's keyword nDCG@10 by 0.19 on SciFact.
-* An HNSW index on cosine for large bases is a later step (build after bulk load, iterative scan for
-  filtered queries); today vector search reads the float16 copies into memory on both engines.
+* Vector search runs in the server (``nearest``): an exact scan of ``vec_base_{id}`` while the base is small,
+  and an HNSW index on cosine (``{vec}_hnsw``) once it holds ``HNSW_MIN_ROWS`` rows, built after the rows
+  are loaded (``create_hnsw``, by :mod:`knowledge.library.vector_indexes`) and walked with iterative scan, so
+  an over-fetched search (hits hidden by a filter or a delete) reads on past ``ef_search``.
 """
 
 from __future__ import annotations
@@ -144,9 +146,7 @@ def count_matching(conn: Connection, fts: str, match: str) -> int:
     query = build_tsquery(conn, match)
     if query is None:
         return 0
-    return int(
-        conn.execute(text(f"SELECT count(*) FROM {fts} WHERE tsv @@ CAST(:q AS tsquery)"), {"q": query}).scalar_one()
-    )
+    return int(conn.execute(text(f"SELECT count(*) FROM ({matching_sql(fts)}) AS m"), {"q": query}).scalar_one())
 
 
 def build_tsquery(conn: Connection, match: str) -> str | None:
@@ -179,3 +179,90 @@ def _drop_empty(query: str) -> str | None:
         if cleaned == before:
             break
     return cleaned.strip() or None
+
+
+# -- vector search ------------------------------------------------------------------------------------
+
+HNSW_MIN_ROWS = 20_000  # below this an exact scan answers (as EXACT_SCAN_MAX on the local engine)
+HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults
+EF_SEARCH_MIN, EF_SEARCH_MAX = 100, 1000  # pgvector refuses ef_search above 1000
+
+
+def hnsw_name(vec: str) -> str:
+    return f"{vec}_hnsw"
+
+
+def ef_search(k: int) -> int:
+    """The HNSW candidate list a search for ``k`` walks with: twice k, within pgvector's bounds (measured at
+    1M chunks in docs/BENCHMARKS.md, "Vector search on a team store")."""
+    return max(EF_SEARCH_MIN, min(2 * k, EF_SEARCH_MAX))
+
+
+def nearest(conn: Connection, vec: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` rows of ``vec`` nearest ``query`` as (chunk id, cosine distance), nearest first: through the
+    HNSW index when the base has one, else an exact scan. Iterative scan in relaxed order lets a ``k`` above
+    ``ef_search`` keep walking the graph; the few hits it leaves out of order are sorted here (ties by chunk
+    id, as the local engine breaks them). Sequential scans are off for this one statement: on a base that
+    has its index the planner's cost estimate may still prefer a scan of every row (a small base, statistics
+    not gathered yet after a bulk load), and without an index the scan is the only plan left anyway."""
+    conn.execute(
+        text(
+            "SELECT set_config('hnsw.ef_search', :ef, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_seqscan', 'off', true)"
+        ),
+        {"ef": str(ef_search(k))},
+    )
+    try:
+        rows = conn.execute(
+            text(
+                f"SELECT rowid, embedding <=> CAST(CAST(:q AS real[]) AS vector) AS d FROM {vec} ORDER BY d LIMIT :k"
+            ),
+            {"q": np.asarray(query, dtype=np.float32).tolist(), "k": k},
+        ).all()
+    finally:  # the rest of the caller's transaction plans as always
+        conn.execute(text("SELECT set_config('enable_seqscan', 'on', true)"))
+    return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda pair: (pair[1], pair[0]))
+
+
+def hnsw_state(conn: Connection, vec: str) -> str | None:
+    """``"valid"``, ``"invalid"`` (a concurrent build that did not finish) or None (no index)."""
+    valid = conn.execute(
+        text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"), {"name": hnsw_name(vec)}
+    ).scalar()
+    return None if valid is None else ("valid" if valid else "invalid")
+
+
+def holds_rows(conn: Connection, vec: str, rows: int) -> bool:
+    """Whether ``vec`` has at least ``rows`` rows (reads no more than that many)."""
+    found = conn.execute(text(f"SELECT count(*) FROM (SELECT 1 FROM {vec} LIMIT :n) AS r"), {"n": rows}).scalar_one()
+    return int(found) >= rows
+
+
+def create_hnsw_sql(vec: str) -> str:
+    """Built concurrently (outside a transaction): writes and searches go on while it is built."""
+    return (
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {hnsw_name(vec)} ON {vec} USING hnsw (embedding vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+    )
+
+
+def drop_hnsw_sql(vec: str) -> str:
+    return f"DROP INDEX CONCURRENTLY IF EXISTS {hnsw_name(vec)}"
+
+
+def hnsw_builder_name(base_id: int) -> str:
+    """The application name a build's connection carries, so a base's delete can find and cancel it."""
+    return f"quire hnsw base {int(base_id)}"
+
+
+def cancel_hnsw_builds(conn: Connection, base_id: int) -> None:
+    """Cancel this role's builds of the base's index (before its tables are dropped: ``DROP TABLE`` would wait
+    for a build under the store's write lock); another role's build is left to finish (cancelling it needs
+    rights this role may not have)."""
+    conn.execute(
+        text(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = :name AND usename = session_user AND pid <> pg_backend_pid()"
+        ),
+        {"name": hnsw_builder_name(base_id)},
+    )

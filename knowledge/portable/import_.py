@@ -46,6 +46,7 @@ from knowledge.library.bases import (
     set_name,
     validate_name,
 )
+from knowledge.library.vector_indexes import build_if_due
 from knowledge.portable import fileformat as ff
 from knowledge.portable import import_record
 from knowledge.portable.import_check import (
@@ -93,6 +94,8 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
         _apply_all(quire, info, conn, state, final_name, report)
     finally:
         conn.close()
+    # a team store's bulk load is done: a large base gets its HNSW index now (vector_indexes says why now)
+    build_if_due(quire.db, state.base_id)
     with quire.db.read() as c:
         counts = c.execute(
             select(func.count(), func.coalesce(func.sum(items.c.chunk_count), 0)).where(

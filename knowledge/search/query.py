@@ -10,9 +10,10 @@ same read snapshot (:mod:`knowledge.search.candidates`), so nothing whose delete
 returned, whatever a derived index still holds. Both rankings are over-fetched and
 the fetch grows until enough visible hits are found (or the index is exhausted).
 
-Vector search runs over the process's in-memory copy of the base's vectors
+Vector search runs over the base's vector file mapped in this process
 (:class:`knowledge.search.vector_index.VectorIndex`, kept on the ``Quire``): exact up to 20,000 chunks,
-binary-quantized candidates rescored with the float16 copies above. Scores are cosine similarities.
+binary-quantized candidates rescored with the float16 copies above; on a team store it runs in the server
+(:mod:`knowledge.search.vector_server`: pgvector, HNSW on large bases). Scores are cosine similarities.
 Keyword search ranks with the base's tantivy index, a top-k that skips what cannot reach the top
 (:mod:`knowledge.search.keyword_index`), or with FTS5 where there is none (a team store; an index not built
 yet), which leaves very common terms out of the query on bases above 20,000 chunks
@@ -59,7 +60,7 @@ from knowledge.search.rerank import Candidates, Reranker, reranker_for
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
 from knowledge.search.snippets import make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse
-from knowledge.search.vector_index import VectorIndex
+from knowledge.search.vector_index import VectorSearch
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -127,7 +128,7 @@ def vector_candidates(
     depth: int,
     scope: Scope | None,
     *,
-    index: VectorIndex,
+    index: VectorSearch,
 ) -> Ranked:
     """The ``depth`` nearest visible chunks the scope admits (over-fetched until enough are visible); when
     the scope admits only a few chunks, exactly those are scored."""

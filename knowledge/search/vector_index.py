@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +59,7 @@ from knowledge.library.vector_file import VectorFiles
 from knowledge.library.vector_format import BaseKey, Mapped, read_rows, sign_bits
 from knowledge.library.vector_rows import RowReader
 
-__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "rescored_rows", "sign_bits"]
+__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "VectorSearch", "rescored_rows", "sign_bits"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,19 @@ class _Held:
     @property
     def size(self) -> int:
         return sum(len(s.ids) for s in self.segments)
+
+
+class VectorSearch(Protocol):
+    """What search asks of a process's vectors: this module's index (a data directory) or the server's
+    (``knowledge.search.vector_server``, a team store)."""
+
+    def nearest(
+        self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]: ...
+
+    def held_count(self, base_id: int) -> int: ...
+
+    def forget(self, base_id: int) -> None: ...
 
 
 def rescored_rows(k: int) -> int:
