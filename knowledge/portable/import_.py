@@ -95,7 +95,7 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
     finally:
         conn.close()
     # a team store's bulk load is done: a large base gets its HNSW index now (vector_indexes says why now)
-    build_if_due(quire.db, state.base_id)
+    index_seconds = build_if_due(quire.db, state.base_id)
     with quire.db.read() as c:
         counts = c.execute(
             select(func.count(), func.coalesce(func.sum(items.c.chunk_count), 0)).where(
@@ -117,6 +117,7 @@ def import_base(quire: Quire, path: Path, *, name: str | None = None, progress: 
         marked_for_reindex=int(reindex),
         resumed=resumed,
         seconds=round(time.monotonic() - started, 3),
+        vector_index_seconds=None if index_seconds is None else round(index_seconds, 1),
     )
 
 

@@ -40,6 +40,8 @@ class ImportResult:
     marked_for_reindex: int
     resumed: bool
     seconds: float
+    # a team store's HNSW index built at the end of the import (a large base): its build time, else None
+    vector_index_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -35,6 +35,7 @@ class MovedBase:
     items: int = 0
     chunks: int = 0
     blobs: int = 0
+    vector_index_seconds: float | None = None  # its HNSW index built on arrival (a large base)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,7 +55,9 @@ def move_in(source: Quire, target: Quire, *, on_base: Callable[[MovedBase], None
                 file = Path(tmp) / "base.quirebase"
                 export_base(source, base.id, file)
                 imported = import_base(target, file, name=base.name)
-            done = MovedBase(base.name, "copied", imported.items, imported.chunks, imported.blobs)
+            done = MovedBase(
+                base.name, "copied", imported.items, imported.chunks, imported.blobs, imported.vector_index_seconds
+            )
         moved.append(done)
         if on_base is not None:
             on_base(done)

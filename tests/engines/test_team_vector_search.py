@@ -181,3 +181,17 @@ def _sleeping(url: str) -> bool:
             (index_postgres.hnsw_builder_name(1),),
         ).fetchone()
     return bool(row and row[0])
+
+
+def test_an_import_of_a_large_base_builds_its_index_at_the_end(team: Quire, tmp_path: Path) -> None:
+    from knowledge.portable.export import export_base
+    from knowledge.portable.import_ import import_base
+
+    make_base(team)
+    fill(team, ROWS)
+    export_base(team, "kb", tmp_path / "kb.quirebase")
+    result = import_base(team, tmp_path / "kb.quirebase", name="copy")
+    assert result.chunks == ROWS and result.vector_index_seconds is not None
+    with team.db.read() as conn:
+        assert index_postgres.hnsw_state(conn, vec_table(result.base_id)) == "valid"
+    assert state(team) is None  # the base the rows were written into one by one: left to a worker
