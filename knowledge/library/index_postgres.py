@@ -214,9 +214,7 @@ def nearest(conn: Connection, vec: str, query: np.ndarray, k: int) -> list[tuple
     )
     try:
         rows = conn.execute(
-            text(
-                f"SELECT rowid, embedding <=> CAST(CAST(:q AS real[]) AS vector) AS d FROM {vec} ORDER BY d LIMIT :k"
-            ),
+            text(f"SELECT rowid, embedding <=> CAST(CAST(:q AS real[]) AS vector) AS d FROM {vec} ORDER BY d LIMIT :k"),
             {"q": np.asarray(query, dtype=np.float32).tolist(), "k": k},
         ).all()
     finally:  # the rest of the caller's transaction plans as always
