@@ -85,6 +85,7 @@ def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
 def drop_base_index(conn: Connection, base_id: int) -> None:
     if _on_postgres(conn):
         pg.cancel_hnsw_builds(conn, base_id)
+        pg.drop_term_counts(conn, fts_table(base_id))
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007

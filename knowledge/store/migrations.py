@@ -300,6 +300,22 @@ def _team_guards_postgres(conn: Connection) -> None:
     create_guards(conn)
 
 
+def _nothing(conn: Connection) -> None:
+    """A team store's change only: nothing to do on SQLite."""
+
+
+def _keyword_term_counts_postgres(conn: Connection) -> None:
+    """BM25's counts per base, kept by triggers from now on (``index_postgres.create_term_counts``), counted
+    here once for the rows each base already has (``create_term_counts`` is safe to run again)."""
+    from knowledge.library.index_postgres import create_term_counts
+
+    names = conn.exec_driver_sql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename ~ '^fts_base_[0-9]+$'"
+    ).all()
+    for (name,) in names:
+        create_term_counts(conn, str(name), fill=True)
+
+
 def _item_links(conn: Connection) -> None:
     """Backlinks by lookup: each item's ``[[wiki link]]`` targets get rows of their own (``item_links``),
     filled here from the metadata that holds them. Frozen: the targets are folded by the rule the links
@@ -360,6 +376,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0024_team_sources", _team_sources, _team_sources_postgres),
     Migration("0025_item_links", _item_links, _item_links),
     Migration("0026_team_guards", _team_guards, _team_guards_postgres),
+    Migration("0027_keyword_term_counts", _nothing, _keyword_term_counts_postgres),
 ]
 
 
