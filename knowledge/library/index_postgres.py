@@ -198,23 +198,31 @@ def _bm25_stats(conn: Connection, fts: str, lexemes: list[str]) -> _Bm25Stats:
 
 # Rows holding one of the rarest lexemes first, up to this many of them (by their df), before any bound is tried
 MAX_SCORE_FIRST_ROWS = 5_000
+# A query whose top is not proven by then ranks the best of the rows read so far, once they are enough: reading
+# every row a common-ish term holds costs seconds at a million chunks (recall@10 against the exact ranking at
+# 1,000,000 chunks in docs/BENCHMARKS.md, "Search at scale on a team store")
+MAX_SCORED_ROWS = 20_000
 
 
 def _max_score(conn: Connection, fts: str, tsq: str, stats: _Bm25Stats, limit: int) -> list[tuple[int, float]]:
     """BM25's top ``limit`` by MaxScore: a lexeme adds less than (k1 + 1) x its idf to any row's score, so once
     the ``limit``-th best score among the rows holding one of the "essential" lexemes (the rarest) is at least
     the sum of that bound over the others, no row holding only the others can reach the top. Essential lexemes
-    are added rarest first until that holds (all of them: every matching row scored, as before)."""
+    are added rarest first until that holds (all of them: every matching row scored), or until the next try
+    would read more than ``MAX_SCORED_ROWS`` rows while this one found ``limit``: then its top is the answer."""
     order = sorted(stats.df, key=lambda lex: (stats.df[lex], lex))
-    count, budget = 0, MAX_SCORE_FIRST_ROWS
+    count, budget = max(1, _rarest_within(order, stats.df, MAX_SCORE_FIRST_ROWS)), MAX_SCORE_FIRST_ROWS
     while True:
-        count = max(count + 1, _rarest_within(order, stats.df, budget))
         essential, rest = order[:count], order[count:]
         rows = _scored(conn, fts, tsq, stats, essential if rest else None, limit)
         bound = sum((BM25_K1 + 1) * stats.idf[lex] for lex in rest)
         if not rest or (len(rows) >= limit and rows[limit - 1][1] >= bound):
             return rows[:limit]
         budget *= 4  # each try reads about four times the rows of the one before: a few tries at most
+        following = max(count + 1, _rarest_within(order, stats.df, budget))
+        if len(rows) >= limit and sum(stats.df[lex] for lex in order[:following]) > MAX_SCORED_ROWS:
+            return rows[:limit]
+        count = following
 
 
 def _rarest_within(order: list[str], df: dict[str, int], budget: int) -> int:
@@ -276,11 +284,20 @@ def matching_sql(fts: str) -> str:
 
 
 def count_matching(conn: Connection, fts: str, match: str) -> int:
-    """How many rows of ``fts`` match an FTS5-style match string (0 when every word is a stopword)."""
+    """How many rows of ``fts`` match an FTS5-style match string (0 when every word is a stopword): a single
+    lexeme's count is read from the counts table, anything else (a phrase, an OR) is counted."""
     query = build_tsquery(conn, match)
     if query is None:
         return 0
+    single = _SINGLE_LEXEME.fullmatch(query.strip("() "))
+    if single is not None:
+        lexeme = single.group(1).replace("''", "'")
+        found = conn.execute(text(f"SELECT df FROM {terms_table(fts)} WHERE lexeme = :l"), {"l": lexeme}).scalar()
+        return int(found or 0)
     return int(conn.execute(text(f"SELECT count(*) FROM ({matching_sql(fts)}) AS m"), {"q": query}).scalar_one())
+
+
+_SINGLE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
 def build_tsquery(conn: Connection, match: str) -> str | None:

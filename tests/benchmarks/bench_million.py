@@ -65,9 +65,12 @@ def ensure_synth(chunks: int) -> tuple[Path, dict[str, Any]]:
     return data_dir, synth_base_in(data_dir, source, chunks)
 
 
-def run_queries(code: Path, data_dir: Path, queries: Path, mode: str) -> dict[str, Any]:
-    """One fresh ``quire search --queries-file`` process on ``code``'s source tree."""
-    argv = [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir), "search", "synth"]
+def run_queries(code: Path, data_dir: Path, queries: Path, mode: str, store: str | None = None) -> dict[str, Any]:
+    """One fresh ``quire search --queries-file`` process on ``code``'s source tree (on ``store``, a team store,
+    when given: ``data_dir`` is then the machine's own directory)."""
+    argv = [sys.executable, "-m", "app.cli", "--data-dir", str(data_dir)]
+    argv += [] if store is None else ["--store", store]
+    argv += ["search", "synth"]
     argv += ["--queries-file", str(queries), "--mode", mode, "--limit", "10", "--json"]
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -93,6 +96,9 @@ def run_queries(code: Path, data_dir: Path, queries: Path, mode: str) -> dict[st
     if proc.returncode != 0:
         raise RuntimeError(f"search exited {proc.returncode}: {errors[0][-2000:]}")
     rss_kb = int(errors[0].rsplit("MAXRSS_KB", 1)[1].split()[0])
+    failed = [r for r in rows if "elapsed_ms" not in r]  # a query the search refused or failed: its error line
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(rows)} queries failed, the first: {failed[0]}")
     measured = [float(r["elapsed_ms"]) for r in rows if not str(r["id"]).startswith("warmup-")]
     return {
         "first_answer_after_start_s": round(first_line_s or 0.0, 2),

@@ -155,3 +155,39 @@ def test_scoring_only_the_rows_that_can_reach_the_top_ranks_as_scoring_all(
 
 def _lexemes(tsq: str) -> list[str]:
     return list(dict.fromkeys(m.replace("''", "'") for m in index_postgres._LEXEME.findall(tsq)))
+
+
+def test_a_single_words_count_is_read_from_the_counts_and_equals_counting_the_rows(team: Quire) -> None:
+    make_base(team)
+    fill(team, [*zipf_texts(200), "word1x-word2x hyphenated"])
+    with team.db.read() as conn:
+        for term in ["word0x", "word42x", "word299x", "absentword", "word1x-word2x"]:
+            match = fts_query(term)
+            assert match is not None
+            counted = index_postgres.build_tsquery(conn, match)
+            rows = 0
+            if counted is not None:
+                sql = f"SELECT count(*) FROM ({index_postgres.matching_sql(FTS)}) AS m"
+                rows = int(conn.execute(text(sql), {"q": counted}).scalar_one())
+            assert index_postgres.count_matching(conn, FTS, match) == rows
+
+
+def test_past_the_row_cap_the_best_of_the_rows_read_are_returned_and_enough_of_them(
+    team: Quire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_base(team)
+    fill(team, zipf_texts(600))
+    monkeypatch.setattr(index_postgres, "MAX_SCORE_FIRST_ROWS", 10)
+    monkeypatch.setattr(index_postgres, "MAX_SCORED_ROWS", 40)
+    match = fts_query("word0x word1x word2x word90x")
+    assert match is not None
+    with team.db.read() as conn:
+        found = index_postgres.keyword_matches(conn, FTS, match, 20)
+        tsq = index_postgres.build_tsquery(conn, match)
+        assert tsq is not None
+        every = dict(
+            index_postgres._scored(conn, FTS, tsq, index_postgres._bm25_stats(conn, FTS, _lexemes(tsq)), None, 10_000)
+        )
+    assert len(found) == 20  # as many as asked, though not every matching row was read
+    assert all(np.isclose(score, every[chunk]) for chunk, score in found)  # each scored exactly
+    assert [s for _c, s in found] == sorted((s for _c, s in found), reverse=True)
