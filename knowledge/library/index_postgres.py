@@ -182,6 +182,7 @@ class _Bm25Stats:
     idf: dict[str, float]
     df: dict[str, int]
     avgdl: float
+    rows: int
 
 
 def _bm25_stats(conn: Connection, fts: str, lexemes: list[str]) -> _Bm25Stats:
@@ -193,7 +194,7 @@ def _bm25_stats(conn: Connection, fts: str, lexemes: list[str]) -> _Bm25Stats:
     n, words = found.get("", (0, 0))
     df = {lex: found.get(lex, (0, 0))[0] for lex in lexemes}
     idf = {lex: max(math.log((n - d + 0.5) / (d + 0.5)), BM25_MIN_IDF) for lex, d in df.items()}
-    return _Bm25Stats(idf, df, max(words / n, 1.0) if n else 1.0)
+    return _Bm25Stats(idf, df, max(words / n, 1.0) if n else 1.0, n)
 
 
 # Rows holding one of the rarest lexemes first, up to this many of them (by their df), before any bound is tried
@@ -209,7 +210,8 @@ def _max_score(conn: Connection, fts: str, tsq: str, stats: _Bm25Stats, limit: i
     the ``limit``-th best score among the rows holding one of the "essential" lexemes (the rarest) is at least
     the sum of that bound over the others, no row holding only the others can reach the top. Essential lexemes
     are added rarest first until that holds (all of them: every matching row scored), or until the next try
-    would read more than ``MAX_SCORED_ROWS`` rows while this one found ``limit``: then its top is the answer."""
+    would read more than ``MAX_SCORED_ROWS`` rows while this one found ``limit``: then its top is the answer
+    (never on a base of fewer rows: its ranking is exact)."""
     order = sorted(stats.df, key=lambda lex: (stats.df[lex], lex))
     count, budget = max(1, _rarest_within(order, stats.df, MAX_SCORE_FIRST_ROWS)), MAX_SCORE_FIRST_ROWS
     while True:
@@ -220,7 +222,8 @@ def _max_score(conn: Connection, fts: str, tsq: str, stats: _Bm25Stats, limit: i
             return rows[:limit]
         budget *= 4  # each try reads about four times the rows of the one before: a few tries at most
         following = max(count + 1, _rarest_within(order, stats.df, budget))
-        if len(rows) >= limit and sum(stats.df[lex] for lex in order[:following]) > MAX_SCORED_ROWS:
+        reading = min(sum(stats.df[lex] for lex in order[:following]), stats.rows)  # a base's rows at most
+        if len(rows) >= limit and reading > MAX_SCORED_ROWS:
             return rows[:limit]
         count = following
 
