@@ -140,8 +140,7 @@ def test_a_search_over_fetching_past_ef_search_keeps_walking_the_graph(
     make_base(team)
     vectors = fill(team, ROWS)
     assert vector_indexes.build_if_due(team.db, 1) is not None
-    monkeypatch.setattr(index_postgres, "EF_SEARCH_MIN", 10)
-    monkeypatch.setattr(index_postgres, "EF_SEARCH_MAX", 10)
+    monkeypatch.setattr(index_postgres, "EF_SEARCH", 10)
     found = nearest(team, vectors[0], 250)
     assert len(found) == 250 == len(set(found))  # 25 times ef_search: iterative scan went on
     with team.db.read() as conn:  # nearest first
