@@ -4,7 +4,8 @@ build; then the same queries as ``bench_million`` through ``quire --store URL se
 mode in a fresh process; then, in this process, pgvector's HNSW against the exact scan of the same rows on the
 same server — recall@10 and time per search, for a vector search (k = 20) and hybrid's vector half (k = 62).
 
-``python -m tests.benchmarks.bench_team_million [--scale 1m] [--store URL] [--queries N]``
+``python -m tests.benchmarks.bench_team_million [--scale 1m] [--store URL] [--queries N] [--name NAME]``
+(in ``make bench`` only when named: ``BENCH_ARGS="--only team_million"``; ``--quick``: 100,000 chunks)
 
 ``--store``: a team store that already holds base ``synth`` (the move is skipped; its index is built if it is
 due, timed). Otherwise a server is started for the run and stopped after it, with ``maintenance_work_mem``
@@ -35,17 +36,28 @@ MAINTENANCE_WORK_MEM = "4GB"
 KS = {"vector (k=20)": 20, "hybrid (k=62)": 62}
 
 
+def run(quick: bool) -> Result:
+    """For ``run_all --only team_million`` (on purpose: the move alone takes half an hour at 1m)."""
+    args = main_parser().parse_args(["--scale", "100k" if quick else "1m"])
+    return run_benchmark("team_million", quick, lambda result: _run(result, args))
+
+
 def main(argv: list[str]) -> int:
+    args = main_parser().parse_args(argv)
+    run_benchmark(args.name, False, lambda result: _run(result, args))
+    return 0
+
+
+def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="team_million", help="the result file's name")
     parser.add_argument("--scale", choices=sorted(SCALES), default="1m")
     parser.add_argument("--store", help="a team store that already holds base 'synth'")
     parser.add_argument("--queries", type=int, default=300, help="queries per mode (after the warm-up)")
     parser.add_argument("--recall-queries", type=int, default=RECALL_QUERIES // 2)
     parser.add_argument("--keyword-queries", type=int, default=50, help="queries ranked both ways (exact is slow)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, hnsw, keyword")
-    args = parser.parse_args(argv)
-    run_benchmark("team_million", False, lambda result: _run(result, args))
-    return 0
+    return parser
 
 
 def _run(result: Result, args: argparse.Namespace) -> None:
