@@ -37,6 +37,7 @@ from knowledge.library import keyword_file
 from knowledge.library.vector_file import RemoveAfterCommit, SyncAfterCommit
 from knowledge.store import settings
 from knowledge.store.database import after_commit, queued_after_commit
+from knowledge.store.pg_term_counts import drop_term_counts
 from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
@@ -85,7 +86,7 @@ def create_base_index(conn: Connection, base_id: int, dimension: int) -> None:
 def drop_base_index(conn: Connection, base_id: int) -> None:
     if _on_postgres(conn):
         pg.cancel_hnsw_builds(conn, base_id)
-        pg.drop_term_counts(conn, fts_table(base_id))
+        drop_term_counts(conn, fts_table(base_id))
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {vec_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts_table(base_id)}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS vecbits_base_{int(base_id)}")  # made by 0004, dropped by 0007

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection, text
 
+from knowledge.store.pg_term_counts import create_term_counts, terms_table
+
 TS_CONFIG = "english"
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
@@ -49,68 +51,6 @@ def create_base_tables(conn: Connection, vec: str, fts: str, dimension: int) -> 
     )
     conn.exec_driver_sql(f"CREATE INDEX {fts}_tsv ON {fts} USING gin (tsv)")
     create_term_counts(conn, fts, fill=False)
-
-
-# -- BM25's statistics, kept as the rows change -------------------------------------------------------
-#
-# terms_{fts}: per lexeme, how many rows hold it (df); the row of lexeme '' holds the row count (df) and the
-# sum of the rows' lengths (words). Kept by statement triggers on the keyword table, in the writing
-# transaction (writers hold the store's write lock, so the counts never race). Reading them is a primary-key
-# lookup per query term; counting them in SQL at query time read every matching row's heap page (1.5 s of a
-# 4.6 s query at 420,000 chunks).
-
-
-def terms_table(fts: str) -> str:
-    return f"terms_{fts}"
-
-
-def _count_change_sql(fts: str, rows: str, sign: str) -> str:
-    terms = terms_table(fts)
-    return (
-        f"INSERT INTO {terms} (lexeme, df, words) "
-        f"SELECT u.lexeme, {sign}count(*), 0 FROM {rows} AS r, unnest(r.tsv) AS u GROUP BY u.lexeme "
-        f"UNION ALL SELECT '', {sign}count(*), {sign}coalesce(sum(r.words), 0) FROM {rows} AS r "
-        f"ON CONFLICT (lexeme) DO UPDATE SET df = {terms}.df + EXCLUDED.df, words = {terms}.words + EXCLUDED.words"
-    )
-
-
-def create_term_counts(conn: Connection, fts: str, *, fill: bool) -> None:
-    """The counts table of a keyword table and the triggers that keep it; ``fill``: count the rows already
-    there (a base made before the counts were kept)."""
-    terms = terms_table(fts)
-    conn.exec_driver_sql(
-        f"CREATE TABLE IF NOT EXISTS {terms} (lexeme text PRIMARY KEY, df bigint NOT NULL, words bigint NOT NULL)"
-    )
-    for event, rows, sign in (("INSERT", "added", ""), ("DELETE", "removed", "-")):
-        function = f"{terms}_{event.lower()}"
-        conn.exec_driver_sql(
-            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ "
-            f"BEGIN {_count_change_sql(fts, rows, sign)}; RETURN NULL; END $$"
-        )
-        transition = "NEW TABLE AS added" if event == "INSERT" else "OLD TABLE AS removed"
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {function} ON {fts}")
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {function} AFTER {event} ON {fts} REFERENCING {transition} "
-            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
-        )
-    conn.exec_driver_sql(
-        f"CREATE OR REPLACE FUNCTION {terms}_update() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN RAISE EXCEPTION 'keyword rows are replaced, never updated' USING ERRCODE = '23000'; END $$"
-    )
-    conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {terms}_update ON {fts}")
-    conn.exec_driver_sql(
-        f"CREATE TRIGGER {terms}_update BEFORE UPDATE ON {fts} FOR EACH STATEMENT EXECUTE FUNCTION {terms}_update()"
-    )
-    if fill:
-        conn.exec_driver_sql(f"DELETE FROM {terms}")
-        conn.exec_driver_sql(_count_change_sql(fts, fts, ""))
-
-
-def drop_term_counts(conn: Connection, fts: str) -> None:
-    terms = terms_table(fts)
-    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {terms}")
-    for suffix in ("insert", "delete", "update"):
-        conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {terms}_{suffix}() CASCADE")
 
 
 def existing_tables(conn: Connection, names: tuple[str, ...]) -> set[str]:

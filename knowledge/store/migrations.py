@@ -305,9 +305,9 @@ def _nothing(conn: Connection) -> None:
 
 
 def _keyword_term_counts_postgres(conn: Connection) -> None:
-    """BM25's counts per base, kept by triggers from now on (``index_postgres.create_term_counts``), counted
+    """BM25's counts per base, kept by triggers from now on (``pg_term_counts.create_term_counts``), counted
     here once for the rows each base already has (``create_term_counts`` is safe to run again)."""
-    from knowledge.library.index_postgres import create_term_counts
+    from knowledge.store.pg_term_counts import create_term_counts
 
     names = conn.exec_driver_sql(
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename ~ '^fts_base_[0-9]+$'"

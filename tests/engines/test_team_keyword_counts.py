@@ -18,7 +18,7 @@ from knowledge.library.index import ChunkRow, fts_table
 from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
 from knowledge.search.keyword_query import fts_query
-from knowledge.store import migrations
+from knowledge.store import migrations, pg_term_counts
 from tests.knowledge.helpers import make_base
 
 pytestmark = pytest.mark.engines
@@ -113,7 +113,7 @@ def test_a_store_made_before_the_counts_gets_them_counted(team: Quire) -> None:
     make_base(team)
     fill(team, zipf_texts(60))
     with team.db.write() as conn:  # the base as a store made before migration 0027 has it
-        index_postgres.drop_term_counts(conn, FTS)
+        pg_term_counts.drop_term_counts(conn, FTS)
         assert conn.execute(text("SELECT to_regclass(:t)"), {"t": index_postgres.terms_table(FTS)}).scalar() is None
         migrations._keyword_term_counts_postgres(conn)
     assert kept_counts(team) == recount(team)
