@@ -112,9 +112,13 @@ def keyword_matches(conn: Connection, fts: str, match: str, limit: int) -> list[
     tsq = build_tsquery(conn, match)
     if tsq is None:
         return []
-    lexemes = list(dict.fromkeys(m.replace("''", "'") for m in _LEXEME.findall(tsq)))
-    stats = _bm25_stats(conn, fts, lexemes)
+    stats = _bm25_stats(conn, fts, query_lexemes(tsq))
     return _max_score(conn, fts, tsq, stats, limit)
+
+
+def query_lexemes(tsq: str) -> list[str]:
+    """The distinct lexemes of a tsquery text, in order (each scores as one BM25 term)."""
+    return list(dict.fromkeys(m.replace("''", "'") for m in _LEXEME.findall(tsq)))
 
 
 @dataclass(frozen=True)
@@ -232,15 +236,12 @@ def count_matching(conn: Connection, fts: str, match: str) -> int:
     query = build_tsquery(conn, match)
     if query is None:
         return 0
-    single = _SINGLE_LEXEME.fullmatch(query.strip("() "))
+    single = _LEXEME.fullmatch(query.strip("() "))
     if single is not None:
         lexeme = single.group(1).replace("''", "'")
         found = conn.execute(text(f"SELECT df FROM {terms_table(fts)} WHERE lexeme = :l"), {"l": lexeme}).scalar()
         return int(found or 0)
     return int(conn.execute(text(f"SELECT count(*) FROM ({matching_sql(fts)}) AS m"), {"q": query}).scalar_one())
-
-
-_SINGLE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
 def build_tsquery(conn: Connection, match: str) -> str | None:

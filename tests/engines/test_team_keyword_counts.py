@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import IntegrityError
 
 from knowledge.compose import open_team_quire
@@ -68,6 +68,12 @@ def recount(quire: Quire) -> dict[str, tuple[int, int]]:
     if total[0]:
         found[""] = (int(total[0]), int(total[1]))
     return found
+
+
+def every_row_scored(conn: Connection, tsq: str, limit: int) -> list[tuple[int, float]]:
+    """BM25's top ``limit`` over every row matching ``tsq`` (no row left unscored)."""
+    stats = index_postgres._bm25_stats(conn, FTS, index_postgres.query_lexemes(tsq))
+    return index_postgres._scored(conn, FTS, tsq, stats, None, limit)
 
 
 def test_the_counts_follow_every_write_and_clear(team: Quire) -> None:
@@ -146,15 +152,11 @@ def test_scoring_only_the_rows_that_can_reach_the_top_ranks_as_scoring_all(
                 monkeypatch.setattr(index_postgres, "_scored", scored)
                 tsq = index_postgres.build_tsquery(conn, match)
                 assert tsq is not None
-                every = scored(conn, FTS, tsq, index_postgres._bm25_stats(conn, FTS, _lexemes(tsq)), None, limit)
+                every = every_row_scored(conn, tsq, limit)
             assert [c for c, _s in found] == [c for c, _s in every]
             assert np.allclose([s for _c, s in found], [s for _c, s in every])
             pruned += tries[-1] is not None  # the answer came before every matching row was scored
     assert pruned >= 10
-
-
-def _lexemes(tsq: str) -> list[str]:
-    return list(dict.fromkeys(m.replace("''", "'") for m in index_postgres._LEXEME.findall(tsq)))
 
 
 def test_a_single_words_count_is_read_from_the_counts_and_equals_counting_the_rows(team: Quire) -> None:
@@ -185,9 +187,7 @@ def test_past_the_row_cap_the_best_of_the_rows_read_are_returned_and_enough_of_t
         found = index_postgres.keyword_matches(conn, FTS, match, 20)
         tsq = index_postgres.build_tsquery(conn, match)
         assert tsq is not None
-        every = dict(
-            index_postgres._scored(conn, FTS, tsq, index_postgres._bm25_stats(conn, FTS, _lexemes(tsq)), None, 10_000)
-        )
+        every = dict(every_row_scored(conn, tsq, 10_000))
     assert len(found) == 20  # as many as asked, though not every matching row was read
     assert all(np.isclose(score, every[chunk]) for chunk, score in found)  # each scored exactly
     assert [s for _c, s in found] == sorted((s for _c, s in found), reverse=True)
