@@ -13,7 +13,7 @@ copies, the version stamps, the chunk-id counter) is the same SQL on both engine
   SQL (``keyword_matches``): ``ts_rank_cd`` missed FTS5's keyword nDCG@10 by 0.19 on SciFact.
 * Vector search runs in the server (``nearest``): an exact scan of ``vec_base_{id}`` while the base is small,
   and an HNSW index on cosine (``{vec}_hnsw``) once it holds ``HNSW_MIN_ROWS`` rows, built after the rows
-  are loaded (``create_hnsw``, by :mod:`knowledge.library.vector_indexes`) and walked with iterative scan, so
+  are loaded (``create_hnsw_sql``, by :mod:`knowledge.library.vector_indexes`) and walked with iterative scan, so
   an over-fetched search (hits hidden by a filter or a delete) reads on past ``ef_search``.
 """
 
@@ -320,12 +320,6 @@ def hnsw_state(conn: Connection, vec: str) -> str | None:
         text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"), {"name": hnsw_name(vec)}
     ).scalar()
     return None if valid is None else ("valid" if valid else "invalid")
-
-
-def holds_rows(conn: Connection, vec: str, rows: int) -> bool:
-    """Whether ``vec`` has at least ``rows`` rows (reads no more than that many)."""
-    found = conn.execute(text(f"SELECT count(*) FROM (SELECT 1 FROM {vec} LIMIT :n) AS r"), {"n": rows}).scalar_one()
-    return int(found) >= rows
 
 
 def create_hnsw_sql(vec: str) -> str:

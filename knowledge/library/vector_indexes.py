@@ -28,8 +28,9 @@ from sqlalchemy import Connection, text
 
 from knowledge.library import index_postgres as pg
 from knowledge.library.bases import list_bases
-from knowledge.library.index import vec_table
+from knowledge.library.index import fts_table, vec_table
 from knowledge.store.database import Database
+from knowledge.store.pg_term_counts import row_count
 
 __all__ = ["VectorIndexBuilds", "build_if_due", "due_bases"]
 
@@ -40,16 +41,19 @@ BUILD_THREAD_JOIN = 10.0  # seconds close() waits for a cancelled build to retur
 
 
 def due_bases(db: Database) -> list[int]:
-    """Bases of a team store with ``HNSW_MIN_ROWS`` vectors or more and no valid HNSW index."""
-    due: list[int] = []
-    for base in list_bases(db):
-        vec = vec_table(base.id)
-        with db.read() as conn:
-            if conn.execute(text("SELECT to_regclass(:t)"), {"t": vec}).scalar() is None:
-                continue  # a base whose tables are gone (being deleted)
-            if pg.hnsw_state(conn, vec) != "valid" and pg.holds_rows(conn, vec, pg.HNSW_MIN_ROWS):
-                due.append(base.id)
-    return due
+    """Bases of a team store with ``HNSW_MIN_ROWS`` chunks or more and no valid HNSW index."""
+    listed = list_bases(db)
+    with db.read() as conn:
+        return [base.id for base in listed if _is_due(conn, base.id)]
+
+
+def _is_due(conn: Connection, base_id: int) -> bool:
+    """Whether the base's tables are there (not being deleted), it has no valid index and holds enough chunks
+    (its keyword counts' row count: a periodic scan reads no row of a base to size it)."""
+    vec = vec_table(base_id)
+    if conn.execute(text("SELECT to_regclass(:t)"), {"t": vec}).scalar() is None:
+        return False
+    return pg.hnsw_state(conn, vec) != "valid" and row_count(conn, fts_table(base_id)) >= pg.HNSW_MIN_ROWS
 
 
 def build_if_due(db: Database, base_id: int, *, on_connection: Any = None) -> float | None:
@@ -58,7 +62,6 @@ def build_if_due(db: Database, base_id: int, *, on_connection: Any = None) -> fl
     engine = getattr(db, "engine", None)
     if engine is None or db.dialect_name != "postgresql":
         return None
-    vec = vec_table(base_id)
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.exec_driver_sql(f"SET application_name = '{pg.hnsw_builder_name(base_id)}'")
@@ -68,18 +71,16 @@ def build_if_due(db: Database, base_id: int, *, on_connection: Any = None) -> fl
         if not locked.scalar():
             return None  # another process is building it
         try:
-            return _build_locked(conn, vec)
+            return _build_locked(conn, base_id)
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:c, :b)"), {"c": BUILD_LOCK_CLASS, "b": base_id})
 
 
-def _build_locked(conn: Connection, vec: str) -> float | None:
-    if conn.execute(text("SELECT to_regclass(:t)"), {"t": vec}).scalar() is None:
+def _build_locked(conn: Connection, base_id: int) -> float | None:
+    if not _is_due(conn, base_id):  # checked again under the lock: another builder may have finished
         return None
-    state = pg.hnsw_state(conn, vec)
-    if state == "valid" or not pg.holds_rows(conn, vec, pg.HNSW_MIN_ROWS):
-        return None
-    if state == "invalid":  # a build cut short: its leftover would make IF NOT EXISTS skip ours
+    vec = vec_table(base_id)
+    if pg.hnsw_state(conn, vec) == "invalid":  # a build cut short: its leftover would make IF NOT EXISTS skip ours
         conn.exec_driver_sql(pg.drop_hnsw_sql(vec))
     started = time.monotonic()
     conn.exec_driver_sql(pg.create_hnsw_sql(vec))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-__all__ = ["create_term_counts", "drop_term_counts", "terms_table"]
+__all__ = ["create_term_counts", "drop_term_counts", "row_count", "terms_table"]
 
 
 def terms_table(fts: str) -> str:
@@ -60,6 +60,12 @@ def create_term_counts(conn: Connection, fts: str, *, fill: bool) -> None:
     if fill:
         conn.exec_driver_sql(f"DELETE FROM {terms}")
         conn.exec_driver_sql(_count_change_sql(fts, fts, ""))
+
+
+def row_count(conn: Connection, fts: str) -> int:
+    """How many rows the keyword table holds (a base's chunks), read from its counts: no row of it is read."""
+    found = conn.exec_driver_sql(f"SELECT df FROM {terms_table(fts)} WHERE lexeme = ''").scalar()
+    return int(found or 0)
 
 
 def drop_term_counts(conn: Connection, fts: str) -> None:
