@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from tests.benchmarks import bench_ingest, corpus
+from tests.benchmarks import bench_ingest, common, corpus
 from tests.benchmarks.bench_latency import stats
 from tests.benchmarks.bench_million import MODES, RECALL_QUERIES, SCALES, WARMUP, ensure_synth, run_queries
-from tests.benchmarks.common import REPO, Result, child_env, log, run_benchmark, target
+from tests.benchmarks.common import REPO, Result, log, run_benchmark, target, timed
 
 MAINTENANCE_WORK_MEM = "4GB"
 KS = {"vector (k=20)": 20, "hybrid (k=62)": 62}
@@ -113,24 +112,9 @@ def _prepared_store(server: Any, result: Result) -> str:
     return url
 
 
-def _cli(local: Path, *args: str, timeout: float = 7200) -> tuple[float, Any]:
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "--data-dir", str(local), *args],
-        cwd=REPO,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"quire {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return time.perf_counter() - started, json.loads(proc.stdout)
-
-
 def _move_in(local: Path, data_dir: Path, url: str) -> dict[str, Any]:
-    _cli(local, "--store", url, "store", "init", "--json")
-    seconds, moved = _cli(local, "store", "migrate", str(data_dir), url, "--json")
+    common.quire(local, "--store", url, "store", "init", "--json")
+    seconds, moved = timed(lambda: common.quire_json(local, "store", "migrate", str(data_dir), url, timeout=7200))
     return {"seconds": round(seconds, 1), "bases": moved.get("bases", moved)}
 
 
