@@ -11,8 +11,9 @@ dimensions) and their float16 copies. On a local store they are views of the bas
 file (:mod:`knowledge.library.vector_file`, which holds the copies widened to float32, so rescoring
 needs no cast), so opening a base reads nothing and only the sign bits a search scans become resident; the
 few rows it rescores are read with ``pread`` (:mod:`knowledge.library.vector_rows`), never gathered from the
-map, whose fault-around would leave hundreds of megabytes mapped; on a team store they are read from
-``chunks.vector_f16`` into memory as float16 (about 0.8 KB per chunk).
+map, whose fault-around would leave hundreds of megabytes mapped. Without a file (one that cannot be written,
+and the benchmarks' in-memory comparison) they are read from ``chunks.vector_f16`` into memory as float16
+(about 0.8 KB per chunk). A team store searches in the server instead (:mod:`knowledge.search.vector_server`).
 
 Search: up to ``EXACT_SCAN_MAX`` chunks held, every vector is scored (a float32 matrix of the float16
 copies, <= 30 MB, . query) — exact up to float16 rounding (|dcos| < 1e-3, below the bf16 model's own
@@ -146,7 +147,7 @@ class VectorIndex:
     def __init__(self, files: VectorFiles | None = None) -> None:
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
-        # None: read every base's vectors out of its rows into memory (a team store: no local files)
+        # None: read every base's vectors out of its rows into memory (no vector files: benchmarks, tests)
         self._files = files
 
     def nearest(self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
