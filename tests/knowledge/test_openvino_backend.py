@@ -58,6 +58,18 @@ def test_documents_and_queries_are_the_vectors_torch_makes(precision: str, floor
     assert queries.threads == 1 and queries.fingerprint == f"all-MiniLM-L6-v2:384:{precision}:openvino"
 
 
+def test_more_batches_than_requests_in_flight_come_back_in_input_order() -> None:
+    """Batches are queued on the requests as they free up (several per stream): each row is still its text's."""
+    spec = default_model_spec()
+    documents = make_encoder(EncoderChoice(spec.model_id, "fp32", "openvino"), query=False)
+    documents.batch_tokens = 96  # a few texts a batch: far more batches than requests
+    texts = [f"{n}: {text_}" for n in range(4) for text_ in TEXTS]
+    got = documents.encode_documents(texts)
+    assert documents.calls > 4 * len(TEXTS) // 3
+    alone = np.stack([documents.encode_documents([text_])[0] for text_ in texts])
+    assert _cosines(got, alone).min() > 0.99999
+
+
 def test_the_backend_is_in_a_bases_stamp_and_torch_stamps_are_unchanged(quire: Quire) -> None:
     common = {"model_id": "all-MiniLM-L6-v2", "dimension": 384, "precision": "bf16"}
     on_torch = create_base(quire.db, "torch", **common)
