@@ -417,22 +417,42 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
 
 
 def commit_prepared(conn: Connection, blobs_dir: Path, base: Base, p: Prepared, now: float) -> None:
-    """Write one prepared item's material and stamps and mark it completed: the one place material is stamped."""
-    assert p.vectors is not None
-    if p.raw is not None and p.raw_sha is not None:
-        blobs.record(conn, blobs_dir, p.raw_sha, p.raw, "raw")
-    blobs.record(conn, blobs_dir, p.text_sha, p.text.encode("utf-8"), "text")
-    index.write_item_material(conn, base.id, p.item.id, p.rows, p.vectors)
-    made = Indexed(
-        content_sha256=p.raw_sha,
-        size=None if p.raw is None else len(p.raw),
-        mtime=p.mtime,
-        text_sha256=p.text_sha,
-        parser=p.parser,
-        parser_version=p.parser_version,
-        chunker_version=chunker_version(),
-        model_fingerprint=model_stamp(base),
-        chunk_count=len(p.rows),
-        metadata=p.metadata,
+    """Write one prepared item's material and stamps and mark it completed."""
+    commit_prepared_many(conn, blobs_dir, base, [p], now)
+
+
+def commit_prepared_many(
+    conn: Connection, blobs_dir: Path, base: Base, prepared: Sequence[Prepared], now: float
+) -> None:
+    """Write prepared items' material and stamps and mark them completed, in the caller's transaction, with the
+    statements of one item (an index batch's write): the one place material is stamped."""
+    copies: list[tuple[str, bytes, str]] = []
+    for p in prepared:
+        assert p.vectors is not None
+        if p.raw is not None and p.raw_sha is not None:
+            copies.append((p.raw_sha, p.raw, "raw"))
+        copies.append((p.text_sha, p.text.encode("utf-8"), "text"))
+    blobs.record_many(conn, blobs_dir, copies)
+    index.write_items_material(
+        conn, base.id, [(p.item.id, p.rows, p.vectors) for p in prepared if p.vectors is not None]
     )
-    tree.mark_indexed(conn, p.item.id, made, now)
+    stamp, chunker = model_stamp(base), chunker_version()
+    made = [
+        (
+            p.item.id,
+            Indexed(
+                content_sha256=p.raw_sha,
+                size=None if p.raw is None else len(p.raw),
+                mtime=p.mtime,
+                text_sha256=p.text_sha,
+                parser=p.parser,
+                parser_version=p.parser_version,
+                chunker_version=chunker,
+                model_fingerprint=stamp,
+                chunk_count=len(p.rows),
+                metadata=p.metadata,
+            ),
+        )
+        for p in prepared
+    ]
+    tree.mark_indexed_many(conn, base.id, made, now)

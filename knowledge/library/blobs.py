@@ -39,7 +39,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select
@@ -95,6 +95,34 @@ def record(conn: Connection, root: Path, sha: str, data: bytes, kind: str) -> No
     is this machine's cache, and the bytes are stored in the database too)."""
     write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
     _record_row(conn, sha, data, kind)
+
+
+def record_many(conn: Connection, root: Path, blobs_to_record: Sequence[tuple[str, bytes, str]]) -> None:
+    """:func:`record` for several ``(sha, data, kind)`` (an index batch's owned copies and texts): each file
+    re-checked, the rows looked up in one statement and the missing ones inserted in one."""
+    wanted: dict[str, tuple[bytes, str]] = {}
+    for sha, data, kind in blobs_to_record:
+        write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
+        wanted.setdefault(sha, (data, kind))
+    if not wanted:
+        return
+    if _shared(conn):  # a team store also uploads each copy: one at a time, as record does
+        for sha, (data, kind) in wanted.items():
+            _record_row(conn, sha, data, kind)
+        return
+    shas = list(wanted)
+    known: set[str] = set()
+    for start in range(0, len(shas), 500):
+        part = shas[start : start + 500]
+        known.update(r[0] for r in conn.execute(select(blobs.c.sha256).where(blobs.c.sha256.in_(part))).all())
+    now = time.time()
+    missing = [
+        {"sha256": sha, "size": len(data), "kind": kind, "created_at": now}
+        for sha, (data, kind) in wanted.items()
+        if sha not in known
+    ]
+    if missing:
+        conn.execute(insert(blobs), missing)
 
 
 def upload(conn: Connection, sha: str, data: bytes, kind: str = "raw") -> None:

@@ -152,22 +152,34 @@ class ChunkRow:
 def write_item_material(
     conn: Connection, base_id: int, item_id: int, rows: Sequence[ChunkRow], vectors: np.ndarray
 ) -> list[int]:
-    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids.
+    """Replace an item's chunks, vectors and keyword entries; return the new chunk ids."""
+    return write_items_material(conn, base_id, [(item_id, rows, vectors)])[0]
 
-    Each table gets one multi-row statement (``executemany``), not one statement per chunk.
+
+def write_items_material(
+    conn: Connection, base_id: int, materials: Sequence[tuple[int, Sequence[ChunkRow], np.ndarray]]
+) -> list[list[int]]:
+    """Replace several items' chunks, vectors and keyword entries (``(item_id, rows, vectors)`` each); return
+    each item's new chunk ids.
+
+    One clear, one id allocation and one multi-row statement per table (``executemany``) for all of them: an
+    index batch's items cost the statements of one, not of each.
     """
-    if len(rows) != len(vectors):
-        raise ValueError(f"{len(rows)} chunks but {len(vectors)} vectors")
+    for item_id, rows, vectors in materials:
+        if len(rows) != len(vectors):
+            raise ValueError(f"item {item_id}: {len(rows)} chunks but {len(vectors)} vectors")
     tables = _existing_tables(conn, base_id)
-    _clear(conn, base_id, [item_id], tables, keep_vectors=False)
-    if not rows:
-        return []
-    first = allocate_chunk_ids(conn, len(rows))
-    ids = list(range(first, first + len(rows)))
-    insert_chunks(
-        conn,
-        base_id,
-        [
+    _clear(conn, base_id, [item_id for item_id, _rows, _vectors in materials], tables, keep_vectors=False)
+    total = sum(len(rows) for _item_id, rows, _vectors in materials)
+    if not total:
+        return [[] for _ in materials]
+    next_id = allocate_chunk_ids(conn, total)
+    ids: list[list[int]] = []
+    chunk_rows: list[dict[str, Any]] = []
+    for item_id, rows, _vectors in materials:
+        ids.append(list(range(next_id, next_id + len(rows))))
+        next_id += len(rows)
+        chunk_rows.extend(
             {
                 "id": cid,
                 "item_id": item_id,
@@ -181,10 +193,10 @@ def write_item_material(
                 "token_count": row.token_count,
                 "text_sha256": row.text_sha256,
             }
-            for cid, row in zip(ids, rows, strict=True)
-        ],
-        np.asarray(vectors, dtype=np.float32),
-    )
+            for cid, row in zip(ids[-1], rows, strict=True)
+        )
+    floats = np.concatenate([np.asarray(v, dtype=np.float32) for _i, rows, v in materials if len(rows)])
+    insert_chunks(conn, base_id, chunk_rows, floats)
     bump_version(conn, base_id)
     sync_file_after_commit(conn, base_id, check_dead=False)
     return ids

@@ -27,7 +27,7 @@ whatever the size of the base (a scan of every item's JSON took 120 ms a search 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,22 @@ def record_links(conn: Connection, item_id: int, metadata: Mapping[str, Any] | s
         return
     base_id = conn.execute(select(items.c.base_id).where(items.c.id == item_id)).scalar_one()
     conn.execute(insert(item_links), [{"item_id": item_id, "target": t, "base_id": base_id} for t in targets])
+
+
+def replace_links(
+    conn: Connection, base_id: int, metadata_of: Sequence[tuple[int, Mapping[str, Any] | str | None]]
+) -> None:
+    """:func:`record_links` for several items of one base: one delete, one insert."""
+    item_ids = [item_id for item_id, _metadata in metadata_of]
+    for start in range(0, len(item_ids), 500):
+        conn.execute(delete(item_links).where(item_links.c.item_id.in_(item_ids[start : start + 500])))
+    values = [
+        {"item_id": item_id, "target": t, "base_id": base_id}
+        for item_id, metadata in metadata_of
+        for t in link_targets(metadata)
+    ]
+    if values:
+        conn.execute(insert(item_links), values)
 
 
 def record_new_rows(conn: Connection, rows: Iterable[Mapping[str, Any]]) -> None:

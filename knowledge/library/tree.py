@@ -201,30 +201,55 @@ def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
     _update_in_pages(conn, item_ids, {"deaths": 0})
 
 
-def mark_indexed(conn: Connection, item_id: int, made: Indexed, now: float) -> None:
-    """A leaf's material is written: it is ``completed``, with no error, stamped with what made it."""
-    conn.execute(
-        update(items)
-        .where(items.c.id == item_id)
-        .values(
-            status="completed",
-            error_code=None,
-            error_message=None,
-            content_sha256=made.content_sha256,
-            size=made.size,
-            mtime=made.mtime,
-            blob_sha256=made.content_sha256,
-            text_sha256=made.text_sha256,
-            parser=made.parser,
-            parser_version=made.parser_version,
-            chunker_version=made.chunker_version,
-            model_fingerprint=made.model_fingerprint,
-            chunk_count=made.chunk_count,
-            metadata=json.dumps(made.metadata, sort_keys=True, default=str),
-            updated_at=now,
-        )
+_MARK_INDEXED = (
+    update(items)
+    .where(items.c.id == bindparam("m_item_id"))
+    .values(
+        status="completed",
+        error_code=None,
+        error_message=None,
+        content_sha256=bindparam("m_content_sha256"),
+        size=bindparam("m_size"),
+        mtime=bindparam("m_mtime"),
+        blob_sha256=bindparam("m_content_sha256"),
+        text_sha256=bindparam("m_text_sha256"),
+        parser=bindparam("m_parser"),
+        parser_version=bindparam("m_parser_version"),
+        chunker_version=bindparam("m_chunker_version"),
+        model_fingerprint=bindparam("m_model_fingerprint"),
+        chunk_count=bindparam("m_chunk_count"),
+        metadata=bindparam("m_metadata"),
+        updated_at=bindparam("m_now"),
     )
-    links.record_links(conn, item_id, made.metadata)  # the targets beside the metadata that holds them
+)
+
+
+def mark_indexed_many(conn: Connection, base_id: int, made: Sequence[tuple[int, Indexed]], now: float) -> None:
+    """Leaves of one base whose material is written: ``completed``, with no error, each stamped with what made it
+    (one multi-row update; their links replaced beside the metadata that holds them)."""
+    if not made:
+        return
+    conn.execute(
+        _MARK_INDEXED,
+        [
+            {
+                "m_item_id": item_id,
+                "m_content_sha256": m.content_sha256,
+                "m_size": m.size,
+                "m_mtime": m.mtime,
+                "m_text_sha256": m.text_sha256,
+                "m_parser": m.parser,
+                "m_parser_version": m.parser_version,
+                "m_chunker_version": m.chunker_version,
+                "m_model_fingerprint": m.model_fingerprint,
+                "m_chunk_count": m.chunk_count,
+                "m_metadata": json.dumps(m.metadata, sort_keys=True, default=str),
+                "m_now": now,
+            }
+            for item_id, m in made
+        ],
+    )
+    links.replace_links(conn, base_id, [(item_id, m.metadata) for item_id, m in made])  # beside the metadata
 
 
 def relocate_sources(conn: Connection, base_id: int, old: str, new: str, sep: str) -> int:

@@ -23,7 +23,7 @@ from knowledge.ingest.material import (
     BatchStats,
     Prepared,
     Rejected,
-    commit_prepared,
+    commit_prepared_many,
     prepare_many,
     write_blob_files,
 )
@@ -202,32 +202,39 @@ def _prepare_all(
     return outcomes
 
 
-def _still_ours(conn: Connection, item_id: int, generation: int) -> bool:
-    current = tree.load_item(conn, item_id)
-    return current is not None and current.status in ACTIVE_STATUSES and current.generation == generation
+def _still_ours(conn: Connection, generations: dict[ItemId, int], item_ids: Sequence[int]) -> set[int]:
+    """Which of the batch's items are still active at the generation this job read (one statement)."""
+    ours: set[int] = set()
+    for start in range(0, len(item_ids), 500):
+        rows = conn.execute(
+            select(items.c.id, items.c.generation).where(
+                and_(items.c.id.in_(item_ids[start : start + 500]), items.c.status.in_(ACTIVE_STATUSES))
+            )
+        ).all()
+        ours.update(int(r.id) for r in rows if r.generation == generations[ItemId(int(r.id))])
+    return ours
 
 
 def _commit_outcomes(
     quire: Quire, conn: Connection, base: Base, outcomes: Sequence[Prepared | Rejected], generations: dict[ItemId, int]
 ) -> int:
-    """Write the batch's outcomes; a container among them gets its members, with their jobs, in this
-    same transaction."""
-    written: list[int] = []
-    now = time.time()
-    for outcome in outcomes:
-        item_id = outcome.item.id
-        if not _still_ours(conn, item_id, generations[item_id]):
-            continue  # deleted, reset or finished by someone else meanwhile: never overwrite newer state
+    """Write the batch's outcomes (the prepared ones' material together, :func:`commit_prepared_many`); a
+    container among them gets its members, with their jobs, in this same transaction. An item deleted, reset
+    or finished by someone else meanwhile is left alone: never overwrite newer state."""
+    ours = _still_ours(conn, generations, [o.item.id for o in outcomes])
+    mine = [o for o in outcomes if o.item.id in ours]
+    for outcome in mine:
         if isinstance(outcome, Rejected):
             status = tree.terminal_status_for(outcome.code)  # not read by design → skipped, else failed
             tree.set_status(
-                conn, [item_id], status, error_code=outcome.code, error_message=outcome.message, reconcile=False
+                conn, [outcome.item.id], status, error_code=outcome.code, error_message=outcome.message, reconcile=False
             )
-        else:
-            commit_prepared(conn, quire.blobs_dir, base, outcome, now)
-            if outcome.members or outcome.refused:
-                replace_members(conn, quire.queue, quire.blobs_dir, base, item_id, outcome.members, outcome.refused)
-        written.append(item_id)
+    prepared = [o for o in mine if isinstance(o, Prepared)]
+    commit_prepared_many(conn, quire.blobs_dir, base, prepared, time.time())
+    for p in prepared:
+        if p.members or p.refused:
+            replace_members(conn, quire.queue, quire.blobs_dir, base, p.item.id, p.members, p.refused)
+    written = [o.item.id for o in mine]
     tree.clear_deaths(conn, written)
     tree.reconcile_above(conn, written)
     return len(written)
