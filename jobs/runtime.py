@@ -77,19 +77,27 @@ class JobContext:
         self.base_id = record.base_id
 
     def owns_job(self, conn: Connection) -> bool:
-        row = conn.execute(
+        return self._ownership(conn) is not None
+
+    def _ownership(self, conn: Connection) -> Any:
+        """The job's row (its ``cancel_requested``) while this attempt runs it, else None."""
+        return conn.execute(
             select(jobs.c.cancel_requested).where(
                 and_(jobs.c.id == self.job_id, jobs.c.attempt == self.attempt, jobs.c.status == "running")
             )
         ).first()
-        return row is not None
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction that only commits while this attempt still owns the job."""
+    def write(self, *, unless_cancelled: bool = False) -> Iterator[Connection]:
+        """A write transaction that only commits while this attempt still owns the job. ``unless_cancelled``:
+        a cancel request raises ``Cancelled`` before anything is written (a step that starts with its own
+        write checks there instead of in a read of its own, :meth:`check_cancelled`)."""
         with self.db.write() as conn:
-            if not self.owns_job(conn):
+            owned = self._ownership(conn)
+            if owned is None:
                 raise Superseded(f"job {self.job_id} attempt {self.attempt} no longer owns the job")
+            if unless_cancelled and owned.cancel_requested:
+                raise Cancelled(f"job {self.job_id} was cancelled")
             yield conn
 
     def check_cancelled(self) -> None:

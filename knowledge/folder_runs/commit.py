@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from jobs.runtime import JobContext
 from jobs.sanitize import sanitize_optional
@@ -27,6 +27,7 @@ from knowledge.ingest.material import Prepared, commit_prepared
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
+from knowledge.store.schema import items
 from knowledge.store.schema_runs import folder_runs
 
 log = logging.getLogger(__name__)
@@ -166,13 +167,18 @@ def _commit_source(conn: Connection, settling: Settling, source: ManifestSource,
     return COMMITTED
 
 
+_CONTAINER = (
+    select(folder_runs.c.container_item_id, items.c.status)
+    .select_from(folder_runs.outerjoin(items, items.c.id == folder_runs.c.container_item_id))
+    .where(folder_runs.c.id == bindparam("run_id"))
+)
+
+
 def _ensure_container(conn: Connection, ctx: JobContext, run: RunRecord, agent: str) -> int:
     """The run's directory item (named after the folder), created with its first file."""
-    row = conn.execute(select(folder_runs.c.container_item_id).where(folder_runs.c.id == run.id)).one()
-    if row.container_item_id is not None:
-        current = tree.load_item(conn, row.container_item_id)
-        if current is not None and current.status != "deleting":
-            return int(row.container_item_id)
+    row = conn.execute(_CONTAINER, {"run_id": run.id}).one()  # one statement per source: the id and its state
+    if row.container_item_id is not None and row.status is not None and row.status != "deleting":
+        return int(row.container_item_id)
     folder = Path(run.folder)
     container = create_item(
         conn,

@@ -251,15 +251,15 @@ def _settle_group(
     progress: _Progress,
 ) -> None:
     """Wait for the group's vectors (an unavailable endpoint raises here: the run faults), write its owned
-    copies, then settle its sources one per transaction, in order, with the cancellation check before each."""
-    ctx, tools = settling.ctx, settling.tools
+    copies, then settle its sources one per transaction, in order, each transaction checking first for a cancel
+    request."""
+    tools = settling.tools
     encode.result()
     write_owned_copies(tools, [tools.ready.get(s.id) for s in group])
     assert tools.flight is not None
     tools.flight.release([s.id for s in group])
     tools.flight.move([group[0].id])  # embedded: from now on only the one being settled
-    for n, source in enumerate(group):
-        ctx.check_cancelled()
+    for n, source in enumerate(group):  # each source's transaction checks for a cancel request first
         then = [s.id for s in group[n + 1 : n + 2]]
         last = progress if not then else None  # the job's progress, once a group: in its last transaction
         tally[_settle_source(settling, source, then_in_flight=then, progress=last)] += 1
@@ -307,7 +307,7 @@ def _settle_source(
             work = prepare_source(tools, root, source) if pre.verdict == VISIBLE else None
         reads: list[audit.PendingEntry] = []
         try:
-            with ctx.write() as conn:
+            with ctx.write(unless_cancelled=True) as conn:
                 disposition = settle_source_in_tx(
                     conn, settling, source, work, reads, last_round=round_no == MAX_ROUNDS - 1
                 )
