@@ -25,12 +25,14 @@ nDCG@10 (0.8132 both), bf16 inference 0.8136 against 0.8143, so the stamp stays 
 A development install converts the same way as ``make package``, so both run the same IR.
 
 Documents: two streams of one thread each (``PERFORMANCE_HINT=THROUGHPUT``; measured on 2 cores: ~10 % more
-chunks/s than one two-thread stream, with smaller batches: 2,048 padded tokens). Each stream has
-:data:`REQUESTS_PER_STREAM` requests queued, refilled as the oldest finishes: a stream that ends a batch takes
-the next queued one at once instead of waiting for this thread, which needs the interpreter's lock to start
-it while the job's thread writes (2,000 SciFact chunks beside a busy Python thread: 43-45 chunks/s when two
-batches started and ended together, 51.5 with two queued per stream; alone 67-68 and 68-70). Queries: one stream
-of one thread (``LATENCY``).
+chunks/s than one two-thread stream, with smaller batches: 2,048 padded tokens). Batches are started in order on
+:data:`REQUESTS_PER_STREAM` requests per stream, and the oldest is collected and its request refilled as soon as
+it is done, instead of two batches started and collected together (where both streams waited for the slower
+one and then for this thread, which needs the interpreter's lock while the job's thread writes). 2,000 SciFact
+chunks beside a busy Python thread: 43.3 / 44.9 chunks/s together, 48.9 refilled with one request per stream, 51.5
+with two; alone 66.8 / 67.9, 70.2 and 68.2. One per stream is what the whole SciFact ingest measured (182.6 s
+before, 172.8 s after, in turn); two were not measured end to end. Queries: one stream of one thread
+(``LATENCY``).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ IR_NAME = "model.xml"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # Converted graph vs eager torch (both fp32) on the probes: pooled cosine at least this.
 MATCH_COSINE = 0.99999
-REQUESTS_PER_STREAM = 1
+REQUESTS_PER_STREAM = 1  # requests per stream, refilled oldest first (see the module docstring)
 PROBES = (
     "a",
     "The quick brown fox jumps over the lazy dog.",

@@ -100,18 +100,14 @@ def link_targets(metadata: Mapping[str, Any] | str | None) -> list[str]:
 
 def record_links(conn: Connection, item_id: int, metadata: Mapping[str, Any] | str | None) -> None:
     """Replace an item's stored targets by its metadata's (in the transaction that writes the metadata)."""
-    conn.execute(delete(item_links).where(item_links.c.item_id == item_id))
-    targets = link_targets(metadata)
-    if not targets:
-        return
     base_id = conn.execute(select(items.c.base_id).where(items.c.id == item_id)).scalar_one()
-    conn.execute(insert(item_links), [{"item_id": item_id, "target": t, "base_id": base_id} for t in targets])
+    replace_links(conn, int(base_id), [(item_id, metadata)])
 
 
 def replace_links(
     conn: Connection, base_id: int, metadata_of: Sequence[tuple[int, Mapping[str, Any] | str | None]]
 ) -> None:
-    """:func:`record_links` for several items of one base: one delete, one insert."""
+    """Replace the stored targets of several items of one base by their metadata's: one delete, one insert."""
     item_ids = [item_id for item_id, _metadata in metadata_of]
     for start in range(0, len(item_ids), 500):
         conn.execute(delete(item_links).where(item_links.c.item_id.in_(item_ids[start : start + 500])))
