@@ -23,7 +23,7 @@ from knowledge.folder_runs.preview import is_covered
 from knowledge.folder_runs.principal import ingest_agent
 from knowledge.folder_runs.rules import COMMITTED, SourceChanged
 from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
-from knowledge.ingest.material import Prepared, commit_prepared
+from knowledge.ingest.material import Prepared, commit_prepared_many
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
@@ -150,7 +150,7 @@ def _commit_source(conn: Connection, settling: Settling, source: ManifestSource,
     item = tree.load_item(conn, item_id)
     assert item is not None
     p.item = item
-    commit_prepared(conn, settling.tools.quire.blobs_dir, settling.tools.base, p, time.time())
+    commit_prepared_many(conn, settling.tools.quire.blobs_dir, settling.tools.base, [p], time.time())
     batch_id = add_batch(
         conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
     )

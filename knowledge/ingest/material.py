@@ -389,7 +389,7 @@ def _copy_material(
 
 def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder: Encoder, stats: BatchStats) -> None:
     """Fill ``vectors`` for every prepared item: reuse by text hash first, one encoder call for the rest."""
-    model_stamp(base)  # the weights' hash is computed here, outside any transaction, not in commit_prepared
+    model_stamp(base)  # the weights' hash is computed here, outside any transaction, not in commit_prepared_many
     pending = [p for p in prepared if p.vectors is None]
     stats.copied += sum(1 for p in prepared if p.copied_from is not None)
     if not pending:
@@ -416,43 +416,26 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
         p.vectors = np.stack([known[row.text_sha256] for row in p.rows]).astype(np.float32)
 
 
-def commit_prepared(conn: Connection, blobs_dir: Path, base: Base, p: Prepared, now: float) -> None:
-    """Write one prepared item's material and stamps and mark it completed."""
-    commit_prepared_many(conn, blobs_dir, base, [p], now)
-
-
 def commit_prepared_many(
     conn: Connection, blobs_dir: Path, base: Base, prepared: Sequence[Prepared], now: float
 ) -> None:
     """Write prepared items' material and stamps and mark them completed, in the caller's transaction, with the
     statements of one item (an index batch's write): the one place material is stamped."""
-    copies: list[tuple[str, bytes, str]] = []
-    for p in prepared:
-        assert p.vectors is not None
-        if p.raw is not None and p.raw_sha is not None:
-            copies.append((p.raw_sha, p.raw, "raw"))
-        copies.append((p.text_sha, p.text.encode("utf-8"), "text"))
-    blobs.record_many(conn, blobs_dir, copies)
-    index.write_items_material(
-        conn, base.id, [(p.item.id, p.rows, p.vectors) for p in prepared if p.vectors is not None]
-    )
+    copies = [(p.raw_sha, p.raw, "raw") for p in prepared if p.raw is not None and p.raw_sha is not None]
+    blobs.record_many(conn, blobs_dir, copies + [(p.text_sha, p.text.encode("utf-8"), "text") for p in prepared])
+    index.write_items_material(conn, base.id, [(p.item.id, p.rows, _vectors(p)) for p in prepared])
     stamp, chunker = model_stamp(base), chunker_version()
-    made = [
-        (
-            p.item.id,
-            Indexed(
-                content_sha256=p.raw_sha,
-                size=None if p.raw is None else len(p.raw),
-                mtime=p.mtime,
-                text_sha256=p.text_sha,
-                parser=p.parser,
-                parser_version=p.parser_version,
-                chunker_version=chunker,
-                model_fingerprint=stamp,
-                chunk_count=len(p.rows),
-                metadata=p.metadata,
-            ),
-        )
-        for p in prepared
-    ]
+    made = [(p.item.id, _indexed(p, stamp, chunker)) for p in prepared]
     tree.mark_indexed_many(conn, base.id, made, now)
+
+
+def _vectors(p: Prepared) -> np.ndarray:
+    assert p.vectors is not None  # embedded before it is committed
+    return p.vectors
+
+
+def _indexed(p: Prepared, stamp: str, chunker: str) -> Indexed:
+    size = None if p.raw is None else len(p.raw)
+    return Indexed(
+        p.raw_sha, size, p.mtime, p.text_sha, p.parser, p.parser_version, chunker, stamp, len(p.rows), p.metadata
+    )

@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -328,6 +329,9 @@ class OpenVinoEncoder(Encoder):
         self.query = query
         self._tokenize: Tokenize | None = None
         self._requests: list[Any] = []
+        # One document call at a time owns the requests (the encoder stage and a warm-up may call at once): a
+        # call refills them as they finish, outside the model lock, so a second call must not start on them.
+        self._documents = threading.Lock()
 
     @property
     def precision(self) -> str:
@@ -350,6 +354,16 @@ class OpenVinoEncoder(Encoder):
             pad_multiple=self.pad_multiple,
         )
         out = np.empty((len(texts), self.spec.dimension), dtype=np.float32)
+        with self._documents:
+            self._encode_plan(texts, plan, counts, out)
+        if self.trim_memory:
+            release_free_memory()
+        return normalise(out)
+
+    def _encode_plan(self, texts: Sequence[str], plan: list[list[int]], counts: list[int], out: np.ndarray) -> None:
+        """Start the plan's batches in order, each request refilled as soon as its batch is collected (oldest
+        first); pool every batch's rows into ``out``."""
+        limit = self.tokenizer.max_content_tokens
         tokenize = self._tokenizer()
         running: collections.deque[tuple[Any, Feeds, list[int]]] = collections.deque()
         free: list[Any] = []
@@ -374,9 +388,6 @@ class OpenVinoEncoder(Encoder):
             for request, _feed, _batch in running:
                 with contextlib.suppress(Exception):
                     request.wait()
-        if self.trim_memory:
-            release_free_memory()
-        return normalise(out)
 
     @staticmethod
     def _collect(started: tuple[Any, Feeds, list[int]], out: np.ndarray) -> Any:

@@ -13,6 +13,7 @@ and is left alone. Any non-delete status write reconciles the containers above w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -201,6 +202,7 @@ def clear_deaths(conn: Connection, item_ids: Sequence[int]) -> None:
     _update_in_pages(conn, item_ids, {"deaths": 0})
 
 
+_STAMPS = [field.name for field in dataclasses.fields(Indexed)]  # each stamp is written to its column
 _MARK_INDEXED = (
     update(items)
     .where(items.c.id == bindparam("m_item_id"))
@@ -208,47 +210,20 @@ _MARK_INDEXED = (
         status="completed",
         error_code=None,
         error_message=None,
-        content_sha256=bindparam("m_content_sha256"),
-        size=bindparam("m_size"),
-        mtime=bindparam("m_mtime"),
         blob_sha256=bindparam("m_content_sha256"),
-        text_sha256=bindparam("m_text_sha256"),
-        parser=bindparam("m_parser"),
-        parser_version=bindparam("m_parser_version"),
-        chunker_version=bindparam("m_chunker_version"),
-        model_fingerprint=bindparam("m_model_fingerprint"),
-        chunk_count=bindparam("m_chunk_count"),
-        metadata=bindparam("m_metadata"),
         updated_at=bindparam("m_now"),
+        **{name: bindparam(f"m_{name}") for name in _STAMPS},
     )
 )
 
 
 def mark_indexed_many(conn: Connection, base_id: int, made: Sequence[tuple[int, Indexed]], now: float) -> None:
-    """Leaves of one base whose material is written: ``completed``, with no error, each stamped with what made it
-    (one multi-row update; their links replaced beside the metadata that holds them)."""
-    if not made:
-        return
-    conn.execute(
-        _MARK_INDEXED,
-        [
-            {
-                "m_item_id": item_id,
-                "m_content_sha256": m.content_sha256,
-                "m_size": m.size,
-                "m_mtime": m.mtime,
-                "m_text_sha256": m.text_sha256,
-                "m_parser": m.parser,
-                "m_parser_version": m.parser_version,
-                "m_chunker_version": m.chunker_version,
-                "m_model_fingerprint": m.model_fingerprint,
-                "m_chunk_count": m.chunk_count,
-                "m_metadata": json.dumps(m.metadata, sort_keys=True, default=str),
-                "m_now": now,
-            }
-            for item_id, m in made
-        ],
-    )
+    """Leaves of one base whose material is written: ``completed``, no error, stamped (one multi-row update)."""
+    stamps = [{f"m_{name}": getattr(m, name) for name in _STAMPS} | {"m_item_id": item_id} for item_id, m in made]
+    for row in stamps:
+        row.update(m_metadata=json.dumps(row["m_metadata"], sort_keys=True, default=str), m_now=now)
+    if stamps:
+        conn.execute(_MARK_INDEXED, stamps)
     links.replace_links(conn, base_id, [(item_id, m.metadata) for item_id, m in made])  # beside the metadata
 
 

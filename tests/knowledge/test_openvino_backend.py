@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,35 @@ def test_more_batches_than_requests_in_flight_come_back_in_input_order() -> None
     assert documents.calls > 4 * len(TEXTS) // 3
     alone = np.stack([documents.encode_documents([text_])[0] for text_ in texts])
     assert _cosines(got, alone).min() > 0.99999
+
+
+def test_two_threads_encoding_documents_at_once_each_get_their_own_rows() -> None:
+    """The encoder stage and a warm-up may call one encoder at once: the second call waits for the requests the
+    first is refilling (it once started on a busy one: "Infer Request is busy")."""
+    spec = default_model_spec()
+    documents = make_encoder(EncoderChoice(spec.model_id, "fp32", "openvino"), query=False)
+    documents.batch_tokens = 96
+    calls = {name: [f"{name} {n}: {text_}" for n in range(3) for text_ in TEXTS] for name in ("first", "second")}
+    expected = {name: documents.encode_documents(texts) for name, texts in calls.items()}
+    start = threading.Barrier(2)
+    got: dict[str, np.ndarray] = {}
+    failures: list[BaseException] = []
+
+    def encode(name: str) -> None:
+        start.wait()
+        try:
+            got[name] = documents.encode_documents(calls[name])
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=encode, args=(name,)) for name in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    for name in calls:
+        assert _cosines(got[name], expected[name]).min() > 0.99999
 
 
 def test_the_backend_is_in_a_bases_stamp_and_torch_stamps_are_unchanged(quire: Quire) -> None:
