@@ -366,13 +366,12 @@ class OpenVinoEncoder(Encoder):
         limit = self.tokenizer.max_content_tokens
         tokenize = self._tokenizer()
         running: collections.deque[tuple[Any, Feeds, list[int]]] = collections.deque()
-        free: list[Any] = []
+        with MODEL_LOCK:  # the first call loads the model once
+            free = list(self._loaded_requests())  # this call's alone while it holds self._documents
         try:
             for batch in plan:
                 feed = tokenize([texts[i] for i in batch])
                 with MODEL_LOCK:  # a query in this process waits for one step
-                    if not running and not free:
-                        free = list(self._loaded_requests())
                     if not free:
                         free.append(self._collect(running.popleft(), out))
                     request = free.pop()
