@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -16,8 +18,9 @@ from knowledge.folder_runs.ledger import (
     RunRecord,
     add_batch,
     add_outcome,
+    counts_of,
     set_container,
-    size_and_counts,
+    settled_dispositions,
 )
 from knowledge.folder_runs.preview import is_covered
 from knowledge.folder_runs.principal import ingest_agent
@@ -27,21 +30,60 @@ from knowledge.ingest.material import Prepared, commit_prepared_many
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
+from knowledge.store.database import after_commit
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import folder_runs
 
 log = logging.getLogger(__name__)
 
 
+class RunTally:
+    """How a run's sources have settled, as this attempt's last committed transaction left them: read from the
+    ledger by the first source's transaction, then advanced by each outcome the attempt commits (after commit,
+    as :class:`~knowledge.folder_runs.deaths.Flight`'s marks are), instead of counting the run's outcomes again
+    in every source's transaction. Only the attempt that owns the run writes its outcomes, and each of its
+    transactions is fenced immediately before commit, so counts that a newer attempt made stale never commit.
+    The terminal entry still reads its counts from the ledger under the lock: it states what the run holds."""
+
+    def __init__(self, run_id: int, size: int) -> None:
+        self.run_id, self.size = run_id, size
+        self._committed: dict[str, int] | None = None
+
+    def before(self, conn: Connection) -> dict[str, int]:
+        """The dispositions settled before this transaction records its outcome."""
+        return settled_dispositions(conn, self.run_id) if self._committed is None else dict(self._committed)
+
+    def settled(self, conn: Connection, before: Mapping[str, int], disposition: str) -> dict[str, int]:
+        """This transaction recorded ``disposition``: the dispositions with it, kept once the transaction commits."""
+        after = {**before, disposition: before.get(disposition, 0) + 1}
+        after_commit(conn, _Tallied(self, after))
+        return after
+
+    def payload(self, settled: Mapping[str, int]) -> dict[str, Any]:
+        """What every audit entry carries about its run: how big it is and how its sources came out."""
+        return {"size": self.size, "counts": counts_of(settled, self.size)}
+
+
+@dataclass(frozen=True, eq=False)
+class _Tallied:
+    tally: RunTally
+    settled: dict[str, int]
+
+    def __call__(self, _db: object) -> None:
+        self.tally._committed = self.settled
+
+
 @dataclass(frozen=True)
 class Settling:
     """What settling one attempt's sources needs: the job's context (its attempt fences every write), the run,
-    the tools its base's sources are read and embedded with, and the ingest agent that authors the items."""
+    the tools its base's sources are read and embedded with, the ingest agent that authors the items, and the
+    run's counts as the attempt's commits left them."""
 
     ctx: JobContext
     run: RunRecord
     tools: SourceTools
     agent: str
+    tally: RunTally
 
 
 def settle_source_in_tx(
@@ -56,6 +98,13 @@ def settle_source_in_tx(
     """Re-judge the source under the write lock and write its outcome (the caller fences and commits)."""
     ctx, run, tools = settling.ctx, settling.run, settling.tools
     root = Path(run.folder)
+    before = settling.tally.before(conn)
+
+    def outcome(disposition: str, reason: str | None) -> str:
+        record_outcome(conn, ctx, run, source, disposition, reason)
+        settling.tally.settled(conn, before, disposition)
+        return disposition
+
     judged = judge_path(root, source.relative_path, hidden=[tools.quire.data_dir])
     if judged.unreadable_dirs:
         reads.append(
@@ -66,17 +115,17 @@ def settle_source_in_tx(
                 base_id=run.base_id,
                 run_id=run.id,
                 attempt=ctx.attempt,
-                payload={**size_and_counts(conn, run.id, run.declared_size), "folders": len(judged.unreadable_dirs)},
+                payload={**settling.tally.payload(before), "folders": len(judged.unreadable_dirs)},
             )
         )
     skip = {OUTSIDE_ROOT: "outside_run_root", UNAVAILABLE: "source_unavailable", EXCLUDED: "excluded"}
     if judged.verdict in skip:
-        return record_outcome(conn, ctx, run, source, skip[judged.verdict], judged.reason)
+        return outcome(skip[judged.verdict], judged.reason)
     stale = work is None or work.ident is None
     if work is not None and work.unavailable is not None:
-        return record_outcome(conn, ctx, run, source, "source_unavailable", work.unavailable)
+        return outcome("source_unavailable", work.unavailable)
     if work is not None and work.changed:
-        return record_outcome(conn, ctx, run, source, "source_unavailable", "its content changed since the preview")
+        return outcome("source_unavailable", "its content changed since the preview")
     if not stale and work is not None:
         try:
             stale = file_identity(root / source.relative_path) != work.ident
@@ -84,22 +133,20 @@ def settle_source_in_tx(
             stale = True
     if stale:
         if last_round:
-            return record_outcome(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+            return outcome("source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     assert work is not None and work.sha is not None
     if is_covered(conn, tools.base, work.sha):
-        return record_outcome(
-            conn, ctx, run, source, "already_covered", "the knowledge base already has the same content"
-        )
+        return outcome("already_covered", "the knowledge base already has the same content")
     if work.rejected is not None:
         by_design = tree.terminal_status_for(work.rejected_code or "") == "skipped"  # empty, no text, too large…
-        return record_outcome(conn, ctx, run, source, "skipped" if by_design else "rejected", work.rejected)
+        return outcome("skipped" if by_design else "rejected", work.rejected)
     if work.prepared is None:  # it was covered when read and no longer is: read it again
         if last_round:
-            return record_outcome(conn, ctx, run, source, "source_unavailable", "it kept changing while it was read")
+            return outcome("source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     ingest_agent(tools.quire, run.base_id, conn)  # still there and enabled, judged under the lock
-    return _commit_source(conn, settling, source, work.prepared)
+    return _commit_source(conn, settling, source, work.prepared, before)
 
 
 def record_outcome(
@@ -127,7 +174,9 @@ def record_outcome(
     return disposition
 
 
-def _commit_source(conn: Connection, settling: Settling, source: ManifestSource, p: Prepared) -> str:
+def _commit_source(
+    conn: Connection, settling: Settling, source: ManifestSource, p: Prepared, before: Mapping[str, int]
+) -> str:
     """Item, search material, owned-copy records, batch, outcome and its audit entry: one transaction."""
     ctx, run, agent = settling.ctx, settling.run, settling.agent
     container = _ensure_container(conn, ctx, run, agent)
@@ -155,6 +204,7 @@ def _commit_source(conn: Connection, settling: Settling, source: ManifestSource,
         conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
     )
     record_outcome(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=batch_id)
+    settled = settling.tally.settled(conn, before, COMMITTED)
     audit.append(
         conn,
         audit.BATCH_COMMITTED,
@@ -162,7 +212,7 @@ def _commit_source(conn: Connection, settling: Settling, source: ManifestSource,
         base_id=run.base_id,
         run_id=run.id,
         attempt=ctx.attempt,
-        payload=size_and_counts(conn, run.id, run.declared_size),
+        payload=settling.tally.payload(settled),
     )
     return COMMITTED
 

@@ -28,7 +28,7 @@ from sqlalchemy import func
 from jobs.errors import ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
-from knowledge.folder_runs.commit import Settling, record_outcome, settle_source_in_tx
+from knowledge.folder_runs.commit import RunTally, Settling, record_outcome, settle_source_in_tx
 from knowledge.folder_runs.deaths import (
     DEATHS_BEFORE_QUARANTINE,
     QUARANTINED,
@@ -179,7 +179,7 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             ctx.progress(done, run.declared_size, "ingesting")
     progress = _Progress(done, run.declared_size)
     try:
-        _ingest(Settling(ctx, run, tools, agent), todo, deaths, tally, progress)
+        _ingest(Settling(ctx, run, tools, agent, RunTally(run.id, run.declared_size)), todo, deaths, tally, progress)
     except BaseException:
         clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
         raise

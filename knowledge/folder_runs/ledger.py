@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,13 +79,23 @@ def load_run_for(conn: Connection, run_id: int) -> RunRecord:
 
 
 def run_counts(conn: Connection, run_id: int, size: int) -> dict[str, int]:
+    return counts_of(settled_dispositions(conn, run_id), size)
+
+
+def settled_dispositions(conn: Connection, run_id: int) -> dict[str, int]:
+    """How many of the run's sources settled with each disposition, read from the ledger."""
     rows = conn.execute(
         select(folder_run_outcomes.c.disposition, func.count())
         .where(folder_run_outcomes.c.run_id == run_id)
         .group_by(folder_run_outcomes.c.disposition)
     ).all()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def counts_of(dispositions: Mapping[str, int], size: int) -> dict[str, int]:
+    """A run's counts (each disposition, then skipped, settled and pending) from its settled dispositions."""
     counts = {d: 0 for d in DISPOSITIONS}
-    counts.update({r[0]: int(r[1]) for r in rows})
+    counts.update(dispositions)
     settled = sum(counts.values())
     counts["skipped"] = settled - counts[COMMITTED] - counts["rejected"] - counts["quarantined"]
     counts["settled"] = settled

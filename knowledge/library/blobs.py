@@ -93,8 +93,7 @@ def write_file(root: Path, sha: str, data: bytes) -> None:
 def record(conn: Connection, root: Path, sha: str, data: bytes, kind: str) -> None:
     """Inside a write transaction: make sure the blob's row and file both exist (on a team store the file
     is this machine's cache, and the bytes are stored in the database too)."""
-    write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
-    _record_row(conn, sha, data, kind)
+    record_many(conn, root, [(sha, data, kind)])
 
 
 def record_many(conn: Connection, root: Path, blobs_to_record: Sequence[tuple[str, bytes, str]]) -> None:

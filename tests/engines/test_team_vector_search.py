@@ -5,7 +5,6 @@ was cut short, cancelled when its base is deleted — and it finds what the exac
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from knowledge.library.bases import get_base
 from knowledge.library.index import ChunkRow, vec_table
 from knowledge.library.tree import NewItem, create_item
 from knowledge.runtime import Quire
+from tests.conftest import wait_until
 from tests.knowledge.helpers import make_base
 
 pytestmark = pytest.mark.engines
@@ -164,10 +164,7 @@ def test_deleting_a_base_cancels_its_build(team: Quire, postgres_url: str) -> No
 
     thread = threading.Thread(target=build_stand_in)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not _sleeping(server_url):
-        assert time.monotonic() < deadline, "the stand-in build never started"
-        time.sleep(0.05)
+    wait_until(lambda: _sleeping(server_url), timeout=30, interval=0.05, what="the stand-in build to start")
     bases.delete_base(team.db, team.queue, "kb", team.blobs_dir)
     thread.join(60)
     assert failure and isinstance(failure[0], psycopg.errors.QueryCanceled)  # not left to sleep out its 120 s

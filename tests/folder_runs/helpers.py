@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,30 @@ def scalar(quire: Quire, sql: str, **params: Any) -> Any:
 def rows(quire: Quire, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     with quire.db.read() as conn:
         return [tuple(r) for r in conn.execute(text(sql), params).all()]
+
+
+def assert_commit_entries_count_the_ledger(quire: Quire, run_id: int) -> int:
+    """Each ``ingest.batch.committed`` entry's counts are the ledger's as its own transaction left it: the run's
+    outcomes up to and including its source's (outcome ids follow commit order: writers hold the write lock).
+    Answers how many entries were checked."""
+    size = scalar(quire, "SELECT declared_size FROM folder_runs WHERE id = :r", r=run_id)
+    outcomes = rows(quire, "SELECT id, disposition FROM folder_run_outcomes WHERE run_id = :r ORDER BY id", r=run_id)
+    commits = [e for e in entries(quire, run_id) if e.action == audit.BATCH_COMMITTED]
+    committed_ids = [oid for oid, disposition in outcomes if disposition == "committed"]
+    assert len(commits) == len(committed_ids)
+    for entry, own in zip(commits, committed_ids, strict=True):
+        ledger = Counter(disposition for oid, disposition in outcomes if oid <= own)
+        counts = entry.payload["counts"]
+        # "skipped" in counts is every source not ingested by design (the ledger's skipped among them)
+        assert {d: counts[d] for d in ledger if d != "skipped"} == {d: n for d, n in ledger.items() if d != "skipped"}
+        not_ingested = ledger.total() - ledger["committed"] - ledger["rejected"] - ledger["quarantined"]
+        assert (counts["skipped"], counts["settled"], counts["pending"]) == (
+            not_ingested,
+            ledger.total(),
+            size - ledger.total(),
+        ), (entry.id, counts, ledger)
+        assert entry.payload["size"] == size
+    return len(commits)
 
 
 def chmod_unreadable_check(path: Path) -> bool:

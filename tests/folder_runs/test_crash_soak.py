@@ -34,7 +34,16 @@ from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
-from tests.folder_runs.helpers import PERSON, doc_text, entries, make_base, make_docs, rows, scalar
+from tests.folder_runs.helpers import (
+    PERSON,
+    assert_commit_entries_count_the_ledger,
+    doc_text,
+    entries,
+    make_base,
+    make_docs,
+    rows,
+    scalar,
+)
 from tests.support.engine_fixtures import engine_quire
 from tests.support.files import write_tree
 
@@ -212,6 +221,7 @@ def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -
     assert terminal[0].payload["counts"]["committed"] == len(committed) == batches(quire)
     commits = [e for e in log if e.action == audit.BATCH_COMMITTED]
     assert len(commits) == len(committed)  # one commit entry per ingested source, however many attempts
+    assert assert_commit_entries_count_the_ledger(quire, run_id) == len(committed)  # each attempt's counts too
     batch_attempts = Counter(
         a for (a,) in rows(quire, "SELECT attempt FROM ingest_batches WHERE run_id = :r", r=run_id)
     )

@@ -23,6 +23,7 @@ from knowledge.search import search
 from tests.conftest import wait_until
 from tests.folder_runs.helpers import (
     PERSON,
+    assert_commit_entries_count_the_ledger,
     chmod_unreadable_check,
     doc_text,
     drain,
@@ -114,6 +115,15 @@ def test_each_source_is_judged_when_it_is_reached(
         assert not {"item_id", "batch_id", "manifest", "sources", "paths"} & set(entry.payload)
     assert {e.actor for e in log} == {PERSON.label, audit.SYSTEM_ACTOR, "ingest-agent"}
     assert [e.actor for e in log if e.action == audit.BATCH_COMMITTED] == ["ingest-agent", "ingest-agent"]
+    assert assert_commit_entries_count_the_ledger(quire, started.run_id) == 2  # skips before them counted
+    walked = next(e for e in log if e.action == audit.WALK_UNREADABLE)  # filed before locked/inner.txt settled
+    settled_before = scalar(
+        quire,
+        "SELECT count(*) FROM folder_run_outcomes WHERE run_id = :r AND id < (SELECT o.id FROM folder_run_outcomes o "
+        "JOIN folder_run_sources s ON s.id = o.source_id WHERE s.relative_path = 'locked/inner.txt' AND o.run_id = :r)",
+        r=started.run_id,
+    )
+    assert walked.payload["counts"]["settled"] == settled_before > 0
 
     # Attribution: the ingest agent owns what the run made; the person is only the approver.
     made = rows(quire, "SELECT type, name, status, owner, run_id FROM items ORDER BY id")

@@ -16,7 +16,17 @@ from knowledge.folder_runs.group import GROUP_MAX_SOURCES
 from knowledge.library import audit
 from knowledge.runtime import Quire
 from knowledge.search import search
-from tests.folder_runs.helpers import PERSON, doc_text, drain, entries, make_base, make_docs, rows, scalar
+from tests.folder_runs.helpers import (
+    PERSON,
+    assert_commit_entries_count_the_ledger,
+    doc_text,
+    drain,
+    entries,
+    make_base,
+    make_docs,
+    rows,
+    scalar,
+)
 from tests.support.encoders import CountingEncoder, install
 from tests.support.files import write_tree
 
@@ -57,6 +67,7 @@ def test_a_run_embeds_its_sources_a_group_at_a_time(quire: Quire, counting: Coun
     assert [e.action for e in log].count(audit.BATCH_COMMITTED) == sources
     commit_counts = [e.payload["counts"]["committed"] for e in log if e.action == audit.BATCH_COMMITTED]
     assert commit_counts == list(range(1, sources + 1))  # each entry saw the ledger one source further on
+    assert assert_commit_entries_count_the_ledger(quire, started.run_id) == sources
     assert [h.item_name for h in search(quire, "kb", "marker37x", mode="keyword")] == ["doc037.txt"]
     assert [h.item_name for h in search(quire, "kb", doc_text(21), mode="vector", limit=1)] == ["doc021.txt"]
 
