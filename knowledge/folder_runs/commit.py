@@ -199,7 +199,8 @@ def _commit_source(
     item = tree.load_item(conn, item_id)
     assert item is not None
     p.item = item
-    commit_prepared_many(conn, settling.tools.quire.blobs_dir, settling.tools.base, [p], time.time())
+    tools = settling.tools
+    commit_prepared_many(conn, tools.quire.blobs_dir, tools.base, [p], time.time(), new_items=True)
     batch_id = add_batch(
         conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
     )

@@ -417,13 +417,15 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
 
 
 def commit_prepared_many(
-    conn: Connection, blobs_dir: Path, base: Base, prepared: Sequence[Prepared], now: float
+    conn: Connection, blobs_dir: Path, base: Base, prepared: Sequence[Prepared], now: float, *, new_items: bool = False
 ) -> None:
     """Write prepared items' material and stamps and mark them completed, in the caller's transaction, with the
-    statements of one item (an index batch's write): the one place material is stamped."""
+    statements of one item (an index batch's write): the one place material is stamped. ``new_items``: created in
+    this transaction (a folder run's source), so they have no material to clear."""
     copies = [(p.raw_sha, p.raw, "raw") for p in prepared if p.raw is not None and p.raw_sha is not None]
     blobs.record_many(conn, blobs_dir, copies + [(p.text_sha, p.text.encode("utf-8"), "text") for p in prepared])
-    index.write_items_material(conn, base.id, [(p.item.id, p.rows, _vectors(p)) for p in prepared])
+    materials = [(p.item.id, p.rows, _vectors(p)) for p in prepared]
+    index.write_items_material(conn, base.id, materials, new_items=new_items)
     stamp, chunker = model_stamp(base), chunker_version()
     made = [(p.item.id, _indexed(p, stamp, chunker)) for p in prepared]
     tree.mark_indexed_many(conn, base.id, made, now)

@@ -157,10 +157,14 @@ def write_item_material(
 
 
 def write_items_material(
-    conn: Connection, base_id: int, materials: Sequence[tuple[int, Sequence[ChunkRow], np.ndarray]]
+    conn: Connection,
+    base_id: int,
+    materials: Sequence[tuple[int, Sequence[ChunkRow], np.ndarray]],
+    *,
+    new_items: bool = False,
 ) -> list[list[int]]:
     """Replace several items' chunks, vectors and keyword entries (``(item_id, rows, vectors)`` each); return
-    each item's new chunk ids.
+    each item's new chunk ids. ``new_items``: they were created in this transaction, so there is nothing to clear.
 
     One clear, one id allocation and one multi-row statement per table (``executemany``) for all of them: an
     index batch's items cost the statements of one, not of each.
@@ -168,8 +172,9 @@ def write_items_material(
     for item_id, rows, vectors in materials:
         if len(rows) != len(vectors):
             raise ValueError(f"item {item_id}: {len(rows)} chunks but {len(vectors)} vectors")
-    tables = _existing_tables(conn, base_id)
-    _clear(conn, base_id, [item_id for item_id, _rows, _vectors in materials], tables, keep_vectors=False)
+    if not new_items:
+        tables = _existing_tables(conn, base_id)
+        _clear(conn, base_id, [item_id for item_id, _rows, _vectors in materials], tables, keep_vectors=False)
     total = sum(len(rows) for _item_id, rows, _vectors in materials)
     if not total:
         return [[] for _ in materials]
