@@ -101,8 +101,7 @@ def settle_source_in_tx(
     before = settling.tally.before(conn)
 
     def outcome(disposition: str, reason: str | None) -> str:
-        record_outcome(conn, ctx, run, source, disposition, reason)
-        settling.tally.settled(conn, before, disposition)
+        _settle(conn, settling, source, before, disposition, reason)
         return disposition
 
     judged = judge_path(root, source.relative_path, hidden=[tools.quire.data_dir])
@@ -174,6 +173,24 @@ def record_outcome(
     return disposition
 
 
+def _settle(
+    conn: Connection,
+    settling: Settling,
+    source: ManifestSource,
+    before: Mapping[str, int],
+    disposition: str,
+    reason: str | None,
+    *,
+    item_id: int | None = None,
+    batch_id: int | None = None,
+) -> dict[str, int]:
+    """Record the source's outcome and advance the run's tally by it (together, so neither goes without the
+    other); answer the run's dispositions with it."""
+    ctx, run = settling.ctx, settling.run
+    record_outcome(conn, ctx, run, source, disposition, reason, item_id=item_id, batch_id=batch_id)
+    return settling.tally.settled(conn, before, disposition)
+
+
 def _commit_source(
     conn: Connection, settling: Settling, source: ManifestSource, p: Prepared, before: Mapping[str, int]
 ) -> str:
@@ -204,8 +221,7 @@ def _commit_source(
     batch_id = add_batch(
         conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
     )
-    record_outcome(conn, ctx, run, source, COMMITTED, None, item_id=item_id, batch_id=batch_id)
-    settled = settling.tally.settled(conn, before, COMMITTED)
+    settled = _settle(conn, settling, source, before, COMMITTED, None, item_id=item_id, batch_id=batch_id)
     audit.append(
         conn,
         audit.BATCH_COMMITTED,
