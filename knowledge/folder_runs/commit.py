@@ -29,7 +29,7 @@ from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
 from knowledge.ingest.material import Prepared, commit_prepared_many
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
-from knowledge.library.tree import NewItem, create_item
+from knowledge.library.tree import NewItem, create_item, insert_item
 from knowledge.store.database import after_commit
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import folder_runs
@@ -198,7 +198,7 @@ def _commit_source(
     ctx, run, agent = settling.ctx, settling.run, settling.agent
     container = _ensure_container(conn, ctx, run, agent)
     path = Path(run.folder) / source.relative_path
-    item_id = create_item(
+    item = insert_item(
         conn,
         NewItem(
             run.base_id,
@@ -213,15 +213,13 @@ def _commit_source(
             run_id=run.id,
         ),
     )
-    item = tree.load_item(conn, item_id)
-    assert item is not None
     p.item = item
     tools = settling.tools
     commit_prepared_many(conn, tools.quire.blobs_dir, tools.base, [p], time.time(), new_items=True)
     batch_id = add_batch(
-        conn, run_id=run.id, source_id=source.id, item_id=item_id, attempt=ctx.attempt, created_at=time.time()
+        conn, run_id=run.id, source_id=source.id, item_id=item.id, attempt=ctx.attempt, created_at=time.time()
     )
-    settled = _settle(conn, settling, source, before, COMMITTED, None, item_id=item_id, batch_id=batch_id)
+    settled = _settle(conn, settling, source, before, COMMITTED, None, item_id=item.id, batch_id=batch_id)
     audit.append(
         conn,
         audit.BATCH_COMMITTED,

@@ -428,7 +428,7 @@ def commit_prepared_many(
     index.write_items_material(conn, base.id, materials, new_items=new_items)
     stamp, chunker = model_stamp(base), chunker_version()
     made = [(p.item.id, _indexed(p, stamp, chunker)) for p in prepared]
-    tree.mark_indexed_many(conn, base.id, made, now)
+    tree.mark_indexed_many(conn, base.id, made, now, new_items=new_items)
 
 
 def _vectors(p: Prepared) -> np.ndarray:

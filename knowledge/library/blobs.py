@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from knowledge.errors import InvalidInput
 from knowledge.store.database import Database, after_commit
@@ -98,7 +99,7 @@ def record(conn: Connection, root: Path, sha: str, data: bytes, kind: str) -> No
 
 def record_many(conn: Connection, root: Path, blobs_to_record: Sequence[tuple[str, bytes, str]]) -> None:
     """:func:`record` for several ``(sha, data, kind)`` (an index batch's owned copies and texts): each file
-    re-checked, the rows looked up in one statement and the missing ones inserted in one."""
+    re-checked, the missing rows inserted in one statement (a row already there is left as it is)."""
     wanted: dict[str, tuple[bytes, str]] = {}
     for sha, data, kind in blobs_to_record:
         write_file(root, sha, data)  # re-check under the write lock (see the module docstring)
@@ -109,19 +110,9 @@ def record_many(conn: Connection, root: Path, blobs_to_record: Sequence[tuple[st
         for sha, (data, kind) in wanted.items():
             _record_row(conn, sha, data, kind)
         return
-    shas = list(wanted)
-    known: set[str] = set()
-    for start in range(0, len(shas), 500):
-        part = shas[start : start + 500]
-        known.update(r[0] for r in conn.execute(select(blobs.c.sha256).where(blobs.c.sha256.in_(part))).all())
     now = time.time()
-    missing = [
-        {"sha256": sha, "size": len(data), "kind": kind, "created_at": now}
-        for sha, (data, kind) in wanted.items()
-        if sha not in known
-    ]
-    if missing:
-        conn.execute(insert(blobs), missing)
+    rows = [{"sha256": sha, "size": len(data), "kind": kind, "created_at": now} for sha, (data, kind) in wanted.items()]
+    conn.execute(sqlite_insert(blobs).on_conflict_do_nothing(index_elements=[blobs.c.sha256]), rows)
 
 
 def upload(conn: Connection, sha: str, data: bytes, kind: str = "raw") -> None:

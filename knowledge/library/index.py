@@ -130,10 +130,7 @@ def bump_version(conn: Connection, base_id: int) -> None:
 
 def allocate_chunk_ids(conn: Connection, count: int) -> int:
     """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
-    highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
-    first = max(settings.get_int(conn, NEXT_CHUNK_ID, 0), highest + 1)
-    settings.put(conn, NEXT_CHUNK_ID, str(first + count))
-    return first
+    return settings.advance(conn, NEXT_CHUNK_ID, count, floor_sql="(SELECT coalesce(max(id), 0) + 1 FROM chunks)")
 
 
 @dataclass(frozen=True)

@@ -105,10 +105,15 @@ def record_links(conn: Connection, item_id: int, metadata: Mapping[str, Any] | s
 
 
 def replace_links(
-    conn: Connection, base_id: int, metadata_of: Sequence[tuple[int, Mapping[str, Any] | str | None]]
+    conn: Connection,
+    base_id: int,
+    metadata_of: Sequence[tuple[int, Mapping[str, Any] | str | None]],
+    *,
+    new_items: bool = False,
 ) -> None:
-    """Replace the stored targets of several items of one base by their metadata's: one delete, one insert."""
-    item_ids = [item_id for item_id, _metadata in metadata_of]
+    """Replace the stored targets of several items of one base by their metadata's: one delete, one insert.
+    ``new_items``: created in this transaction, so there are none to delete."""
+    item_ids = [] if new_items else [item_id for item_id, _metadata in metadata_of]
     for start in range(0, len(item_ids), 500):
         conn.execute(delete(item_links).where(item_links.c.item_id.in_(item_ids[start : start + 500])))
     values = [

@@ -97,11 +97,6 @@ def subtree_items(conn: Connection, root_ids: Sequence[int]) -> list[Item]:
     return found
 
 
-def children(conn: Connection, parent_id: int) -> list[Item]:
-    rows = conn.execute(select(items).where(items.c.parent_id == parent_id).order_by(items.c.id)).all()
-    return [Item.from_row(r) for r in rows]
-
-
 # -- status writes -----------------------------------------------------------------------------
 
 
@@ -217,14 +212,17 @@ _MARK_INDEXED = (
 )
 
 
-def mark_indexed_many(conn: Connection, base_id: int, made: Sequence[tuple[int, Indexed]], now: float) -> None:
-    """Leaves of one base whose material is written: ``completed``, no error, stamped (one multi-row update)."""
+def mark_indexed_many(
+    conn: Connection, base_id: int, made: Sequence[tuple[int, Indexed]], now: float, *, new_items: bool = False
+) -> None:
+    """Leaves of one base whose material is written: ``completed``, no error, stamped (one multi-row update).
+    ``new_items``: created in this transaction, so they have no links to replace."""
     stamps = [{f"m_{name}": getattr(m, name) for name in _STAMPS} | {"m_item_id": item_id} for item_id, m in made]
     for row in stamps:
         row.update(m_metadata=json.dumps(row["m_metadata"], sort_keys=True, default=str), m_now=now)
     if stamps:
         conn.execute(_MARK_INDEXED, stamps)
-    links.replace_links(conn, base_id, [(item_id, m.metadata) for item_id, m in made])  # beside the metadata
+    links.replace_links(conn, base_id, [(i, m.metadata) for i, m in made], new_items=new_items)  # beside the metadata
 
 
 def relocate_sources(conn: Connection, base_id: int, old: str, new: str, sep: str) -> int:
@@ -334,23 +332,20 @@ def reconcile_container(conn: Connection, container_id: int) -> int | None:
     return row.parent_id  # type: ignore[no-any-return]
 
 
-def visible_items_query(base_id: int, parent_id: int | None, status: str | None = None) -> Any:
-    """Default listing: ``deleting`` rows (and with them everything under them) are not shown."""
-    query = select(items).where(and_(items.c.base_id == base_id, items.c.status != "deleting"))
-    query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
-    if status is not None:
-        query = query.where(items.c.status == status)
-    return query.order_by(items.c.type.desc(), items.c.name, items.c.id)
-
-
 # -- creation ----------------------------------------------------------------------------------
 
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
     """Insert ``new``; with an ``error`` it is born terminal: ``skipped`` for a by-design reason, else ``failed``."""
+    return insert_item(conn, new).id
+
+
+def insert_item(conn: Connection, new: NewItem) -> Item:
+    """:func:`create_item`, answering the row as stored (``RETURNING``: no read-back)."""
     now = time.time()
-    pk = conn.execute(
-        insert(items).values(
+    row = conn.execute(
+        insert(items)
+        .values(
             base_id=new.base_id,
             parent_id=new.parent_id,
             root_id=new.root_id,
@@ -368,12 +363,13 @@ def create_item(conn: Connection, new: NewItem) -> ItemId:
             created_at=now,
             updated_at=now,
         )
-    ).inserted_primary_key
-    assert pk is not None
-    item_id = ItemId(int(pk[0]))
+        .returning(*items.c)
+    ).one()
+    item = Item.from_row(row)
     if new.root_id is None:
-        conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
-    return item_id
+        conn.execute(update(items).where(items.c.id == item.id).values(root_id=item.id))
+        item = dataclasses.replace(item, root_id=item.id)
+    return item
 
 
 def create_member(conn: Connection, container: Item, name: str, blob_sha: str | None, error: Reason | None) -> ItemId:

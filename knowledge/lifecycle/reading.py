@@ -37,13 +37,12 @@ def list_items(
     With ``limit``, one page in id order after ``after_id`` (a listing's keyset cursor)."""
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
-        if flat:
-            query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
-            if status is not None:
-                query = query.where(items.c.status == status)
-            query = query.order_by(items.c.id)
-        else:
-            query = tree.visible_items_query(base.id, parent_id, status)
+        query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
+        if not flat:
+            query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
+        if status is not None:
+            query = query.where(items.c.status == status)
+        query = query.order_by(items.c.id) if flat else query.order_by(items.c.type.desc(), items.c.name, items.c.id)
         if limit is not None:
             query = query.where(items.c.id > after_id).order_by(None).order_by(items.c.id).limit(limit)
         return [tree.Item.from_row(r) for r in conn.execute(query).all()]

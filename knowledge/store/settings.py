@@ -50,6 +50,19 @@ def remove(conn: Connection, key: str) -> None:
     conn.execute(text("DELETE FROM settings WHERE key = :k"), {"k": key})
 
 
+def advance(conn: Connection, key: str, count: int, *, floor_sql: str) -> int:
+    """Advance an integer-valued key by ``count`` from itself or from ``floor_sql`` (a scalar subquery), whichever
+    is higher, in one statement; answer where it started. An unset key starts at the floor."""
+    stored = "CAST(settings.value AS BIGINT)"
+    start = f"CASE WHEN {stored} > {floor_sql} THEN {stored} ELSE {floor_sql} END"
+    statement = text(
+        f"INSERT INTO settings (key, value) VALUES (:k, CAST({floor_sql} + :n AS TEXT)) "
+        f"ON CONFLICT (key) DO UPDATE SET value = CAST({start} + :n AS TEXT) "
+        "RETURNING CAST(value AS BIGINT) - :n"
+    )
+    return int(conn.execute(statement, {"k": key, "n": count}).scalar_one())
+
+
 def increment(conn: Connection, key: str) -> None:
     """Add one to an integer-valued key (``1`` when unset), in one statement."""
     conn.execute(_INCREMENT, {"k": key})
