@@ -19,8 +19,10 @@ def main() -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = sys.argv[1:]
     if args[:1] == ["cli"]:
+        from app.cli.main import as_program
         from app.cli.main import main as cli_main
 
+        as_program()
         return cli_main(args[1:])
     if args[:1] == ["worker-launch"]:
         from app.worker_launch import main as launch

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import quire_cli
+from app.cli.main import main
+from tests.conftest import REPO, quire_cli
 
 
 def test_doctor_json_on_a_fresh_data_directory(tmp_path: Path) -> None:
@@ -66,8 +71,34 @@ def test_data_dir_from_environment(tmp_path: Path, monkeypatch: object) -> None:
     from tests.conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "QUIRE_DATA_DIR": str(tmp_path / "envdir")}
-    out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "--json", "doctor"], env=env, capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, "-m", "app.cli", "--json", "doctor"], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data_dir"] == str((tmp_path / "envdir").resolve())
+
+
+def test_main_called_in_a_process_leaves_its_signal_handling_alone(tmp_path: Path) -> None:
+    """A test runner calls ``main`` in its own process: SIGPIPE's default action set there would end the runner
+    without a word the next time any thread writes to a socket its peer closed."""
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["--data-dir", str(tmp_path / "data"), "--json", "base", "list"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before
+
+
+def test_the_program_ends_quietly_when_its_reader_goes_away(tmp_path: Path) -> None:
+    """``quire … | head``: the output's reader is gone; the program ends by SIGPIPE, with no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "app.cli", "--data-dir", str(tmp_path / "data"), "--help"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == -signal.SIGPIPE, result.stderr
+    assert result.stderr == ""

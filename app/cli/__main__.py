@@ -1,5 +1,3 @@
-import sys
+from app.cli.main import run
 
-from app.cli.main import main
-
-sys.exit(main())
+run()

@@ -132,7 +132,14 @@ def _quiet_libraries() -> None:
         ("TQDM_DISABLE", "1"),
     ):
         os.environ.setdefault(key, value)
-    if hasattr(signal, "SIGPIPE"):  # `quire … | head` ends quietly
+
+
+def as_program() -> None:
+    """What only a process that *is* ``quire`` does, before :func:`main`: ``quire … | head`` ends quietly on the
+    closed pipe (SIGPIPE's default action) instead of with a traceback. Never done by :func:`main` itself, which
+    a test runner calls in its own process: there a server thread writing to a socket a killed client closed
+    would end the whole runner without a word."""
+    if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
@@ -227,4 +234,6 @@ def _fail(out: Output, exc: BaseException, code: int) -> int:
 
 
 def run() -> NoReturn:
+    """The ``quire`` program (its console script and ``python -m app.cli``)."""
+    as_program()
     sys.exit(main())
