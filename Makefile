@@ -21,7 +21,7 @@ app: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/quire gui
 
 # Two test processes (pytest-xdist), a file at a time each (--dist loadfile: a file's module fixtures load once):
-# 41 -> ~20 min on a 2-core machine without AVX-512. TEST_WORKERS=0 runs them in this one process.
+# 41 -> 22.5 min on a 2-core machine without AVX-512. TEST_WORKERS=0 runs them in this one process.
 TEST_WORKERS ?= 2
 test: install
 	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
