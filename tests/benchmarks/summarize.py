@@ -15,24 +15,31 @@ from tests.benchmarks.common import REPO, RESULTS
 
 DOC = REPO / "docs" / "BENCHMARKS.md"
 PLOTS = REPO / "docs" / "benchmarks"
+# In the page's order. "engines" and "team_million" have no generated section: their targets join the table and
+# their sections are hand-written notes.
 NAMES = (
     "ingest",
     "quality",
     "fusion",
     "latency",
-    "coldstart",
     "million",
+    "coldstart",
+    "sync",
     "app",
     "drop",
     "viewer",
     "portable",
     "ocr",
-    "sync",
     "encoders",
     "encoders-adopted",
     "multilingual",
+    "engines",
+    "team_million",
     "team_workers",
 )
+# Hand-written prose kept across regenerations: notes/<name>.md follows that benchmark's section (run notes, later
+# updates, and sections of results this script has no table for), so the page is always this script's output.
+NOTES = Path(__file__).resolve().parent / "notes"
 
 
 def load(quick: bool) -> dict[str, dict[str, Any]]:
@@ -66,8 +73,17 @@ def _load_line(doc: dict[str, Any]) -> str:
     return (
         f"load average (1 min) before {load['loadavg_before'][0]}, during min {during.get('min_1m')} / mean "
         f"{during.get('mean_1m')} / max {during.get('max_1m')}, after {load['loadavg_after'][0]} "
-        f"({doc['machine']['logical_cpus']} logical CPUs); run {doc['started_at']}, {doc['wall_seconds']:.0f} s"
+        f"({doc['machine']['logical_cpus']} logical CPUs, {_vector_units(doc['machine'])}); run {doc['started_at']}, "
+        f"{doc['wall_seconds']:.0f} s"
     )
+
+
+def _vector_units(machine: dict[str, Any]) -> str:
+    """The CPU feature that moves the encoder's speed most: results from machines with and without it differ."""
+    flags = machine.get("cpu_flags", [])
+    if "avx512_bf16" in flags:
+        return "AVX-512 BF16"
+    return "AVX-512, no BF16" if "avx512f" in flags else "no AVX-512"
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -477,7 +493,8 @@ def sync_section(doc: dict[str, Any], _plots: dict[str, str]) -> str:
         ]
         for w in r.get("watcher_memory", [])
     ]
-    return "\n".join(["## Folder sync", "", table(["", ""], rows)])
+    heading = f"## Folder sync ({r['files']:,} files; `bench_sync`, in `make bench`)"
+    return "\n".join([heading, "", _load_line(doc), "", table(["", ""], rows)])
 
 
 def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
@@ -1067,7 +1084,7 @@ def write(quick: bool = False) -> Path:
             "team_workers": [],
         }
         for name, doc in results.items():
-            for key, maker in makers[name]:
+            for key, maker in makers.get(name, []):
                 if "error" in doc:
                     continue
                 path = PLOTS / f"{key}{'-quick' if quick else ''}.png"
@@ -1125,10 +1142,13 @@ def write(quick: bool = False) -> Path:
     for name, doc in results.items():
         if "error" in doc:
             parts += [f"## {name}", "", f"The last run failed: `{doc['error']}`", ""]
-            continue
-        parts += [sections[name](doc, plots), ""]
+        elif name in sections:
+            parts += [sections[name](doc, plots), ""]
         if doc.get("note"):  # what the person who ran it saw: kept in the result file, so a regeneration keeps it
             parts += [doc["note"], ""]
+        note = NOTES / f"{name}.md"
+        if note.exists() and not quick:
+            parts += [note.read_text(encoding="utf-8").strip(), ""]
     if plt is None:
         parts.append("(Plots need matplotlib: `pip install -e '.[bench]'`.)")
     DOC.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
