@@ -337,39 +337,41 @@ def reconcile_container(conn: Connection, container_id: int) -> int | None:
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
     """Insert ``new``; with an ``error`` it is born terminal: ``skipped`` for a by-design reason, else ``failed``."""
-    return insert_item(conn, new).id
+    item_id = ItemId(conn.execute(insert(items).values(_new_item_values(new)).returning(items.c.id)).scalar_one())
+    if new.root_id is None:
+        conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
+    return item_id
 
 
 def insert_item(conn: Connection, new: NewItem) -> Item:
     """:func:`create_item`, answering the row as stored (``RETURNING``: no read-back)."""
-    now = time.time()
-    row = conn.execute(
-        insert(items)
-        .values(
-            base_id=new.base_id,
-            parent_id=new.parent_id,
-            root_id=new.root_id,
-            type=new.type,
-            name=new.name,
-            source_path=new.source_path,
-            source_key=new.source_key,
-            relative_path=new.relative_path,
-            note_text=new.note_text,
-            status=new.status if new.error is None else terminal_status_for(new.error.code),
-            error_code=None if new.error is None else new.error.code,
-            error_message=None if new.error is None else sanitize_reason(new.error.message),
-            owner=new.owner,
-            run_id=new.run_id,
-            created_at=now,
-            updated_at=now,
-        )
-        .returning(*items.c)
-    ).one()
-    item = Item.from_row(row)
+    item = Item.from_row(conn.execute(insert(items).values(_new_item_values(new)).returning(*items.c)).one())
     if new.root_id is None:
         conn.execute(update(items).where(items.c.id == item.id).values(root_id=item.id))
         item = dataclasses.replace(item, root_id=item.id)
     return item
+
+
+def _new_item_values(new: NewItem) -> dict[str, object]:
+    now = time.time()
+    return {
+        "base_id": new.base_id,
+        "parent_id": new.parent_id,
+        "root_id": new.root_id,
+        "type": new.type,
+        "name": new.name,
+        "source_path": new.source_path,
+        "source_key": new.source_key,
+        "relative_path": new.relative_path,
+        "note_text": new.note_text,
+        "status": new.status if new.error is None else terminal_status_for(new.error.code),
+        "error_code": None if new.error is None else new.error.code,
+        "error_message": None if new.error is None else sanitize_reason(new.error.message),
+        "owner": new.owner,
+        "run_id": new.run_id,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def create_member(conn: Connection, container: Item, name: str, blob_sha: str | None, error: Reason | None) -> ItemId:
