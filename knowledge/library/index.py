@@ -13,7 +13,7 @@ index told which chunks the commit cleared) and rebuilt from the rows whenever t
 
 Two stamps let a search process keep its in-memory copy fresh cheaply, both written in the same
 transactions as the material: every write or clear of a base's chunks bumps the base's
-``vectors.version.<base id>`` setting, and chunk ids are never reused (``chunks.next_id``), so "what
+``vectors.version.<base id>`` setting, and chunk ids are never reused (:mod:`knowledge.library.chunk_ids`), so "what
 was added since" is exactly "ids above the last one seen".
 
 sqlite-vec 0.1.9 has no ``INSERT OR REPLACE`` on vec0: material is replaced by delete + insert.
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, text
 
+from knowledge.library import chunk_ids, keyword_file
 from knowledge.library import index_postgres as pg
-from knowledge.library import keyword_file
 from knowledge.library.vector_file import RemoveAfterCommit, SyncAfterCommit
 from knowledge.store import settings
 from knowledge.store.database import after_commit, queued_after_commit
@@ -42,7 +42,6 @@ from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-NEXT_CHUNK_ID = "chunks.next_id"
 
 
 def vec_table(base_id: int) -> str:
@@ -128,11 +127,6 @@ def bump_version(conn: Connection, base_id: int) -> None:
     settings.increment(conn, version_key(base_id))
 
 
-def allocate_chunk_ids(conn: Connection, count: int) -> int:
-    """The first of ``count`` fresh chunk ids: above every id ever issued (the write lock is held)."""
-    return settings.advance(conn, NEXT_CHUNK_ID, count, floor_sql="(SELECT coalesce(max(id), 0) + 1 FROM chunks)")
-
-
 @dataclass(frozen=True)
 class ChunkRow:
     ordinal: int
@@ -175,7 +169,7 @@ def write_items_material(
     total = sum(len(rows) for _item_id, rows, _vectors in materials)
     if not total:
         return [[] for _ in materials]
-    next_id = allocate_chunk_ids(conn, total)
+    next_id = chunk_ids.issue(conn, total)
     ids: list[list[int]] = []
     chunk_rows: list[dict[str, Any]] = []
     for item_id, rows, _vectors in materials:
@@ -205,7 +199,7 @@ def write_items_material(
 
 
 def insert_chunks(conn: Connection, base_id: int, rows: Sequence[dict[str, Any]], floats: np.ndarray) -> None:
-    """The one insert of chunk material: chunk rows (``id`` from :func:`allocate_chunk_ids`, ``item_id``, the
+    """The one insert of chunk material: chunk rows (``id`` from :func:`chunk_ids.issue`, ``item_id``, the
     text and its place) with their float16 copy, their float32 vectors and their keyword entries, in the
     caller's write transaction; one multi-row statement per table. The caller bumps the base's version."""
     if len(rows) != len(floats):

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import tantivy
 from sqlalchemy import Connection, bindparam, text
 
+from knowledge.library import chunk_ids
 from knowledge.library.file_locks import Busy, flock
 from knowledge.library.index_syncs import Sync, gathered_or_run
 from knowledge.library.keyword_schema import (
@@ -70,7 +71,7 @@ from knowledge.library.keyword_schema import (
     read_stamp,
     write_stamp,
 )
-from knowledge.library.vector_format import BaseKey, base_key, next_chunk_id, vectors_version
+from knowledge.library.vector_format import BaseKey, base_key, vectors_version
 
 if TYPE_CHECKING:
     from knowledge.store.database import Database
@@ -316,7 +317,7 @@ def _row_batches(conn: Connection, base_id: int, after: int) -> Iterator[Sequenc
 def history_differs(conn: Connection, stamp: Stamp, version: int) -> str | None:
     if stamp.version > version:
         return f"its version {stamp.version} is above the database's {version}"
-    if stamp.last_id and stamp.last_id >= next_chunk_id(conn):
+    if stamp.last_id and stamp.last_id >= chunk_ids.next_unissued(conn):
         return "its last chunk id was never issued"
     if stamp.last_id:
         row = conn.execute(text("SELECT text_sha256 FROM chunks WHERE id = :i"), {"i": stamp.last_id}).first()

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy import Connection, text
 
+from knowledge.library import chunk_ids
 from knowledge.library.file_locks import Busy, flock
 from knowledge.library.index_syncs import Sync, gathered_or_run
 from knowledge.library.vector_format import (
@@ -63,7 +64,6 @@ from knowledge.library.vector_format import (
     Mapped,
     Rows,
     base_key,
-    next_chunk_id,
     read_rows,
     sign_bits,
     vectors_version,
@@ -275,7 +275,7 @@ class VectorFiles:
         header = current.header
         if header.version > version:
             return f"its version {header.version} is above the database's {version}"
-        if header.count and header.last_id >= next_chunk_id(conn):
+        if header.count and header.last_id >= chunk_ids.next_unissued(conn):
             return "its last chunk id was never issued"
         if not self.matches_rows(conn, current):
             return "its last record is not its row's vector"

@@ -144,12 +144,6 @@ def vectors_version(conn: Connection, base_id: int) -> int:
     return settings.get_int(conn, f"vectors.version.{int(base_id)}", 0)
 
 
-def next_chunk_id(conn: Connection) -> int:
-    """The lowest chunk id not yet issued (``knowledge.library.index.allocate_chunk_ids``)."""
-    highest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM chunks")).scalar_one())
-    return max(settings.get_int(conn, "chunks.next_id", 0), highest + 1)
-
-
 def read_rows(
     conn: Connection, key: BaseKey, after: int, *, last_at_most: int | None = None, limit: int | None = None
 ) -> Rows:

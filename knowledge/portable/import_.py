@@ -37,7 +37,7 @@ from sqlalchemy import Connection, func, select, text
 from sqlalchemy import exc as sa_exc
 
 from knowledge.errors import Conflict, InvalidInput
-from knowledge.library import audit, index, tree
+from knowledge.library import audit, chunk_ids, index, tree
 from knowledge.library.bases import (
     ENDPOINT_UNCONFIRMED,
     insert_base,
@@ -197,7 +197,7 @@ def _create_hidden_base(conn: Connection, info: ExportInfo, export: apsw.Connect
         first_item = tree.reserve_ids(conn, base_id, item_count, now)
     chunk_count = _count(export, "chunks")
     if chunk_count:
-        first_chunk = index.allocate_chunk_ids(conn, chunk_count)
+        first_chunk = chunk_ids.issue(conn, chunk_count)
     import_record.begin(
         conn,
         base_id,

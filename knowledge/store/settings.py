@@ -53,14 +53,27 @@ def remove(conn: Connection, key: str) -> None:
 def advance(conn: Connection, key: str, count: int, *, floor_sql: str) -> int:
     """Advance an integer-valued key by ``count`` from itself or from ``floor_sql`` (a scalar subquery), whichever
     is higher, in one statement; answer where it started. An unset key starts at the floor."""
-    stored = "CAST(settings.value AS BIGINT)"
-    start = f"CASE WHEN {stored} > {floor_sql} THEN {stored} ELSE {floor_sql} END"
+    start = _higher(_STORED_INT, floor_sql)
     statement = text(
         f"INSERT INTO settings (key, value) VALUES (:k, CAST({floor_sql} + :n AS TEXT)) "
         f"ON CONFLICT (key) DO UPDATE SET value = CAST({start} + :n AS TEXT) "
         "RETURNING CAST(value AS BIGINT) - :n"
     )
     return int(conn.execute(statement, {"k": key, "n": count}).scalar_one())
+
+
+def at_least(conn: Connection, key: str, *, floor_sql: str) -> int:
+    """Where :func:`advance` would start: the key or ``floor_sql``, whichever is higher, read in one statement."""
+    stored = "(SELECT CAST(value AS BIGINT) FROM settings WHERE key = :k)"
+    return int(conn.execute(text(f"SELECT {_higher(stored, floor_sql)}"), {"k": key}).scalar_one())
+
+
+_STORED_INT = "CAST(settings.value AS BIGINT)"
+
+
+def _higher(stored: str, floor_sql: str) -> str:
+    # An unset key (NULL) compares as unknown, so the floor wins.
+    return f"CASE WHEN {stored} > {floor_sql} THEN {stored} ELSE {floor_sql} END"
 
 
 def increment(conn: Connection, key: str) -> None:

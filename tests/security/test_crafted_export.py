@@ -21,7 +21,7 @@ from knowledge.compose import open_quire
 from knowledge.ingest.material import read_item_bytes
 from knowledge.ingest.remote import RemoteConfig
 from knowledge.library import bases
-from knowledge.library.index import NEXT_CHUNK_ID
+from knowledge.library.chunk_ids import NEXT_CHUNK_ID
 from knowledge.lifecycle import operations
 from knowledge.portable import fileformat as ff
 from knowledge.portable.export import export_base

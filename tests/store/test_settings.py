@@ -65,3 +65,24 @@ def test_increment_counts_from_one_and_stores_text(db: Database) -> None:
     assert rows(db, "t.count") == ["3"]
     with db.read() as conn:
         assert settings.get_int(conn, "t.count", 0) == 3
+
+
+# A floor that another key sets, standing in for "one above the highest stored chunk id".
+FLOOR = "(SELECT coalesce(max(CAST(value AS BIGINT)), 0) + 1 FROM settings WHERE key = 't.highest')"
+
+
+def test_advance_claims_from_the_higher_of_counter_and_floor_and_at_least_reads_where_it_would_start(
+    db: Database,
+) -> None:
+    with db.write() as conn:
+        settings.put(conn, "t.highest", "9")  # unset counter: the floor (10) is where it starts
+        assert settings.at_least(conn, "t.next", floor_sql=FLOOR) == 10
+        assert settings.advance(conn, "t.next", 5, floor_sql=FLOOR) == 10
+        assert settings.at_least(conn, "t.next", floor_sql=FLOOR) == 15  # the counter is above the floor
+        assert settings.advance(conn, "t.next", 2, floor_sql=FLOOR) == 15
+        settings.put(conn, "t.highest", "40")  # rows written past the counter: the floor wins
+        assert settings.at_least(conn, "t.next", floor_sql=FLOOR) == 41
+        assert settings.advance(conn, "t.next", 1, floor_sql=FLOOR) == 41
+    assert rows(db, "t.next") == ["42"]
+    with db.read() as conn:
+        assert settings.at_least(conn, "t.next", floor_sql=FLOOR) == 42
