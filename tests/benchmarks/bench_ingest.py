@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from knowledge.ingest.embedding import cpu_lists_bf16
 from tests.benchmarks import corpus
 from tests.benchmarks.common import (
     REPO,
@@ -399,7 +400,9 @@ def _run(result: Result, root: Path, data: corpus.SciFact, docs: Path, quick: bo
     r["fp32"] = fp32
     r["fp32_pipeline_over_raw_fp32"] = round(fp32["chunks_per_s"] / raw32["chunks_per_s"], 3)
     log(f"   {fp32['chunks_per_s']} chunks/s")
-    if not quick:
+    # Without a bf16 unit torch emulates bf16, several times slower than fp32: a reference that says nothing and
+    # took over half an hour on such a CPU.
+    if not quick and cpu_lists_bf16():
         log("   raw SentenceTransformer.encode bf16 (batch 32), for reference")
         r["raw_bf16"] = raw_encode(Path(bf16["data_dir"]), "bf16")
     state = {"docs_dir": str(docs), "documents": len(files), "bf16": bf16, "fp32": fp32}
