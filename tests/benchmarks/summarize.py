@@ -508,6 +508,8 @@ def ingest_section(doc: dict[str, Any], plots: dict[str, str]) -> str:
         if key in r:
             e = r[key]
             label = f"{label}, {e['backend']}" if "backend" in e else label
+            if key == "bf16" and e.get("precision", "bf16") != "bf16":  # `auto` on a CPU without a bf16 unit
+                label = f"{label}, resolved to {e['precision']} on this CPU"
             rows.append(
                 [
                     label,
@@ -1121,6 +1123,8 @@ def write(quick: bool = False) -> Path:
         targets_section(results),
         "",
     ]
+    if (NOTES / "targets.md").exists() and not quick:
+        parts += [(NOTES / "targets.md").read_text(encoding="utf-8").strip(), ""]
     sections = {
         "ingest": ingest_section,
         "quality": quality_section,
