@@ -1061,6 +1061,12 @@ def _part_load(results: dict[str, Any], name: str) -> str:
     return f" (run {part['started_at']}; load {during['min_1m']}-{during['max_1m']}, mean {during['mean_1m']})"
 
 
+def _note(name: str, quick: bool) -> list[str]:
+    """The hand-written notes/<name>.md, as page parts; none for quick results, which the notes do not describe."""
+    note = NOTES / f"{name}.md"
+    return [note.read_text(encoding="utf-8").strip(), ""] if note.exists() and not quick else []
+
+
 def write(quick: bool = False) -> Path:
     results = load(quick)
     plt = _plt()
@@ -1123,8 +1129,7 @@ def write(quick: bool = False) -> Path:
         targets_section(results),
         "",
     ]
-    if (NOTES / "targets.md").exists() and not quick:
-        parts += [(NOTES / "targets.md").read_text(encoding="utf-8").strip(), ""]
+    parts += _note("targets", quick)
     sections = {
         "ingest": ingest_section,
         "quality": quality_section,
@@ -1150,9 +1155,7 @@ def write(quick: bool = False) -> Path:
             parts += [sections[name](doc, plots), ""]
         if doc.get("note"):  # what the person who ran it saw: kept in the result file, so a regeneration keeps it
             parts += [doc["note"], ""]
-        note = NOTES / f"{name}.md"
-        if note.exists() and not quick:
-            parts += [note.read_text(encoding="utf-8").strip(), ""]
+        parts += _note(name, quick)
     if plt is None:
         parts.append("(Plots need matplotlib: `pip install -e '.[bench]'`.)")
     DOC.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
