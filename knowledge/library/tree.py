@@ -337,19 +337,21 @@ def reconcile_container(conn: Connection, container_id: int) -> int | None:
 
 def create_item(conn: Connection, new: NewItem) -> ItemId:
     """Insert ``new``; with an ``error`` it is born terminal: ``skipped`` for a by-design reason, else ``failed``."""
-    item_id = ItemId(conn.execute(insert(items).values(_new_item_values(new)).returning(items.c.id)).scalar_one())
-    if new.root_id is None:
-        conn.execute(update(items).where(items.c.id == item_id).values(root_id=item_id))
-    return item_id
+    return ItemId(_insert(conn, new, items.c.id).id)
 
 
 def insert_item(conn: Connection, new: NewItem) -> Item:
     """:func:`create_item`, answering the row as stored (``RETURNING``: no read-back)."""
-    item = Item.from_row(conn.execute(insert(items).values(_new_item_values(new)).returning(*items.c)).one())
+    item = Item.from_row(_insert(conn, new, *items.c))
+    return item if new.root_id is not None else dataclasses.replace(item, root_id=item.id)
+
+
+def _insert(conn: Connection, new: NewItem, *returning: Any) -> Any:
+    """The insert both answer through; an item given no root is a root, its own."""
+    row = conn.execute(insert(items).values(_new_item_values(new)).returning(*returning)).one()
     if new.root_id is None:
-        conn.execute(update(items).where(items.c.id == item.id).values(root_id=item.id))
-        item = dataclasses.replace(item, root_id=item.id)
-    return item
+        conn.execute(update(items).where(items.c.id == row.id).values(root_id=row.id))
+    return row
 
 
 def _new_item_values(new: NewItem) -> dict[str, object]:
