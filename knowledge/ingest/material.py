@@ -12,7 +12,6 @@ Nothing here holds a database transaction while parsing or embedding (short read
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import json
@@ -30,6 +29,7 @@ from sqlalchemy import Connection, and_, select
 from knowledge import preferences
 from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
+from knowledge.ingest.locations import Locator
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index, tree
@@ -207,36 +207,12 @@ def find_identical(quire: Quire, base: Base, item: Item, raw_sha: str) -> int | 
     return None
 
 
-def locate(doc: ParsedDocument, start: int, end: int) -> tuple[int | None, int | None, int | None]:
-    """Page and line range of the text span [start, end) from the parser's segments.
-
-    The page is the first segment's; the line range counts only segments on that page, because some
-    sources number lines per page (a spreadsheet's rows restart on every sheet)."""
-    segments = doc.segments
-    if not segments:
-        return None, None, None
-    starts = [s.start for s in segments]
-    first = max(0, bisect.bisect_right(starts, start) - 1)
-    page: int | None = None
-    lines: list[int] = []
-    for seg in segments[first:]:
-        if seg.start >= end and seg.start > start:
-            break
-        if seg.end <= start and seg.end != seg.start:
-            continue
-        if page is None:
-            page = seg.page
-        elif seg.page != page:
-            break
-        lines.extend(v for v in (seg.line_start, seg.line_end) if v is not None)
-    return page, (min(lines) if lines else None), (max(lines) if lines else None)
-
-
 def chunk_document(base: Base, doc: ParsedDocument, model_path: str) -> list[ChunkRow]:
     tokenizer = load_tokenizer(model_path)
+    locator = Locator(doc.segments)  # once per document: see knowledge.ingest.locations
     rows = []
     for chunk in chunk_text(doc.text, tokenizer, max_tokens=base.chunk_size, overlap=base.chunk_overlap):
-        page, line_start, line_end = locate(doc, chunk.start, chunk.end)
+        page, line_start, line_end = locator.locate(chunk.start, chunk.end)
         rows.append(
             ChunkRow(
                 ordinal=chunk.ordinal,
