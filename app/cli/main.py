@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands_bases,
         commands_config,
         commands_core,
+        commands_doctor,
         commands_knowledge,
         commands_mcp,
         commands_portable,
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for commands in (
         commands_core,
+        commands_doctor,
         commands_bases,
         commands_knowledge,
         commands_portable,

@@ -28,12 +28,13 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.commands_doctor import data_dir_checks
 from knowledge import folder_runs
 from knowledge.library import audit
 from knowledge.library.index import fts_table, vec_table
 from knowledge.runtime import Quire
 from knowledge.search import search
-from tests.conftest import python_proc, quire_cli, wait_until
+from tests.conftest import python_proc, wait_until
 from tests.folder_runs.helpers import (
     PERSON,
     assert_commit_entries_count_the_ledger,
@@ -172,8 +173,7 @@ def test_sigkill_at_random_points_converges_to_one_batch_per_source(
         assert len(kills) >= wanted - 2, kills
     finally:
         quire.close()
-    doctor = quire_cli("--json", "doctor", data_dir=data_dir)
-    assert json.loads(doctor.stdout)["integrity"] == "ok"
+    assert data_dir_checks(data_dir)["integrity"] == "ok"
 
 
 def check_converged(quire: Quire, run_id: int, kills: list[dict[str, object]]) -> None:

@@ -9,7 +9,6 @@ No model is needed: material is written directly through ``knowledge.library.ind
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from app.cli.commands_doctor import data_dir_checks
 from knowledge.library import index, keyword_check, keyword_file, keyword_schema
 from knowledge.library.bases import Base, get_base
 from knowledge.library.index import ChunkRow
@@ -35,7 +35,7 @@ from knowledge.search.keyword_query import keyword_query
 from knowledge.search.scope import build_scope
 from knowledge.search.syntax import parse
 from knowledge.store.database import open_raw_connection
-from tests.conftest import python_proc, quire_cli, wait_until
+from tests.conftest import python_proc, wait_until
 from tests.knowledge.helpers import make_base
 from tests.knowledge.test_crash import prose
 
@@ -356,7 +356,7 @@ def test_doctor_checks_each_index_and_rebuilds_one_that_does_not_match(
     orphan.mkdir()
     (files.path(other.id) / "meta.json").write_text("[]")
     quire.close()
-    report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    report = data_dir_checks(quire.data_dir)
     states = {e["base_id"]: e for e in report["keyword_indexes"]}
     with quire.db.read() as conn:
         versions = {b: index.vectors_version(conn, b) for b in (base.id, other.id)}

@@ -7,7 +7,6 @@ No model is needed: vectors are written directly through ``knowledge.library.ind
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -337,7 +336,7 @@ def test_a_writer_killed_mid_write_leaves_a_state_search_answers_correctly(data_
 
 
 def test_doctor_reports_each_file_and_rebuilds_one_that_does_not_match(quire: Quire) -> None:
-    from tests.conftest import quire_cli
+    from app.cli.commands_doctor import data_dir_checks
 
     base = make_base(quire)
     other = make_base(quire, "other")
@@ -351,12 +350,12 @@ def test_doctor_reports_each_file_and_rebuilds_one_that_does_not_match(quire: Qu
     orphan = path.parent / "base-99.vec"  # a deleted base's file, left by a crash before its removal
     shutil.copyfile(VectorFiles(quire.db).path(base.id), orphan)
     (path.parent / "notes.txt").write_text("not ours")
-    report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    report = data_dir_checks(quire.data_dir)
     states = {e["base_id"]: e for e in report["vector_files"]}
     assert states[base.id] == {"base_id": base.id, "state": "current"}
     assert states[other.id]["state"] == "missing or invalid" and states[other.id]["synced_to_version"] == version
     assert not orphan.exists() and (path.parent / "notes.txt").read_text() == "not ours"
-    again = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    again = data_dir_checks(quire.data_dir)
     assert {e["state"] for e in again["vector_files"]} == {"current"}
     fresh = Quire.open(quire.data_dir)
     try:

@@ -13,6 +13,7 @@ import apsw
 import pytest
 from sqlalchemy import text
 
+from app.cli.commands_doctor import data_dir_checks
 from knowledge.compose import open_quire
 from knowledge.library import blobs
 from knowledge.portable.backup import BackupRefused, backup_data_dir, check_backup, restore_backup
@@ -82,12 +83,12 @@ def test_doctor_flags_a_widened_data_dir_and_backup(fresh: Quire, tmp_path: Path
     quire = fresh
     synthetic_base(quire, "kb", files=2, chunks_per_file=2)
     backup = Path(backup_data_dir(quire, tmp_path / "backups").path)
-    clean = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    clean = data_dir_checks(quire.data_dir)
     assert clean["ok"] and clean["privacy"] == []
     os.chmod(quire.data_dir, 0o755)
     os.chmod(quire.data_dir / DB_FILENAME, 0o644)
     os.chmod(backup, 0o755)
-    report = json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)
+    report = data_dir_checks(quire.data_dir)
     by_what = {w["what"]: w for w in report["privacy"]}
     assert set(by_what) == {"data directory", "backup"}
     assert DB_FILENAME in by_what["data directory"]["readable_by_others"]
@@ -95,7 +96,7 @@ def test_doctor_flags_a_widened_data_dir_and_backup(fresh: Quire, tmp_path: Path
     # the advice works
     os.system(by_what["data directory"]["fix"])  # the exact command doctor tells people to run
     os.system(by_what["backup"]["fix"])
-    assert json.loads(quire_cli("--json", "doctor", data_dir=quire.data_dir).stdout)["privacy"] == []
+    assert data_dir_checks(quire.data_dir)["privacy"] == []
 
 
 # Another process commits all the time: each transaction adds one row ``w.<n>`` and moves the counter
@@ -192,7 +193,11 @@ def test_a_damaged_backup_is_refused(quire: Quire, tmp_path: Path) -> None:
         f.truncate(db.stat().st_size // 2)
     with pytest.raises(BackupRefused, match="damaged"):
         check_backup(backup)
-    assert not (tmp_path / "target").exists() or not any((tmp_path / "target").iterdir())
+    target = tmp_path / "target"
+    target.mkdir()
+    with pytest.raises(BackupRefused, match="damaged"):
+        restore_backup(backup, target)
+    assert list(target.iterdir()) == []  # refused before anything was copied
 
 
 def damage_table(db_path: Path, table: str = "chunks") -> None:
@@ -223,6 +228,7 @@ def test_doctor_diagnoses_a_damaged_database_without_changing_it(quire: Quire, t
     done = quire_cli("--json", "doctor", data_dir=data_dir)
     assert done.returncode == 1
     report = json.loads(done.stdout)
+    assert report == data_dir_checks(data_dir)  # the checks tests call in-process are what doctor prints
     assert report["problem"] == "damaged"
     assert report["integrity"] and report["integrity"] != ["ok"]
     assert "chunks" in report["damaged_tables"], report["integrity"][:5]
@@ -245,7 +251,7 @@ def test_doctor_on_a_file_and_on_a_read_only_dir(tmp_path: Path) -> None:
         locked = Path("/proc/sys")
         if os.access(locked, os.W_OK):
             pytest.skip("no read-only directory for root on this machine")
-        report = json.loads(quire_cli("--json", "doctor", data_dir=locked).stdout)
+        report = data_dir_checks(locked)
         assert report["problem"] == "read_only" and "Errno" not in report["message"]
         listed = quire_cli("--json", "base", "list", data_dir=locked)
         assert json.loads(listed.stdout)["error"]["code"] == "read_only"
@@ -254,7 +260,7 @@ def test_doctor_on_a_file_and_on_a_read_only_dir(tmp_path: Path) -> None:
     open_quire(locked).close()
     os.chmod(locked, 0o500)
     try:
-        report = json.loads(quire_cli("--json", "doctor", data_dir=locked).stdout)
+        report = data_dir_checks(locked)
         assert report["problem"] == "read_only" and "Errno" not in report["message"]
         listed = quire_cli("--json", "base", "list", data_dir=locked)
         assert json.loads(listed.stdout)["error"]["code"] == "read_only"
@@ -302,14 +308,14 @@ def test_salvage_copies_what_is_readable_and_parks_the_rest(quire: Quire, tmp_pa
     quire.close()
     _damage_a_leaf(data_dir / DB_FILENAME, "chunks")
     damaged = (data_dir / DB_FILENAME).read_bytes()
-    assert json.loads(quire_cli("--json", "doctor", data_dir=data_dir).stdout)["problem"] == "damaged"
+    assert data_dir_checks(data_dir)["problem"] == "damaged"
     new_dir = tmp_path / "salvaged"
     done = quire_cli("--json", "salvage", "--to", str(new_dir), data_dir=data_dir)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (data_dir / DB_FILENAME).read_bytes() == damaged  # the damaged file is only read
     assert report["tables"]["chunks"]["unreadable_spans"] >= 1
-    assert json.loads(quire_cli("--json", "doctor", data_dir=new_dir).stdout)["ok"] is True
+    assert data_dir_checks(new_dir)["ok"] is True
     again = open_quire(new_dir)
     try:
         after = base_content(again, "kb")
