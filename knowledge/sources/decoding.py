@@ -6,13 +6,16 @@ Order (the first that fits wins):
 2. UTF-16 without a BOM, recognised by NUL bytes sitting on every other position;
 3. otherwise NUL bytes or many control bytes in the first 8 KiB mean ``binary`` (a PNG renamed ``.txt``);
 4. an encoding the document declares (HTML ``<meta charset>``), if the bytes really decode with it;
-5. strict UTF-8, then "mostly UTF-8" (a few bad bytes in an otherwise UTF-8 file, e.g. a log cut
-   mid-character), decoded with replacement characters;
+5. strict UTF-8, then "mostly UTF-8": a few bad bytes in an otherwise UTF-8 file (a log cut mid-character,
+   a changelog with one Latin-1 name), decoded with replacement characters, when the file's valid multi-byte
+   characters outnumber its undecodable bytes ten to one (counted over the whole file);
 6. Windows-1252 when the result reads like Western European text. charset-normalizer alone guesses
    short Latin-1 text badly (French comes out as cp1250 with "crčme"), and this is the most common
    legacy encoding a desktop user meets;
 7. charset-normalizer with a floor on its "mess" ratio;
-8. anything else is ``invalid_encoding``: better refused than indexed as mojibake.
+8. UTF-8 with replacement characters when at most one byte in a thousand does not decode (ASCII with a
+   stray byte that is not Western text either, e.g. 0x81): one byte never refuses a whole file;
+9. anything else is ``invalid_encoding``: better refused than indexed as mojibake.
 
 Every decoded result must also look like text (few control, unassigned or private-use characters).
 """
@@ -42,7 +45,8 @@ _CONTROL_BYTES = frozenset([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C,
 _MAX_CONTROL_RATIO = 0.10
 _MAX_MESS = 0.15  # charset-normalizer's chaos score of its best guess: above this it is not trusted
 _MAX_IMPLAUSIBLE_RATIO = 0.01
-_MAX_UTF8_REPAIR_RATIO = 0.01
+_MAX_UTF8_REPAIR_RATIO = 0.1  # undecodable bytes per valid multi-byte character, for "mostly UTF-8"
+_MAX_STRAY_BYTE_SHARE = 0.001  # undecodable bytes per byte, for UTF-8 (ASCII) with stray bytes
 # cp1252's typographic symbols (quotes, dashes, euro, copyright, degree...), without the superscripts and
 # inverted marks that Polish letters (l-stroke, a-ogonek, z-dot) turn into when cp1250 is misread.
 _WESTERN_SYMBOLS = frozenset(bytes(range(0x80, 0xC0)).decode("cp1252", "ignore") + "\u00d7\u00f7") - frozenset(
@@ -66,7 +70,13 @@ def decode_text(data: bytes, declared: str | None = None) -> Decoded:
     found = _by_bom(data) or _by_utf16_pattern(data)
     if found is None:
         _refuse_binary(data[:_SNIFF_BYTES])
-        found = _by_declared(data, declared) or _by_utf8(data) or _by_western(data) or _by_detector(data)
+        found = (
+            _by_declared(data, declared)
+            or _by_utf8(data)
+            or _by_western(data)
+            or _by_detector(data)
+            or _by_utf8(data, stray_only=True)
+        )
     if found is None or not _plausible(found.text):
         raise SourceRejected("invalid_encoding", _INVALID)
     return found
@@ -125,16 +135,24 @@ def _by_declared(data: bytes, declared: str | None) -> Decoded | None:
     return _strict(data, name)
 
 
-def _by_utf8(data: bytes) -> Decoded | None:
+def _by_utf8(data: bytes, *, stray_only: bool = False) -> Decoded | None:
+    """Strict UTF-8, or UTF-8 with replacement characters when the undecodable bytes are a tiny share:
+    of the valid multi-byte characters (evidence that the file is UTF-8), or with ``stray_only`` (the last
+    resort, after the legacy encodings) of the whole file."""
     strict = _strict(data, "utf-8")
     if strict is not None:
         return strict
     text = data.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") - data.count("\ufffd".encode())
-    multibyte = sum(1 for char in text[:_PLAUSIBLE_CHARS] if ord(char) > 0x7F and char != "\ufffd")
-    if multibyte and bad <= _MAX_UTF8_REPAIR_RATIO * multibyte:
-        return Decoded(text, "utf-8 (repaired)")
-    return None
+    # Counted over the whole file: a 1.2 MB changelog's one Latin-1 byte used to be weighed against the few
+    # multi-byte characters of its first 64 Ki characters, and the whole file was refused.
+    replacements = text.count("\ufffd")
+    bad = replacements - data.count("\ufffd".encode())
+    valid_multibyte = len(text) - len(text.encode("ascii", "ignore")) - replacements
+    if stray_only:
+        accepted = bad <= _MAX_STRAY_BYTE_SHARE * len(data)
+    else:
+        accepted = valid_multibyte > 0 and bad <= _MAX_UTF8_REPAIR_RATIO * valid_multibyte
+    return Decoded(text, "utf-8 (repaired)") if accepted else None
 
 
 def _by_western(data: bytes) -> Decoded | None:
