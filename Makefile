@@ -22,9 +22,11 @@ app: install
 
 # Two test processes (pytest-xdist), a file at a time each (--dist loadfile: a file's module fixtures load once):
 # 41 -> 22.5 min on a 2-core machine without AVX-512. TEST_WORKERS=0 runs them in this one process.
+# --durations=25: each run ends with its 25 slowest tests, so a test that grows is seen where it grows.
 TEST_WORKERS ?= 2
+TEST_ARGS := -n $(TEST_WORKERS) --dist loadfile --durations=25
 test: install
-	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest $(TEST_ARGS)
 
 # The team store's tests against real PostgreSQL (pgvector) and Redis servers started from their wheels on
 # loopback (tests/support/servers.py); kept out of `make test` so the default run stays fast. The files
@@ -35,8 +37,10 @@ ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/tes
 	tests/folder_runs/test_retry.py tests/app/test_team_window.py tests/knowledge/test_crash.py \
 	tests/folder_runs/test_crash_soak.py tests/sync/test_crash.py tests/sync/test_cli_and_review.py \
 	tests/search/test_query_syntax.py tests/portable/test_export_import.py tests/knowledge/test_term_stats.py
+# Two processes as in `make test`: each starts its own servers (temporary folders, free ports). A server that
+# cannot start fails its tests here (QUIRE_REQUIRE_SERVERS), never skips them.
 test-engines: install
-	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(ENGINE_FILES)
+	QUIRE_REQUIRE_SERVERS=1 QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(TEST_ARGS) $(ENGINE_FILES)
 
 lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests

@@ -4,7 +4,9 @@
 One server of each per test session, started on first use and stopped at the end; every test gets a database
 of its own. Tests that need them carry the ``engines`` marker (``make test-engines``; the default ``make
 test`` leaves them out, and runs the SQLite half of an engine-parametrized file). When a wheel cannot start its
-server on this machine the tests are skipped with the server's own reason — never silently passed.
+server on this machine the tests are skipped with the server's own reason — never silently passed — except
+where they must run (CI, or ``QUIRE_REQUIRE_SERVERS=1``, which ``make test-engines`` sets): there they fail,
+so a run whose servers could not start cannot pass with no engine test run.
 
 A test file runs on both engines by taking ``quire`` from :func:`engine_quire`::
 
@@ -14,8 +16,10 @@ A test file runs on both engines by taking ``quire`` from :func:`engine_quire`::
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -29,12 +33,25 @@ STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"  # the CLI's own names (app/
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.engines)]
 
 
+def servers_required() -> bool:
+    """Whether a server that cannot start fails the tests instead of skipping them (CI; make test-engines)."""
+    return any(os.environ.get(name, "").lower() in ("1", "true", "yes") for name in ("CI", "QUIRE_REQUIRE_SERVERS"))
+
+
+def unavailable(what: str, exc: ServerUnavailable) -> NoReturn:
+    """Skip, or fail where the servers are required, with the server's own reason."""
+    reason = f"{what} is unavailable on this machine: {exc}"
+    if servers_required():
+        pytest.fail(f"{reason} (servers are required here: CI or QUIRE_REQUIRE_SERVERS)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     try:
         server = start_postgres()
     except ServerUnavailable as exc:
-        pytest.skip(f"PostgreSQL is unavailable on this machine: {exc}")
+        unavailable("PostgreSQL", exc)
     yield server
     server.stop()
 
@@ -44,7 +61,7 @@ def redis_server() -> Iterator[RedisServer]:
     try:
         server = start_redis()
     except ServerUnavailable as exc:
-        pytest.skip(f"Redis is unavailable on this machine: {exc}")
+        unavailable("Redis", exc)
     yield server
     server.stop()
 
