@@ -50,14 +50,6 @@ def main_thread_never_writes() -> Iterator[None]:
     refused = Database.refused_writes()[refused_before:]
     assert not refused, "the GUI opened a write on the main thread:\n" + "\n---\n".join(refused)
 
-    def choose_save_file(self, parent: QWidget, title: str, suggested: str) -> Path | None:
-        self.asked.append(title)
-        return self.save_files.pop(0) if self.save_files else None
-
-    def choose_open_file(self, parent: QWidget, title: str) -> Path | None:
-        self.asked.append(title)
-        return self.open_files.pop(0) if self.open_files else None
-
 
 @pytest.fixture
 def prompter() -> ScriptedPrompter:

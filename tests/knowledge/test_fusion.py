@@ -80,7 +80,8 @@ def test_depth_cuts_the_fused_list_after_ordering() -> None:
     assert fused([vector, keyword], depth=2, k=5) == everything[:2]
 
 
-def test_the_defaults_search_uses_are_plain_rrf_with_equal_weights() -> None:
+def test_hybrid_rrf_weights_each_list_by_its_share() -> None:
+    """hybrid-rrf (and hybrid's fallback): VECTOR_WEIGHT / (k + rank) from the vectors, the rest from keywords."""
     vector = ranking(A, B, C)
     keyword = ranking(B, C, A)
     weights = (VECTOR_WEIGHT, 1.0 - VECTOR_WEIGHT)

@@ -24,7 +24,6 @@ def _scifact_dir() -> Path:
     candidates = [
         os.environ.get("QUIRE_SCIFACT_DIR", ""),
         Path(__file__).resolve().parents[3] / "shared/data/scifact",
-        "/work/shared/data/scifact",
     ]
     return next((Path(c) for c in candidates if c and Path(c, "corpus.jsonl").exists()), Path(candidates[1]))
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from knowledge.instance_lock import LOCK_NAME, GuiInstanceLock
 from knowledge.store.private_log import LOG_BACKUPS, MAX_LOG_BYTES, WORKER_LOG, worker_log_handler
 from tests.conftest import quire_cli
 from tests.support.fswatch import tree_state
+from tests.support.unprivileged import as_nobody, chown_tree
 
 
 @pytest.fixture(autouse=True)
@@ -156,7 +159,8 @@ def test_a_token_file_without_a_usable_token_is_replaced_whole(tmp_path: Path, d
         path.write_bytes(contents[crafted])
         path.chmod(0o000 if crafted == "unreadable" else 0o600)
     if crafted == "unreadable" and os.access(path, os.R_OK):
-        pytest.skip("running as a user who reads any file (root)")
+        _an_unreadable_token_is_replaced_for_nobody()  # root reads a 000 file: the check runs as nobody
+        return
     before = tree_state(tmp_path, skip=data_dir)
     token = tokens.ensure_token(data_dir)  # the old code recursed here until RecursionError
     assert len(token) >= 40 and path.read_text() == token
@@ -164,6 +168,36 @@ def test_a_token_file_without_a_usable_token_is_replaced_whole(tmp_path: Path, d
     assert tokens.ensure_token(data_dir) == token  # stable once there
     assert sorted(p.name for p in path.parent.iterdir()) == [tokens.TOKEN_FILE]  # no temporary left behind
     assert tree_state(tmp_path, skip=data_dir) == before
+
+
+def _an_unreadable_token_is_replaced_for_nobody() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="quire-token-"))  # pytest's tmp_path is root-only (0700)
+    try:
+        folder.chmod(0o755)
+        data_dir = folder / "data"
+        path = tokens.token_path(data_dir)
+        path.parent.mkdir(mode=0o700, parents=True)
+        path.write_bytes(b"old-token")
+        path.chmod(0o000)
+        chown_tree(data_dir)
+
+        def replace() -> dict[str, object]:
+            assert not os.access(path, os.R_OK)  # the kernel refuses nobody, unlike root
+            token = tokens.ensure_token(data_dir)
+            return {
+                "token": token,
+                "file": path.read_text(),
+                "mode": stat.S_IMODE(path.stat().st_mode),
+                "again": tokens.ensure_token(data_dir),
+                "names": sorted(p.name for p in path.parent.iterdir()),
+            }
+
+        got = as_nobody(replace)
+        assert "child failed" not in got, got
+        assert len(got["token"]) >= 40 and got["file"] == got["token"] == got["again"]
+        assert got["mode"] == 0o600 and got["names"] == [tokens.TOKEN_FILE]
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_the_cli_replaces_an_empty_token_file(data_dir: Path) -> None:

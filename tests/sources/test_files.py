@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import socket
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.sources import SourceRejected, files, parse_source
+from tests.support.unprivileged import as_nobody
 
 from .conftest import Writer, rejected
 
@@ -61,56 +61,9 @@ def test_symlink_to_a_regular_file_is_followed(write: Writer, tmp_path: Path) ->
     assert parse_source(link).text == "linked text"
 
 
-def test_chmod_000_file_is_unreadable(write: Writer) -> None:
-    path = write("locked.txt", b"secret")
-    path.chmod(0)
-    try:
-        if os.access(path, os.R_OK):
-            pytest.skip("running as root (or with CAP_DAC_OVERRIDE): chmod 000 does not stop reading")
-        error = rejected(path)
-        assert (error.code, error.reason) == ("unreadable", "file cannot be read (permission denied)")
-    finally:
-        path.chmod(0o600)
-
-
-NOBODY = 65534  # the conventional unprivileged uid/gid
-
-
-def _parse_as_nobody(path: Path) -> list[str]:
-    """``parse_source(path)`` in a forked child that dropped root for ``nobody``: [code, reason] or ["read"]."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        outcome: list[str]
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                parse_source(path)
-                outcome = ["read"]
-            except SourceRejected as error:
-                outcome = [error.code, error.reason]
-        except BaseException as exc:
-            outcome = ["child failed", repr(exc)]
-        finally:
-            try:
-                os.write(write_end, json.dumps(outcome).encode())
-            finally:
-                os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        answer = pipe.read()
-    os.waitpid(pid, 0)
-    return list(json.loads(answer))
-
-
-def test_chmod_000_file_is_unreadable_to_a_process_without_root(tmp_path: Path) -> None:
-    """The chmod-000 test above skips as root (root reads anyway); here root forks a child that drops to
-    ``nobody`` first, so the kernel itself refuses the open — no patched ``os.open``."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to drop privileges; as a user, test_chmod_000_file_is_unreadable covers this")
+def test_chmod_000_file_is_unreadable(tmp_path: Path) -> None:
+    """The kernel itself refuses the open (no patched ``os.open``). Root reads a 000 file anyway, so as root
+    the parse runs in a child that dropped to ``nobody`` first; as a user it runs here."""
     folder = Path(tempfile.mkdtemp(prefix="quire-chmod-"))  # pytest's tmp_path is root-only (0700)
     try:
         folder.chmod(0o755)
@@ -118,11 +71,27 @@ def test_chmod_000_file_is_unreadable_to_a_process_without_root(tmp_path: Path) 
         readable.write_bytes(b"anyone may read this")
         locked.write_bytes(b"secret")
         locked.chmod(0)
-        assert _parse_as_nobody(readable) == ["read"]  # the child can read at all: only the bits stop it
-        assert _parse_as_nobody(locked) == ["unreadable", "file cannot be read (permission denied)"]
-        assert parse_source(locked).text == "secret"  # root still can: the denial was the kernel's
+        parse = _parse_as_nobody if os.geteuid() == 0 else _parse_here
+        assert parse(readable) == ["read"]  # the process can read at all: only the bits stop it
+        assert parse(locked) == ["unreadable", "file cannot be read (permission denied)"]
+        if os.geteuid() == 0:
+            assert parse_source(locked).text == "secret"  # root still can: the denial was the kernel's
     finally:
         shutil.rmtree(folder)
+
+
+def _parse_here(path: Path) -> list[str]:
+    """``parse_source(path)`` in this process: [code, reason] or ["read"]."""
+    try:
+        parse_source(path)
+        return ["read"]
+    except SourceRejected as error:
+        return [error.code, error.reason]
+
+
+def _parse_as_nobody(path: Path) -> list[str]:
+    """:func:`_parse_here` in a forked child that dropped root for ``nobody``."""
+    return list(as_nobody(lambda: _parse_here(path)))
 
 
 def test_permission_error_on_open_is_unreadable(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
