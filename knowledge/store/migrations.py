@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, text
 
 from knowledge.errors import StoreError
-from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
+from knowledge.store import pg_guards, schema, schema_agents, schema_portable, schema_runs, schema_sync
+from knowledge.store.check_edit import edit_check
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
 
@@ -169,46 +170,15 @@ def _vector_cache_stamp(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE vector_cache ADD COLUMN model_fingerprint TEXT")
 
 
-def _edit_check(conn: Connection, table: str, old: str, new: str) -> None:
-    """Widen a CHECK constraint of ``table`` in place: ``old`` → ``new`` in its stored SQL.
-
-    SQLite cannot alter a CHECK, and the usual table rebuild is unsafe here: with foreign keys on (they
-    cannot be turned off inside the migration's transaction) ``DROP TABLE`` would cascade to the rows
-    that reference it (every chunk, for ``items``). A CHECK constraint does not change the on-disk
-    format, so SQLite's documented way is to edit the table's SQL in the schema table
-    (``writable_schema``) and bump ``schema_version``, so every open connection re-reads it. A no-op
-    when the constraint already reads ``new``; refuses a constraint that is not the frozen one.
-    """
-    query = text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :t")
-    sql = conn.execute(query, {"t": table}).scalar_one()
-    if new in sql:
-        return
-    if sql.count(old) != 1:
-        raise RuntimeError(f"{table}: the CHECK constraint is not the frozen one; refusing to edit it")
-    version = int(conn.execute(text("PRAGMA schema_version")).scalar_one())
-    conn.exec_driver_sql("PRAGMA writable_schema = ON")
-    try:
-        conn.execute(
-            text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :t"),
-            {"sql": sql.replace(old, new), "t": table},
-        )
-        conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
-    finally:
-        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
-    check = conn.execute(text("PRAGMA quick_check")).scalar_one()
-    if check != "ok":
-        raise RuntimeError(f"schema check failed after editing {table}: {check}")
-
-
 def _items_skipped_status(conn: Connection) -> None:
     """Allow the terminal item status ``skipped``: not read by design, never a failure."""
-    _edit_check(conn, "items", "'completed', 'failed', 'deleting'", "'completed', 'failed', 'skipped', 'deleting'")
+    edit_check(conn, "items", "'completed', 'failed', 'deleting'", "'completed', 'failed', 'skipped', 'deleting'")
 
 
 def _run_outcomes_skipped(conn: Connection) -> None:
     """Allow the folder-run disposition ``skipped``: empty, no text, too large… by design."""
     old, new = "'already_covered', 'rejected')", "'already_covered', 'rejected', 'skipped')"
-    _edit_check(conn, "folder_run_outcomes", old, new)
+    edit_check(conn, "folder_run_outcomes", old, new)
 
 
 def _bases_ocr_language(conn: Connection) -> None:
@@ -251,7 +221,7 @@ def _folder_run_deaths(conn: Connection) -> None:
     for ddl in schema_runs.FOLDER_RUN_DEATHS_DDL:
         conn.exec_driver_sql(ddl)
     old, new = "'already_covered', 'rejected', ", "'already_covered', 'rejected', 'quarantined', "
-    _edit_check(conn, "folder_run_outcomes", old, new)
+    edit_check(conn, "folder_run_outcomes", old, new)
 
 
 def _sync_roots(conn: Connection) -> None:
@@ -266,7 +236,7 @@ def _folder_run_retry_of(conn: Connection) -> None:
     for ddl in schema_runs.FOLDER_RUN_RETRY_OF_DDL:
         conn.exec_driver_sql(ddl)
     old, new = "'rejected', 'skipped')", "'rejected', 'skipped', 'already_committed')"
-    _edit_check(conn, "folder_run_outcomes", old, new)
+    edit_check(conn, "folder_run_outcomes", old, new)
 
 
 def _team_sources(conn: Connection) -> None:
@@ -337,6 +307,20 @@ def _item_links(conn: Connection) -> None:
         conn.execute(text("INSERT INTO item_links (item_id, target, base_id) VALUES (:i, :t, :b)"), values)
 
 
+def _folder_run_cancelled(conn: Connection) -> None:
+    """A person may cancel a run: the status ``cancelled`` (the CHECK widened in place), pending | running →
+    cancelled → reverted, and ``cancelled`` among the one terminal entry a run files (frozen DDL)."""
+    edit_check(conn, "folder_runs", "'failed', 'reverted')", "'failed', 'reverted', 'cancelled')")
+    for ddl in schema_runs.FOLDER_RUN_CANCELLED_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def _folder_run_cancelled_postgres(conn: Connection) -> None:
+    """The same on a team store (no status CHECK there: the trigger and the terminal entries' index)."""
+    for ddl in pg_guards.FOLDER_RUN_CANCELLED_PG_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 def _frozen_link_targets(metadata: str | None) -> list[str]:
     try:
         fields = json.loads(metadata) if metadata else {}
@@ -377,6 +361,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0025_item_links", _item_links, _item_links),
     Migration("0026_team_guards", _team_guards, _team_guards_postgres),
     Migration("0027_keyword_term_counts", _nothing, _keyword_term_counts_postgres),
+    Migration("0028_folder_run_cancelled", _folder_run_cancelled, _folder_run_cancelled_postgres),
 ]
 
 

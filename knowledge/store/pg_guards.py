@@ -16,6 +16,9 @@ so SQLAlchemy reports an ``IntegrityError`` on both engines:
 TRUNCATE fires no row trigger on PostgreSQL (SQLite has no TRUNCATE), so the append-only tables also refuse
 it by a statement trigger. Every statement is safe to run again (``create_guards`` in the baseline of a new
 store and in migration 0026 of one made before it).
+
+Migration 0028 (:data:`FOLDER_RUN_CANCELLED_PG_DDL`, run after the baseline on every store) widens the status
+rule as SQLite's does: pending | running → cancelled, cancelled → reverted; ``cancelled`` is a terminal entry.
 """
 
 from __future__ import annotations
@@ -169,3 +172,18 @@ def create_guards(conn: Connection) -> None:
 
 
 GUARD_TRIGGERS: tuple[str, ...] = tuple(t[0] for t in _TRIGGERS) + tuple(t[0] for t in _NO_TRUNCATE)
+
+
+# Migration 0028_folder_run_cancelled on a team store (frozen; each statement safe to run again)
+FOLDER_RUN_CANCELLED_PG_DDL: tuple[str, ...] = (
+    "DROP TRIGGER IF EXISTS folder_runs_status_moves_forward ON folder_runs",
+    "CREATE TRIGGER folder_runs_status_moves_forward BEFORE UPDATE OF status ON folder_runs FOR EACH ROW WHEN ("
+    "NEW.status IS DISTINCT FROM OLD.status AND NOT ("
+    "(OLD.status = 'pending' AND NEW.status IN ('running', 'failed', 'cancelled'))"
+    " OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed', 'cancelled'))"
+    " OR (OLD.status IN ('completed', 'cancelled') AND NEW.status = 'reverted'))"
+    ") EXECUTE FUNCTION quire_refuse('illegal folder run status transition')",
+    "DROP INDEX IF EXISTS audit_log_one_terminal",
+    "CREATE UNIQUE INDEX audit_log_one_terminal ON audit_log (run_id, (coalesce(payload::jsonb ->> 'retry', '0'))) "
+    "WHERE action IN ('ingest.folder_run.completed', 'ingest.folder_run.failed', 'ingest.folder_run.cancelled')",
+)

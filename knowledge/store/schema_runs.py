@@ -9,7 +9,8 @@ What the database enforces, so that no code path can get it wrong:
   id is never reused after its base is deleted (audit entries outlive their runs).
 * A run's identity (destination, folder, key, request fingerprint, approver, declared size, creation
   time) never changes, its job binding is set once, its status only moves
-  ``pending → running → completed → reverted`` (or ``pending|running → failed``), and its owner stamp
+  ``pending → running → completed → reverted`` (or ``pending|running → failed``, or — migration
+  ``0028_folder_run_cancelled`` — ``pending|running → cancelled → reverted``), and its owner stamp
   (``owner_attempt``) never goes back.
 * The manifest (``folder_run_sources``) is written in the creating transaction and then frozen: no
   update, no delete while its run exists (a base deletion still cascades), no insert once the run is
@@ -17,7 +18,7 @@ What the database enforces, so that no code path can get it wrong:
 * A source settles once (``folder_run_outcomes`` unique on ``(run_id, source_id)``) and has at most one
   ingest batch (``ingest_batches`` unique on ``(run_id, source_id)``).
 * ``audit_log`` is append-only; a run has at most one ``created`` entry, one ``started`` entry per
-  attempt, and one terminal (``completed`` or ``failed``) entry.
+  attempt, and one terminal (``completed``, ``failed`` or ``cancelled``) entry.
 """
 
 from __future__ import annotations
@@ -26,8 +27,13 @@ from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
-RUN_STATUSES = ("pending", "running", "completed", "failed", "reverted")
-TERMINAL_RUN_STATUSES = ("completed", "failed", "reverted")
+# What migration 0003 created the status CHECK with (frozen: its DDL below must never change); ``cancelled``
+# (migration 0028_folder_run_cancelled): a person stopped the run; it keeps what it committed and may be reverted.
+_RUN_STATUSES_0003 = ("pending", "running", "completed", "failed", "reverted")
+RUN_STATUSES = (*_RUN_STATUSES_0003, "cancelled")
+TERMINAL_RUN_STATUSES = ("completed", "failed", "reverted", "cancelled")
+REVERTIBLE_RUN_STATUSES = ("completed", "cancelled")
+CANCELLABLE_RUN_STATUSES = ("pending", "running")
 # What migration 0003 created the CHECK with (frozen: its DDL below must never change).
 _DISPOSITIONS_0003 = (
     "committed",
@@ -134,7 +140,7 @@ audit_log = Table(
     Column("payload", Text, nullable=False),
 )
 
-_STATUS_LIST = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+_STATUS_LIST = ", ".join(f"'{s}'" for s in _RUN_STATUSES_0003)
 _DISPOSITION_LIST = ", ".join(f"'{d}'" for d in _DISPOSITIONS_0003)
 
 FOLDER_RUNS_DDL: tuple[str, ...] = (
@@ -297,4 +303,22 @@ FOLDER_RUN_DEATHS_DDL: tuple[str, ...] = (
         deaths INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (run_id, source_id)
     )""",
+)
+
+
+# Migration ``0028_folder_run_cancelled`` (frozen DDL; the status CHECK is widened in place by the migration): a
+# pending or running run may end ``cancelled``, a cancelled run may be reverted, and ``cancelled`` is one of the
+# terminal entries a run files exactly one of.
+FOLDER_RUN_CANCELLED_DDL: tuple[str, ...] = (
+    "DROP TRIGGER folder_runs_status_moves_forward",
+    """CREATE TRIGGER folder_runs_status_moves_forward BEFORE UPDATE OF status ON folder_runs
+    WHEN NEW.status IS NOT OLD.status AND NOT (
+        (OLD.status = 'pending' AND NEW.status IN ('running', 'failed', 'cancelled'))
+        OR (OLD.status = 'running' AND NEW.status IN ('completed', 'failed', 'cancelled'))
+        OR (OLD.status IN ('completed', 'cancelled') AND NEW.status = 'reverted'))
+    BEGIN SELECT RAISE(ABORT, 'illegal folder run status transition'); END""",
+    "DROP INDEX audit_log_one_terminal",
+    """CREATE UNIQUE INDEX audit_log_one_terminal ON audit_log
+    (run_id, coalesce(json_extract(payload, '$.retry'), 0))
+    WHERE action IN ('ingest.folder_run.completed', 'ingest.folder_run.failed', 'ingest.folder_run.cancelled')""",
 )

@@ -153,3 +153,17 @@ def test_a_team_store_made_before_its_guards_gets_them_by_migration(
         refused(store, "DELETE FROM audit_log", "append-only")
     finally:
         store.close()
+
+
+def test_a_run_may_end_cancelled_and_then_only_be_reverted(quire: Quire, run_id: int) -> None:
+    illegal = "illegal folder run status transition"
+    allowed(quire, "UPDATE folder_runs SET status = 'running', owner_attempt = 1 WHERE id = :r", r=run_id)
+    allowed(quire, "UPDATE folder_runs SET status = 'cancelled' WHERE id = :r", r=run_id)
+    for status in ("pending", "running", "completed", "failed"):
+        refused(quire, f"UPDATE folder_runs SET status = '{status}' WHERE id = :r", illegal, r=run_id)
+    terminal = "INSERT INTO audit_log (at, action, actor, run_id, payload) VALUES (1, :a, 'system', :r, '{}')"
+    allowed(quire, terminal, a="ingest.folder_run.cancelled", r=run_id)
+    for action in ("ingest.folder_run.cancelled", "ingest.folder_run.completed", "ingest.folder_run.failed"):
+        refused(quire, terminal, "(?i)unique", a=action, r=run_id)  # one terminal entry, cancelled among them
+    allowed(quire, "UPDATE folder_runs SET status = 'reverted' WHERE id = :r", r=run_id)
+    assert scalar(quire, "SELECT status FROM folder_runs WHERE id = :r", r=run_id) == "reverted"
