@@ -98,17 +98,36 @@ def _by_bom(data: bytes) -> Decoded | None:
 
 
 def _by_utf16_pattern(data: bytes) -> Decoded | None:
+    encoding = _utf16_pattern(data[:_SNIFF_BYTES])
+    return None if encoding is None or len(data) % 2 else _strict(data, encoding)
+
+
+def _utf16_pattern(sample: bytes) -> str | None:
     """UTF-16 without a BOM: mostly-ASCII text puts a NUL in every other byte."""
-    sample = data[: _SNIFF_BYTES - _SNIFF_BYTES % 2]
+    sample = sample[: len(sample) - len(sample) % 2]
     pairs = len(sample) // 2
-    if pairs < 4 or len(data) % 2:
+    if pairs < 4:
         return None
     even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
     if odd_nuls >= 0.4 * pairs and even_nuls <= 0.05 * pairs:
-        return _strict(data, "utf-16-le")
+        return "utf-16-le"
     if even_nuls >= 0.4 * pairs and odd_nuls <= 0.05 * pairs:
-        return _strict(data, "utf-16-be")
+        return "utf-16-be"
     return None
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether a file's first bytes are binary by the test :func:`decode_text` applies to its first 8 KiB
+    (NUL bytes or many control bytes, unless a byte-order mark or UTF-16's NUL pattern explains them), for a
+    caller that must decide from those bytes alone (a file no suffix names, before the rest is read)."""
+    sample = head[:_SNIFF_BYTES]
+    if any(sample.startswith(bom) for bom, _ in _BOMS) or _utf16_pattern(sample):
+        return False
+    try:
+        _refuse_binary(sample)
+    except SourceRejected:
+        return True
+    return False
 
 
 def _refuse_binary(sample: bytes) -> None:

@@ -3,9 +3,11 @@
 ``parse_bytes`` is the one entry every ingest path reaches (``parse_source`` reads a file and calls it;
 reindex calls it on the base's own copy), so the checks that must hold everywhere live here:
 
-* the type is supported (by the name's suffix), the size is within ``max_bytes``, the data is not
-  empty or whitespace-only; a single compressed file (``notes.md.gz``) is unpacked first, within the same
-  size limit and refusing bombs (:mod:`knowledge.sources.compressed`), and its inner name picks the parser;
+* the type is supported (by the name's suffix; a name no suffix explains is read as text when its first
+  bytes are text, :func:`require_text`, and skipped as ``unsupported_type`` when they or the rest are not),
+  the size is within ``max_bytes``, the data is not empty or whitespace-only; a single compressed file
+  (``notes.md.gz``) is unpacked first, within the same size limit and refusing bombs
+  (:mod:`knowledge.sources.compressed`), and its inner name picks the parser;
 * whatever a parser raises that is not already a :class:`SourceRejected` becomes ``parse_error`` with a
   fixed reason (the last-resort boundary; parsers map the failures they expect more precisely);
 * the metadata passes the census (:func:`assert_declared`). That check is deliberately *outside* the
@@ -19,7 +21,16 @@ import importlib
 from collections.abc import Callable
 
 from knowledge.sources.census import assert_declared, blank_metadata
-from knowledge.sources.formats import SUPPORTED_SUFFIXES, Format, add_format, format_for, inner_name, suffix_of
+from knowledge.sources.decoding import looks_binary
+from knowledge.sources.formats import (
+    SUPPORTED_SUFFIXES,
+    Format,
+    add_format,
+    format_for,
+    inner_name,
+    judged_by_content,
+    suffix_of,
+)
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.ocr import DEFAULT_LANGUAGE as DEFAULT_OCR_LANGUAGE  # no engine import at module level
@@ -28,6 +39,10 @@ from knowledge.sources.textutil import clean_text, clean_value, document, line_s
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _MIB = 1024 * 1024
+SNIFF_BYTES = 8 * 1024  # a file no suffix names is judged by this much of its start (bounded, before the rest)
+TEXT_BY_CONTENT = Format("text", "text/plain")
+_NO_EXTENSION = "(no known file extension)"
+_NO_EXTENSION_NOT_TEXT = "(no known file extension, and its content is not text)"
 
 Parser = Callable[..., ParsedDocument]  # (data, fmt, **options)
 
@@ -80,7 +95,7 @@ def parse_bytes(
 
     PDF pages without a text layer and images are read by OCR in ``ocr_language`` (the base's setting),
     inside this call, so any limit the caller puts on parsing holds for OCR too."""
-    fmt = require_format(name)
+    fmt = require_format(name) or require_text(name, data[:SNIFF_BYTES])
     check_size(len(data), max_bytes)
     if fmt.compression is not None:  # read as the file inside; bombs refused while unpacking
         from knowledge.sources.compressed import decompress
@@ -92,8 +107,14 @@ def parse_bytes(
     options: dict[str, str | int] = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
     if fmt.parser == "container":  # which container (zip, tar and its compression, mbox) is in the name
         options = {"name": name, "max_bytes": max_bytes}
-    with failing_as(f"{label} could not be parsed (unexpected content)"):
-        parsed = parse(data, fmt, **options)
+    try:
+        with failing_as(f"{label} could not be parsed (unexpected content)"):
+            parsed = parse(data, fmt, **options)
+    except SourceRejected as rejected:
+        # a file read for its content that turns out not to be text is a type Quire does not read: skipped
+        if fmt is TEXT_BY_CONTENT and rejected.code in ("binary", "invalid_encoding"):
+            raise _not_text(name) from rejected
+        raise
     assert_declared(parsed.parser, parsed.metadata)
     return parsed
 
@@ -129,13 +150,31 @@ def parse_note(text: str, *, title: str | None) -> ParsedDocument:
     return parsed
 
 
-def require_format(name: str) -> Format:
+def require_format(name: str) -> Format | None:
+    """The format ``name`` says; ``None`` when the file's content decides (``formats.judged_by_content``);
+    ``unsupported_type`` when the name says a type Quire does not read."""
     fmt = format_for(name)
-    if fmt is None:
-        suffix = suffix_of(name)
-        shown = f"'{suffix[:16]}'" if suffix.isprintable() and suffix else "(no known file extension)"
-        raise SourceRejected("unsupported_type", f"unsupported file type {shown}")
+    if fmt is None and not judged_by_content(name):
+        raise SourceRejected("unsupported_type", f"unsupported file type {_shown_suffix(name)}")
     return fmt
+
+
+def require_text(name: str, head: bytes) -> Format:
+    """Plain text for a file no suffix names, when its first bytes (at most :data:`SNIFF_BYTES`) are text."""
+    if looks_binary(head[:SNIFF_BYTES]):
+        raise _not_text(name)
+    return TEXT_BY_CONTENT
+
+
+def _not_text(name: str) -> SourceRejected:
+    shown = _shown_suffix(name)
+    detail = f"{shown} (its content is not text)" if shown != _NO_EXTENSION else _NO_EXTENSION_NOT_TEXT
+    return SourceRejected("unsupported_type", f"unsupported file type {detail}")
+
+
+def _shown_suffix(name: str) -> str:
+    suffix = suffix_of(name)
+    return f"'{suffix[:16]}'" if suffix.isprintable() and suffix else _NO_EXTENSION
 
 
 def check_size(size: int, max_bytes: int) -> None:

@@ -28,7 +28,14 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from knowledge.sources.dispatch import DEFAULT_MAX_BYTES, check_size, parse_bytes, require_format
+from knowledge.sources.dispatch import (
+    DEFAULT_MAX_BYTES,
+    SNIFF_BYTES,
+    check_size,
+    parse_bytes,
+    require_format,
+    require_text,
+)
 from knowledge.sources.model import ParsedDocument, SourceRejected
 
 _OPEN_FLAGS = (
@@ -60,13 +67,19 @@ def parse_source(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path |
 
 def read_source(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, root: Path | None = None) -> bytes:
     """The file's bytes, after the checks that need no reading: inside ``root`` (when given), regular
-    file, supported type, size."""
+    file, supported type, size. A file no suffix names is refused on its first bytes when they are not text,
+    before the rest is read."""
     real = resolve_within(path, root)
     info = _stat(real)
     _require_regular(info.st_mode)
-    require_format(Path(path).name)
+    name = Path(path).name
+    fmt = require_format(name)
     check_size(info.st_size, max_bytes)
-    data = _read_at_most(real, max_bytes + 1, root)
+    with _open_checked(real, root) as handle:
+        head = _read(handle, min(SNIFF_BYTES, max_bytes + 1))
+        if fmt is None:
+            require_text(name, head)
+        data = head + _read(handle, max_bytes + 1 - len(head))
     check_size(len(data), max_bytes)
     return data
 
@@ -135,10 +148,14 @@ def _kind(mode: int) -> str:
 
 def _read_at_most(real: str | Path, limit: int, root: Path | None = None) -> bytes:
     with _open_checked(real, root) as handle:
-        try:
-            return handle.read(limit)
-        except OSError as exc:
-            raise _unreadable(exc) from exc
+        return _read(handle, limit)
+
+
+def _read(handle: BinaryIO, limit: int) -> bytes:
+    try:
+        return handle.read(limit) if limit > 0 else b""
+    except OSError as exc:
+        raise _unreadable(exc) from exc
 
 
 def _open_checked(real: str | Path, root: Path | None) -> BinaryIO:

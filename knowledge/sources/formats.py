@@ -1,4 +1,9 @@
-"""Which file types Quire reads, decided by suffix alone, and the version of each parser.
+"""Which file types Quire reads, decided by suffix, and the version of each parser.
+
+A name without a suffix Quire knows (``LICENSE``, ``GPL-3``, ``notes.2024``, ``Makefile``) is not refused by its
+name: :func:`judged_by_content` says its first bytes decide (``knowledge.sources.dispatch.require_text``), read
+as plain text when they are text. Only a suffix known to name a binary type (``.exe``, ``.mp3``) is refused
+unread.
 
 The table is fixed in code rather than taken from :mod:`mimetypes`, whose answers depend on the host's
 ``/etc/mime.types`` and would make the same file parse differently on two machines.
@@ -50,6 +55,23 @@ COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 OLE_SIGNATURE = bytes.fromhex("d0cf11e0a1b11ae1")  # a compound file's first bytes (an Outlook .msg is one)
 _ARCHIVE_SUFFIXES = frozenset({".tar", ".zip", ".7z", ".rar", *COMPRESSIONS})
 
+
+# Types Quire does not read whose files are binary: refused by name, never opened to be sniffed.
+_BINARY_SUFFIXES = frozenset(
+    {
+        ".7z", ".rar", ".zst", ".lz", ".lz4", ".lzma", ".z", ".cab", ".iso", ".img", ".dmg", ".vhd", ".vmdk",
+        ".exe", ".dll", ".so", ".dylib", ".o", ".a", ".lib", ".obj", ".class", ".jar", ".war", ".pyc", ".pyo",
+        ".pyd", ".whl", ".deb", ".rpm", ".msi", ".apk", ".pdb", ".wasm", ".bin",
+        ".db", ".sqlite", ".sqlite3", ".mdb", ".accdb", ".parquet", ".avro", ".npy", ".npz", ".pkl", ".pickle",
+        ".pt", ".pth", ".onnx", ".safetensors", ".gguf", ".h5", ".hdf5",
+        ".mp3", ".mp4", ".m4a", ".m4v", ".aac", ".wav", ".flac", ".ogg", ".oga", ".opus", ".wma", ".mid",
+        ".avi", ".mkv", ".mov", ".wmv", ".webm", ".flv", ".mpg", ".mpeg",
+        ".psd", ".ai", ".xcf", ".sketch", ".ico", ".icns", ".avif", ".jxl", ".raw", ".cr2", ".nef", ".dng",
+        ".ttf", ".otf", ".woff", ".woff2", ".eot", ".doc", ".xls", ".ppt", ".pages", ".key", ".numbers",
+        ".odg", ".mobi", ".azw", ".azw3", ".djvu", ".xps", ".chm", ".swf", ".blend", ".glb", ".stl",
+        ".p7s", ".p7m", ".p12", ".pfx", ".der", ".gpg", ".kdbx",
+    }
+)  # fmt: skip
 
 _TEXT_SUFFIXES = (
     ".txt", ".text", ".log", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
@@ -146,6 +168,15 @@ def inner_name(name: str) -> str:
     return PurePath(name).stem
 
 
+def judged_by_content(name: str) -> bool:
+    """Whether ``name`` says nothing Quire knows about its type, so the file's first bytes decide: no suffix,
+    or one that is neither a format Quire reads nor a binary type (``GPL-3``, ``LGPL-2.1``, ``notes.2024``).
+    A compressed file is judged by its inner name (``format_for``), never by content."""
+    # a bare ".gz" or ".7z" has no suffix to Python (a dotfile) but says its type all the same
+    named = {suffix_of(name), PurePath(name).name.lower()}
+    return format_for(name) is None and not named & (_BINARY_SUFFIXES | _ARCHIVE_SUFFIXES) and bool(name.strip("."))
+
+
 def is_container(name: str) -> bool:
     """Whether ``name`` is an archive or mailbox whose files become child items."""
     fmt = format_for(name)
@@ -153,6 +184,6 @@ def is_container(name: str) -> bool:
 
 
 def is_supported(path: PurePath) -> bool:
-    """Whether Quire can parse a file with ``path``'s name (suffix, or inner suffix for a compressed
-    file). Nothing on disk is touched."""
-    return format_for(path.name) is not None
+    """Whether Quire may read a file with ``path``'s name: a known suffix (or inner suffix for a compressed
+    file), or a name whose content decides (:func:`judged_by_content`). Nothing on disk is touched."""
+    return format_for(path.name) is not None or judged_by_content(path.name)

@@ -41,8 +41,8 @@ def test_supported_suffixes_and_is_supported() -> None:
     assert {".txt", ".md", ".py", ".html", ".pdf", ".docx", ".epub", ".json", ".yml"} <= SUPPORTED_SUFFIXES
     assert is_supported(Path("Report.PDF")) and is_supported(PurePosixPath("/x/y/notes.Md"))
     assert is_supported(Path("photo.png")) and is_supported(Path("scan.TIFF"))  # read by OCR (issue 12)
-    assert not is_supported(Path("notes.7z")) and not is_supported(Path("Makefile"))
-    assert not is_supported(Path("archive.rar"))
+    assert not is_supported(Path("notes.7z")) and not is_supported(Path("archive.rar"))
+    assert is_supported(Path("Makefile")) and is_supported(Path("notes.2024"))  # their content decides (issue 46)
 
 
 def test_name_may_carry_directories() -> None:

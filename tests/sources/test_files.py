@@ -131,10 +131,10 @@ def test_too_large_reason_in_megabytes(write: Writer) -> None:
 
 def test_unsupported_type_is_refused_before_reading(write: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write("program.exe", b"MZ\x90\x00")
-    monkeypatch.setattr(files, "_read_at_most", lambda *_: pytest.fail("must not read"))
+    monkeypatch.setattr(files, "_open_checked", lambda *_: pytest.fail("must not open"))
     error = rejected(path)
     assert (error.code, error.reason) == ("unsupported_type", "unsupported file type '.exe'")
-    assert rejected(write("Makefile", b"all:")).reason == "unsupported file type (no known file extension)"
+    assert rejected(write("song.mp3", b"ID3")).reason == "unsupported file type '.mp3'"  # a binary type, by name
 
 
 def test_empty_file(write: Writer) -> None:
