@@ -1,7 +1,10 @@
 """huey on Redis (``RedisHuey``): the wake-up transport of a team store, whose workers run on many machines.
 
-The ``jobs`` table stays the truth; a Redis message only wakes a worker with a job id, exactly as huey's
-SQLite messages do (huey delivers at most once and never acknowledges, on Redis too). What differs: a
+The ``jobs`` table stays the truth; a Redis message only wakes a worker with a job id, exactly as on SQLite
+(huey delivers at most once and never acknowledges, on Redis too). A message is the JSON wake-up of
+``jobs.transport`` (``{"job": 42}``), pushed and popped through huey's storage only: whoever holds the queue
+URL can push anything into the list ``huey.redis.quire``, and a worker never unpickles it; it drops
+whatever is not a wake-up, with a warning, so a queue holder can wake workers and nothing more. What differs: a
 Redis push cannot join the store's transaction, so a wake-up is pushed only **after** the transaction that
 made the job runnable committed (``defer``, the store's after-commit hook, handed in by the composition
 root — the job layer imports nothing of the store). A crash between the commit and the push loses only
@@ -21,7 +24,7 @@ from typing import Any
 from huey import RedisHuey
 from sqlalchemy import Connection
 
-from jobs.transport import QUEUE_NAME, HueyWakes
+from jobs.transport import QUEUE_NAME, HueyWakes, RefusingSerializer
 
 # (the transaction, its job ids): the ids to push once that transaction commits
 _PENDING = "quire_redis_wakes"
@@ -33,7 +36,7 @@ class RedisTransport(HueyWakes):
     """One ``RedisHuey`` per process, on the queue URL; wakes workers with job ids after commit."""
 
     def __init__(self, url: str, defer: Defer) -> None:
-        super().__init__(RedisHuey(QUEUE_NAME, url=url, results=False))
+        super().__init__(RedisHuey(QUEUE_NAME, url=url, results=False, serializer=RefusingSerializer()))
         self._defer = defer
 
     def wake(self, conn: Connection, job_id: int) -> None:
@@ -43,12 +46,12 @@ class RedisTransport(HueyWakes):
         if held is None or held[0] is not transaction:
             ids: list[int] = []
             conn.info[_PENDING] = (transaction, ids)
-            self._defer(conn, lambda _db: self._push(ids))
+            self._defer(conn, lambda _db: self._push_all(ids))
         conn.info[_PENDING][1].append(int(job_id))
 
-    def _push(self, ids: list[int]) -> None:
+    def _push_all(self, ids: list[int]) -> None:
         for job_id in ids:
-            self._wake(job_id)
+            self._send(job_id)
 
     def close(self) -> None:
         self.huey.storage.conn.close()
