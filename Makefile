@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.quire-installed
 
-.PHONY: install app test test-engines lint bench screenshots package package-check
+.PHONY: install app test test-engines soak lint bench screenshots package package-check
 
 install: $(STAMP)
 
@@ -41,6 +41,10 @@ ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/tes
 # cannot start fails its tests here (QUIRE_REQUIRE_SERVERS), never skips them.
 test-engines: install
 	QUIRE_REQUIRE_SERVERS=1 QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(TEST_ARGS) $(ENGINE_FILES)
+
+# The SIGKILL crash tests' extra seeds and kills (marked soak), beyond the one per scenario `make test` runs.
+soak: install
+	QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m soak $(TEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check app knowledge jobs tests

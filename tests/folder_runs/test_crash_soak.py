@@ -49,8 +49,9 @@ from tests.support.engine_fixtures import engine_quire
 from tests.support.files import write_tree
 
 SEED = 20261202
-KILLS = 22
-TEAM_KILLS = 8  # on a team store: the same kill points, fewer of them (each kill starts a worker)
+KILLS = 8  # each kill starts a worker: the default run has each mode a few times, `make soak` SOAK_KILLS
+SOAK_KILLS = 22
+TEAM_KILLS = 8  # on a team store: the same kill points
 INGESTIBLE = 60
 MODES = ("early", "entered", "commits")
 WEIGHTS = (0.25, 0.35, 0.40)
@@ -90,7 +91,11 @@ quire = pytest.fixture(engine_quire)
 
 @pytest.mark.parametrize(
     ("quire", "wanted"),
-    [("sqlite", KILLS), pytest.param("postgresql", TEAM_KILLS, marks=pytest.mark.engines)],
+    [
+        ("sqlite", KILLS),
+        pytest.param("sqlite", SOAK_KILLS, marks=pytest.mark.soak),
+        pytest.param("postgresql", TEAM_KILLS, marks=pytest.mark.engines),
+    ],
     indirect=["quire"],
 )
 def test_sigkill_at_random_points_converges_to_one_batch_per_source(

@@ -82,7 +82,7 @@ def _assert_nothing_visible(quire: Quire) -> None:
         search(quire, "kb", "protein", mode="keyword")
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [1, *(pytest.param(s, marks=pytest.mark.soak) for s in (2, 3, 4))])
 def test_killed_import_resumes_on_rerun(tmp_path: Path, export_file: tuple[Path, dict[str, object]], seed: int) -> None:
     file, expected = export_file
     data_dir = tmp_path / "data"
@@ -101,7 +101,7 @@ def test_killed_import_resumes_on_rerun(tmp_path: Path, export_file: tuple[Path,
         quire.close()
 
 
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", [5, pytest.param(6, marks=pytest.mark.soak)])
 def test_killed_import_is_cleaned_up_at_the_next_start(
     tmp_path: Path, export_file: tuple[Path, dict[str, object]], seed: int
 ) -> None:

@@ -4,7 +4,7 @@ search, the cursor at the end (its generation equals the last claimed one, no cl
 
 Kill points (seeded): ``early`` — a random moment after the worker is spawned (recovery, claim, scan,
 first batch); ``batches`` — right after this worker committed 1 to 3 more apply batches (batches of 25
-here, so usually inside the next one). Default seeds run in CI; ``-m sync_soak`` runs more. One seed runs on
+here, so usually inside the next one). One seed runs in CI; ``make soak`` runs more. One seed runs on
 a team store too: the same worker processes reach it through QUIRE_STORE (tests/support/engine_fixtures.py).
 """
 
@@ -154,7 +154,11 @@ quire = pytest.fixture(engine_quire)
 
 @pytest.mark.parametrize(
     ("quire", "seed"),
-    [("sqlite", 11), ("sqlite", 12), pytest.param("postgresql", 11, marks=pytest.mark.engines)],
+    [
+        ("sqlite", 11),
+        pytest.param("sqlite", 12, marks=pytest.mark.soak),
+        pytest.param("postgresql", 11, marks=pytest.mark.engines),
+    ],
     indirect=["quire"],
 )
 def test_sigkilled_worker_during_reconcile_converges_to_a_clean_sync(
@@ -163,7 +167,7 @@ def test_sigkilled_worker_during_reconcile_converges_to_a_clean_sync(
     run_seed(quire, data_dir, tmp_path, seed)
 
 
-@pytest.mark.sync_soak
+@pytest.mark.soak
 @pytest.mark.parametrize("seed", [21, 22, 23, 24, 25, 26])
 def test_sigkill_soak_more_seeds(quire: Quire, data_dir: Path, tmp_path: Path, seed: int) -> None:
     run_seed(quire, data_dir, tmp_path, seed)
