@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, and_, insert, or_, select, text, true, update
 
@@ -33,6 +33,7 @@ from jobs.transport import WakeTransport
 __all__ = [
     "ABANDONED_ERROR",
     "EXHAUSTED_ERROR",
+    "CancelAnswer",
     "DatabaseLike",
     "Enqueued",
     "JobId",
@@ -57,6 +58,9 @@ class DatabaseLike(Protocol):
 
     def write(self, *, store_lock: bool = True) -> Any: ...  # a Connection in BEGIN IMMEDIATE (or row locks)
     def read(self) -> Any: ...  # context manager yielding a Connection in a read snapshot
+
+
+CancelAnswer = Literal["requested", "already_requested", "cancelled", "not_live"]
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,22 @@ class JobQueue:
                 .values(status="cancelled", cancel_requested=1, finished_at=now, updated_at=now)
             )
         return ids
+
+    def request_cancel(self, conn: Connection, job_id: int) -> CancelAnswer:
+        """Ask ``job_id`` to stop, in the caller's transaction. A running job keeps its status, only
+        ``cancel_requested`` is raised: its attempt still owns the job and writes what stopping takes
+        (``JobContext.write(unless_cancelled=True)``/``check_cancelled`` raise ``Cancelled``, then the worker
+        ends it ``cancelled``). A pending job has no handler to ask: it is cancelled at once."""
+        row = conn.execute(select(jobs.c.status, jobs.c.cancel_requested).where(jobs.c.id == job_id)).first()
+        if row is None or row.status not in LIVE_STATUSES:
+            return "not_live"
+        if row.status == "pending":
+            self.cancel(conn, [job_id])
+            return "cancelled"
+        if row.cancel_requested:
+            return "already_requested"
+        conn.execute(update(jobs).where(jobs.c.id == job_id).values(cancel_requested=1, updated_at=time.time()))
+        return "requested"
 
     def cancel_base(self, conn: Connection, base_id: int, *, except_types: Sequence[str] = ()) -> builtins.list[int]:
         query = select(jobs.c.id).where(and_(jobs.c.base_id == base_id, jobs.c.status.in_(LIVE_STATUSES)))

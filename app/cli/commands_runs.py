@@ -1,7 +1,7 @@
-"""Folder-run commands: ``run preview|start|list|show|revert|retry`` and ``audit``.
+"""Folder-run commands: ``run preview|start|list|show|cancel|revert|retry`` and ``audit``.
 
 The caller is a person (the OS user at the terminal) unless the global ``--as-agent NAME`` marks it
-as an agent principal, which may preview and read but not start or revert runs (exit 5).
+as an agent principal, which may preview and read but not start, cancel or revert runs (exit 5).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from knowledge.library import audit
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    run = sub.add_parser("run", parents=[common], help="folder runs: preview, start, list, show, revert, retry")
+    run = sub.add_parser("run", parents=[common], help="folder runs: preview, start, list, show, cancel, revert, retry")
     rsub = run.add_subparsers(dest="run_command", metavar="ACTION", parser_class=type(run))
     rsub.required = True
 
@@ -52,7 +52,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_show)
 
-    p = rsub.add_parser("revert", parents=[common], help="undo a completed run as a group")
+    p = rsub.add_parser(
+        "cancel",
+        parents=[common],
+        help="stop a pending or running run: it ends cancelled, keeping what it committed (revert undoes that)",
+    )
+    p.add_argument("run", type=int)
+    p.set_defaults(func=cmd_cancel)
+
+    p = rsub.add_parser("revert", parents=[common], help="undo a completed or cancelled run as a group")
     p.add_argument("run", type=int)
     p.set_defaults(func=cmd_revert)
 
@@ -111,10 +119,14 @@ def cmd_start(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _status(r: dict[str, Any]) -> str:
+    return f"{r['status']} (cancelling)" if r["cancel_requested"] else str(r["status"])
+
+
 def _run_line(r: dict[str, Any]) -> str:
     c = r["counts"]
     return (
-        f"{r['id']:>5} {r['status']:<10} {r['progress']['settled']}/{r['size']} settled, {c['committed']} committed, "
+        f"{r['id']:>5} {_status(r):<10} {r['progress']['settled']}/{r['size']} settled, {c['committed']} committed, "
         f"{c['skipped']} skipped ({c['already_committed']} already committed), {c['rejected']} rejected  "
         f"{r['folder']} → {r['base']['name']}"
     )
@@ -153,6 +165,20 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         detail = folder_runs.show_run(quire, args.run)
     out.emit(detail.as_dict(), _show_text)
+    return 0
+
+
+def _cancel_text(d: dict[str, Any]) -> str:
+    if d["status"] == "cancelled":
+        return f"run {d['run_id']} cancelled"
+    already = "already requested" if d["already_requested"] else "requested"
+    return f"run {d['run_id']}: cancel {already}; the worker running it stops after the source it is on"
+
+
+def cmd_cancel(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        result = folder_runs.cancel_run(quire, principal_of(args, quire), args.run)
+    out.emit(result.as_dict(), _cancel_text)
     return 0
 
 

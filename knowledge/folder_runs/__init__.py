@@ -41,12 +41,18 @@ startup recovery or the stale-claim lease and the next attempt resumes the run)
 * Exactly one terminal entry: the terminal transition is guarded on the stamp, its counts are read from
   the ledger in that same transaction, and a run that is already terminal is left alone — a replayed job
   of a terminal run writes nothing at all.
-* Attribution: transitions (started, completed, failed, reverted) name the ``system``; the base's
+* Attribution: transitions (started, completed, failed, cancelled, reverted) name the ``system``; the base's
   ingest-agent identity owns and authors the items (a missing or disabled identity hands the job back to
   the queue without consuming the attempt); the person appears only as ``approved_by`` (manifest rows,
-  job payload, the revert entry's payload) and as the actor of the ``created`` entry, the request they made.
+  job payload, the revert and cancel-request entries' payloads) and as the actor of the ``created`` entry,
+  the request they made.
 
-Revert: :func:`revert_run` marks everything a completed run committed ``deleting``, enqueues its
+Cancel: :func:`cancel_run` files ``ingest.folder_run.cancel_requested``; a run no attempt is executing ends
+``cancelled`` in that transaction, a running one is stopped by its attempt at the next source's transaction or
+group (the job's ``cancel_requested``), which files the fenced terminal ``ingest.folder_run.cancelled``. What it
+committed stays; a terminal run cannot be cancelled.
+
+Revert: :func:`revert_run` marks everything a completed (or cancelled) run committed ``deleting``, enqueues its
 ``delete-subtree`` cleanup, moves the run to ``reverted`` and files ``ingest.folder_run.reverted`` — one
 transaction. A failed run is not revertible and never resumed: :func:`retry_run` starts a *new* run linked
 to it (``retry_of``, at most one per failed run), judged against the folder as it is now; the sources the
@@ -59,6 +65,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.registry import JobType
+from knowledge.folder_runs.cancel import CancelResult, cancel_run
 from knowledge.folder_runs.execute import execute_run
 from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
 from knowledge.folder_runs.ledger import add_batch, add_outcome, add_source, create_run
@@ -79,15 +86,19 @@ from knowledge.folder_runs.rules import (
 from knowledge.folder_runs.split import FittingFolder, Split, fitting_subfolders
 from knowledge.folder_runs.start import StartResult, derived_key, request_fingerprint, start_run
 from knowledge.principal import Principal
+from knowledge.store.schema_runs import CANCELLABLE_RUN_STATUSES, REVERTIBLE_RUN_STATUSES
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
 
 __all__ = [
+    "CANCELLABLE_RUN_STATUSES",
     "CAP_SETTING",
     "DEFAULT_CAP",
     "FOLDER_NOT_FOUND",
     "JOB_TYPE",
+    "REVERTIBLE_RUN_STATUSES",
+    "CancelResult",
     "FittingFolder",
     "FolderTooLarge",
     "Preview",
@@ -104,6 +115,7 @@ __all__ = [
     "add_batch",
     "add_outcome",
     "add_source",
+    "cancel_run",
     "create_run",
     "derived_key",
     "descendant_cap",

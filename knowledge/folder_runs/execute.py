@@ -7,6 +7,11 @@ embedded on the encoder's thread (:mod:`knowledge.ingest.pipeline`), the job's t
 prepares group k+1. The sources being worked on are marked in flight as they are (a group from its chunking
 to the end of its encode, the one settled, a slow parse); a source in flight across two worker deaths
 settles ``quarantined`` when the next attempt enters, and the run goes on (:mod:`knowledge.folder_runs.deaths`).
+
+A person's cancel request (:mod:`knowledge.folder_runs.cancel`: the job's ``cancel_requested``, read in every
+source's transaction, before every group and while a group's vectors are awaited) stops the attempt there: its
+in-flight marks are cleared and the run ends ``cancelled`` at once (fenced, one terminal entry); a queued encode
+never starts and the running one is waited for after that, so the job ends ``cancelled`` once it is done.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import func
 
-from jobs.errors import ControlFlow, Superseded
+from jobs.errors import Cancelled, ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
 from knowledge.errors import KnowledgeError
 from knowledge.folder_runs.commit import RunTally, Settling, record_outcome, settle_source_in_tx
@@ -47,6 +52,7 @@ from knowledge.folder_runs.ledger import (
     load_manifest,
     load_run,
     run_counts,
+    settle_cancelled,
     settle_failed,
     settle_terminal,
     settled_sources,
@@ -71,6 +77,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CANCEL_POLL_SECONDS = 0.5  # how often a wait for a group's vectors looks for a cancel request
+
 
 # -- execution ---------------------------------------------------------------------------------
 
@@ -94,19 +102,25 @@ def execute_run(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     entered = _enter(quire, ctx, run)
     if entered is None:
         return {"run_id": run_id, "status": "terminal"}
+    encodes: list[Future[Any]] = []  # this attempt's group encodes
     try:
         fault = _payload_fault(ctx.payload, entered)
         if fault is not None:
             raise RunFault(fault)
         with gathered(quire.db):  # one source per transaction: the derived files catch up every few seconds
-            tally = _process(quire, ctx, entered, agent)
+            tally = _process(quire, ctx, entered, agent, encodes)
         counts = _complete(ctx, entered)
+    except Cancelled:  # a person's request (cancel.py): the run ends cancelled now, the job once its encode ends
+        _cancel(ctx, entered)
+        raise
     except ControlFlow:
         raise
     except Exception as exc:
         log.warning("folder run %s attempt %s failed: %s", run_id, ctx.attempt, _fault_reason(exc))
         counts = _fail(ctx, entered, exc)
         return {"run_id": run_id, "status": "failed", "counts": counts}
+    finally:
+        _stop_encodes(encodes)
     return {"run_id": run_id, "status": "completed", "counts": counts, "this_attempt": dict(tally)}
 
 
@@ -146,10 +160,11 @@ def _enter(quire: Quire, ctx: JobContext, run: RunRecord) -> RunRecord | None:
         return load_run(conn, run.id)
 
 
-def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Counter[str]:
+def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str, encodes: list[Future[Any]]) -> Counter[str]:
     """Walk the manifest from the start; settle every source that is not settled yet, one per transaction."""
     tally: Counter[str] = Counter()
-    with ctx.write() as conn:  # what an earlier attempt left in flight died with it (deaths.py)
+    # what an earlier attempt left in flight died with it (deaths.py); a run cancelled meanwhile stops here
+    with ctx.write(unless_cancelled=True) as conn:
         deaths = count_deaths(conn, run.id, ctx.attempt)
         for source_id, died in deaths.items():
             if died >= DEATHS_BEFORE_QUARANTINE:
@@ -179,7 +194,8 @@ def _process(quire: Quire, ctx: JobContext, run: RunRecord, agent: str) -> Count
             ctx.progress(done, run.declared_size, "ingesting")
     progress = _Progress(done, run.declared_size)
     try:
-        _ingest(Settling(ctx, run, tools, agent, RunTally(run.id, run.declared_size)), todo, deaths, tally, progress)
+        settling = Settling(ctx, run, tools, agent, RunTally(run.id, run.declared_size))
+        _ingest(settling, todo, deaths, tally, progress, encodes)
     except BaseException:
         clear_in_flight(quire.db, run.id, ctx.attempt)  # stopped, not killed: nothing died here
         raise
@@ -198,48 +214,52 @@ def _ingest(
     deaths: dict[int, int],
     tally: Counter[str],
     progress: _Progress,
+    encodes: list[Future[Any]],
 ) -> None:
     """Group by group, pipelined as an index job's batches are: group k+1 is read, parsed and chunked while
     group k is embedded on the encoder's thread, then group k settles, source by source, while group k+1 is
     embedded. A source that died before is worked on alone: the group before it settles first, and the
-    next group is read only once it has settled."""
+    next group is read only once it has settled. Each encode goes into ``encodes`` (the handler stops them)."""
     ctx, tools = settling.ctx, settling.tools
     root = Path(settling.run.folder)
     embedding: tuple[list[ManifestSource], Future[Any]] | None = None
-    encodes: list[Future[Any]] = []
     settle = partial(_settle_group, settling, tally=tally, progress=progress)
-    try:
-        while todo:
-            ctx.check_cancelled()
-            window = next_window(todo, deaths)
-            alone = bool(deaths.get(window[0].id, 0))
-            if alone and embedding is not None:
+    while todo:
+        ctx.check_cancelled()
+        window = next_window(todo, deaths)
+        alone = bool(deaths.get(window[0].id, 0))
+        if alone and embedding is not None:
+            settle(*embedding)
+            embedding = None
+        try:
+            group = prepare_group(tools, root, window)
+        except ControlFlow:
+            raise
+        except Exception:
+            if embedding is not None:  # the sources before the fault settle first, as one at a time did
                 settle(*embedding)
-                embedding = None
-            try:
-                group = prepare_group(tools, root, window)
-            except ControlFlow:
-                raise
-            except Exception:
-                if embedding is not None:  # the sources before the fault settle first, as one at a time did
-                    settle(*embedding)
-                raise
-            todo.extendleft(reversed(window))  # what the group did not take goes first next time
-            encodes.append(ENCODE_STAGE.submit(embed_works, tools, [tools.ready[s.id] for s in group]))
-            assert tools.flight is not None
-            tools.flight.encoding([s.id for s in group], encodes[-1])
-            if embedding is not None:
-                settle(*embedding)
-            embedding = (group, encodes[-1])
-            if alone:
-                settle(*embedding)
-                embedding = None
+            raise
+        todo.extendleft(reversed(window))  # what the group did not take goes first next time
+        encodes.append(ENCODE_STAGE.submit(embed_works, tools, [tools.ready[s.id] for s in group]))
+        assert tools.flight is not None
+        tools.flight.encoding([s.id for s in group], encodes[-1])
         if embedding is not None:
             settle(*embedding)
-    finally:
-        for encode in encodes:  # never leave an encode of this run running behind it
-            with contextlib.suppress(BaseException):
-                encode.result()
+        embedding = (group, encodes[-1])
+        if alone:
+            settle(*embedding)
+            embedding = None
+    if embedding is not None:
+        settle(*embedding)
+
+
+def _stop_encodes(encodes: Sequence[Future[Any]]) -> None:
+    """Never leave an encode of this run running behind its attempt: a queued one never starts, a running one
+    is waited for (after the run's terminal transition, so a cancel is not held up by it)."""
+    for encode in encodes:
+        encode.cancel()
+        with contextlib.suppress(BaseException):
+            encode.result()
 
 
 def _settle_group(
@@ -250,10 +270,12 @@ def _settle_group(
     tally: Counter[str],
     progress: _Progress,
 ) -> None:
-    """Wait for the group's vectors (an unavailable endpoint raises here: the run faults), write its owned
-    copies, then settle its sources one per transaction, in order, each transaction checking first for a cancel
-    request."""
+    """Wait for the group's vectors (an unavailable endpoint raises here: the run faults; a cancel request is
+    looked for meanwhile), write its owned copies, then settle its sources one per transaction, in order, each
+    transaction checking first for a cancel request."""
     tools = settling.tools
+    while not wait([encode], timeout=CANCEL_POLL_SECONDS).done:  # an encode takes seconds: a cancel need not
+        settling.ctx.check_cancelled()
     encode.result()
     write_owned_copies(tools, [tools.ready.get(s.id) for s in group])
     assert tools.flight is not None
@@ -333,14 +355,23 @@ def _refile(quire: Quire, reads: Sequence[audit.PendingEntry]) -> None:
 
 
 def _complete(ctx: JobContext, run: RunRecord) -> dict[str, int]:
-    """running → completed, guarded on the stamp; the entry's counts are read here, under the lock."""
-    with ctx.write() as conn:
+    """running → completed, guarded on the stamp; the entry's counts are read here, under the lock. A cancel
+    request that committed before this transaction wins: it was accepted while the run was running."""
+    with ctx.write(unless_cancelled=True) as conn:
         fence_run(conn, run.id, ctx.attempt)
         counts = run_counts(conn, run.id, run.declared_size)
         if counts["pending"] != 0:
             raise RunFault("invariant violation: the run reached its end with unsettled sources")
         settle_terminal(conn, run, ctx.attempt, counts)
     return counts
+
+
+def _cancel(ctx: JobContext, run: RunRecord) -> None:
+    """running → cancelled, guarded on the stamp, with its one terminal entry (what committed stays)."""
+    with ctx.write() as conn:
+        fence_run(conn, run.id, ctx.attempt)
+        counts = settle_cancelled(conn, run, ctx.attempt)
+    log.info("folder run %s cancelled by request at %d of %d sources", run.id, counts["settled"], run.declared_size)
 
 
 def _fault_reason(exc: BaseException) -> str:

@@ -204,11 +204,29 @@ def settle_failed(conn: Connection, run: RunRecord, attempt: int | None, reason:
     return counts
 
 
+def settle_cancelled(conn: Connection, run: RunRecord, attempt: int | None) -> dict[str, int]:
+    """The cancelled transition (a person's request, honoured) and its one terminal entry, counts read from the
+    ledger under the lock; what the run committed stays (a cancelled run may be reverted)."""
+    counts = run_counts(conn, run.id, run.declared_size)
+    settle_terminal(conn, run, attempt, counts, cancelled=True)
+    return counts
+
+
+_TERMINAL_ACTIONS = {"completed": audit.RUN_COMPLETED, "failed": audit.RUN_FAILED, "cancelled": audit.RUN_CANCELLED}
+
+
 def settle_terminal(
-    conn: Connection, run: RunRecord, attempt: int | None, counts: dict[str, int], *, error: str | None = None
+    conn: Connection,
+    run: RunRecord,
+    attempt: int | None,
+    counts: dict[str, int],
+    *,
+    error: str | None = None,
+    cancelled: bool = False,
 ) -> None:
-    """The one terminal transition (completed, or failed with ``error``) and its one audit entry."""
-    status, action = ("completed", audit.RUN_COMPLETED) if error is None else ("failed", audit.RUN_FAILED)
+    """The one terminal transition (completed, failed with ``error``, or ``cancelled``) and its one audit entry."""
+    status = "cancelled" if cancelled else "completed" if error is None else "failed"
+    action = _TERMINAL_ACTIONS[status]
     error = sanitize_optional(error)
     now = time.time()
     transition(

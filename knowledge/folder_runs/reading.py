@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from jobs.schema import jobs
+from jobs.schema import LIVE_STATUSES, jobs
 from knowledge.errors import InvalidInput
 from knowledge.folder_runs.ledger import RunRecord, load_run_for, run_counts
 from knowledge.library.bases import resolve_base
 from knowledge.store.schema_runs import (
+    TERMINAL_RUN_STATUSES,
     folder_run_outcomes,
     folder_run_sources,
     folder_runs,
@@ -36,6 +37,7 @@ class RunSummary:
     job_status: str | None
     job_attempt: int | None
     retried_by: int | None = None  # the run that retries this failed one
+    cancel_requested: bool = False  # a person asked to cancel it; the attempt executing it ends it
 
     def as_dict(self) -> dict[str, Any]:
         r = self.run
@@ -47,6 +49,7 @@ class RunSummary:
             "status": r.status,
             "approved_by": r.approved_by,
             "job": {"id": r.job_id, "status": self.job_status, "attempt": self.job_attempt},
+            "cancel_requested": self.cancel_requested,
             "owner_attempt": r.owner_attempt,
             "size": r.declared_size,
             "walked": r.walked,
@@ -92,7 +95,9 @@ def _summary(conn: Connection, run: RunRecord) -> RunSummary:
     name = conn.execute(select(bases.c.name).where(bases.c.id == run.base_id)).scalar_one_or_none()
     job = None
     if run.job_id is not None:
-        job = conn.execute(select(jobs.c.status, jobs.c.attempt).where(jobs.c.id == run.job_id)).first()
+        job = conn.execute(
+            select(jobs.c.status, jobs.c.attempt, jobs.c.cancel_requested).where(jobs.c.id == run.job_id)
+        ).first()
     retried_by = conn.execute(select(folder_runs.c.id).where(folder_runs.c.retry_of == run.id)).scalar_one_or_none()
     return RunSummary(
         run,
@@ -101,6 +106,10 @@ def _summary(conn: Connection, run: RunRecord) -> RunSummary:
         None if job is None else str(job.status),
         None if job is None else int(job.attempt),
         None if retried_by is None else int(retried_by),
+        job is not None
+        and bool(job.cancel_requested)
+        and job.status in LIVE_STATUSES
+        and run.status not in TERMINAL_RUN_STATUSES,
     )
 
 

@@ -1,4 +1,5 @@
-"""Group revert: a completed run's committed material goes ``deleting`` with its cleanup, in one audited transaction."""
+"""Group revert: a completed (or cancelled) run's committed material goes ``deleting`` with its cleanup, in one
+audited transaction."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from knowledge.library.bases import assert_base_writable, load_base
 from knowledge.library.ids import ItemId
 from knowledge.lifecycle import schedule_delete
 from knowledge.principal import Principal
+from knowledge.store.schema_runs import REVERTIBLE_RUN_STATUSES
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -36,15 +38,18 @@ class RevertResult:
 
 
 def revert_run(quire: Quire, principal: Principal, run_id: int) -> RevertResult:
-    """Undo a completed run as a group: one audited transaction (its items ``deleting``, cleanup queued)."""
+    """Undo a completed or cancelled run as a group: one audited transaction (its items ``deleting``, cleanup
+    queued)."""
     require_person_for_run(principal, "revert")
     with quire.db.write() as conn:
         run = load_run_for(conn, run_id)
         base = load_base(conn, run.base_id)
         assert_base_writable(base, "revert a run")
-        if run.status != "completed":
+        if run.status not in REVERTIBLE_RUN_STATUSES:
             hint = "; a failed run is not revertible, start a new run instead" if run.status == "failed" else ""
-            raise Conflict(f"folder run {run_id} is {run.status}; only a completed run can be reverted{hint}")
+            raise Conflict(
+                f"folder run {run_id} is {run.status}; only a completed or cancelled run can be reverted{hint}"
+            )
         roots = [
             c for c in run_containers(conn, run.id) if (item := tree.load_item(conn, c)) and item.status != "deleting"
         ]

@@ -34,6 +34,8 @@ RUN_COMPLETED = "ingest.folder_run.completed"
 RUN_FAILED = "ingest.folder_run.failed"
 RUN_REVERTED = "ingest.folder_run.reverted"
 RUN_RETRIED = "ingest.folder_run.retried"
+RUN_CANCEL_REQUESTED = "ingest.folder_run.cancel_requested"  # a person asked; the transition follows
+RUN_CANCELLED = "ingest.folder_run.cancelled"
 BATCH_COMMITTED = "ingest.batch.committed"
 WALK_UNREADABLE = "ingest.folder_run.unreadable_folder"  # a read entry
 # Agents (MCP, knowledge.agents): calls they made, proposals they filed, what a person decided.
@@ -54,6 +56,7 @@ SYNC_ACTIONS = frozenset({SYNC_BATCH_APPLIED, SYNC_DISMISSED})
 
 ACTIONS = (
     frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, RUN_RETRIED})
+    | frozenset({RUN_CANCEL_REQUESTED, RUN_CANCELLED})
     | frozenset({BATCH_COMMITTED, WALK_UNREADABLE})
     | AGENT_ACTIONS
     | SYNC_ACTIONS
