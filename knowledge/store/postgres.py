@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from typing import ClassVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import QueuePool
@@ -41,14 +41,34 @@ def is_store_url(value: str) -> bool:
     return urlsplit(value).scheme.lower() in SCHEMES
 
 
+# query parameters that carry a secret in a libpq or Redis URL (``?password=…`` works in both)
+SECRET_PARAMETERS = frozenset({"password", "passwd", "pass", "sslpassword", "sslkey", "secret", "token", "key"})
+
+
 def redacted(url: str) -> str:
-    """The URL without its password: the only form a store URL is ever printed, logged or stored in."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL without its password, in its user part or its query: the only form a store or queue URL is ever
+    printed, logged or stored in. A URL too malformed to take apart keeps only its scheme."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return f"{url.split(':', 1)[0][:20]}://(unreadable URL, not shown)"
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, _redacted_query(parts.query), parts.fragment))
+
+
+def _redacted_query(query: str) -> str:
+    """``query`` with the value of every secret parameter replaced by ``***`` (the rest kept byte for byte)."""
+    if not query:
+        return query
+    pairs = []
+    for pair in query.split("&"):
+        name, sep, _value = pair.partition("=")
+        secret = unquote(name).strip().lower() in SECRET_PARAMETERS
+        pairs.append(f"{name}{sep}***" if secret and sep else pair)
+    return "&".join(pairs)
 
 
 def sqlalchemy_url(url: str) -> str:
