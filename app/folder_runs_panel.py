@@ -1,4 +1,4 @@
-"""The folder-run panel: drop or choose a folder → preview → Start → history, details, audit, revert.
+"""The folder-run panel: drop or choose a folder → preview → Start → history, details, audit, cancel, revert.
 
 * **Preview** (``knowledge.folder_runs.preview``): every file eligible or not, with the reason; how many
   files and folders the walk reached against the cap. A folder over the cap is refused, never
@@ -9,14 +9,11 @@
 * **History** lists the runs over this folder or into this base (status, timestamps, progress and
   disposition counts), polled once a second while the panel is shown — progress is a column the GUI
   polls. Selecting a run shows each source's disposition and reason, and the run's audit entries.
-* **Revert** (completed runs only, after a confirmation) is ``folder_runs.revert_run``.
-* **Retry** (failed runs only) is ``folder_runs.retry_run``: a new run over the folder as it is now, linked
-  to the failed one (which stays failed); what the failed run committed settles ``already_committed``. A
-  second press replays the same new run. The new run is selected.
+* **Cancel**, **Revert** and **Retry** act on the selected run (``app/run_actions.py``).
 
 The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
 
-Threading contract: main thread; previews, starts, reads and reverts run in ``Op``s."""
+Threading contract: main thread; previews, starts, reads, cancels and reverts run in ``Op``s."""
 
 from __future__ import annotations
 
@@ -38,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.context import AppContext
 from app.ops import Op, describe_error
+from app.run_actions import RunActions
 from app.run_reads import (
     PreviewOutcome,
     RunView,
@@ -65,7 +63,7 @@ from knowledge.library import Base
 REFRESH_MS = 1000
 
 
-class FolderRunsPanel(QWidget):
+class FolderRunsPanel(QWidget, RunActions):
     """See the module docstring."""
 
     previewed = Signal(object)  # PreviewOutcome
@@ -113,10 +111,7 @@ class FolderRunsPanel(QWidget):
         self.scope.currentIndexChanged.connect(lambda _i: self.refresh())
         self.runs_table = read_only_table(RUN_HEADERS, 1)
         self.runs_table.itemSelectionChanged.connect(self._run_selected)
-        self.revert_button = QPushButton("Revert run…")
-        self.revert_button.clicked.connect(self.revert_selected)
-        self.retry_button = QPushButton("Retry run")
-        self.retry_button.clicked.connect(self.retry_selected)
+        self.run_buttons = self._build_run_buttons()
         self.sources_table = read_only_table(SOURCE_HEADERS, 1)
         self.audit_table = read_only_table(AUDIT_HEADERS, 4)
         layout = QVBoxLayout(self)
@@ -152,8 +147,8 @@ class FolderRunsPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.scope)
         top.addStretch(1)
-        top.addWidget(self.retry_button)
-        top.addWidget(self.revert_button)
+        for button in self.run_buttons:
+            top.addWidget(button)
         layout.addLayout(top)
         detail_tabs = QTabWidget()
         detail_tabs.addTab(self.sources_table, "Sources")
@@ -345,6 +340,7 @@ class FolderRunsPanel(QWidget):
             run.folder,
             summary.base_name,
             run.status
+            + (" · cancelling" if summary.cancel_requested else "")
             + (f" ({run.error})" if run.error else "")
             + (f" · retry of {run.retry_of}" if run.retry_of is not None else "")
             + (f" · retried as {summary.retried_by}" if summary.retried_by is not None else ""),
@@ -390,43 +386,6 @@ class FolderRunsPanel(QWidget):
     def selected_summary(self) -> RunSummary | None:
         return next((r for r in self.runs if r.run.id == self.selected_run), None)
 
-    # -- revert -------------------------------------------------------------------------------
-
-    def revert_selected(self) -> None:
-        quire, summary = self.ctx.quire, self.selected_summary()
-        if quire is None or summary is None:
-            return
-        question = (
-            f"Revert folder run {summary.run.id} ({summary.run.folder} → {summary.base_name})?\n\n"
-            f"The {summary.counts['committed']} item(s) it added are removed from the knowledge base; "
-            "your files are not touched."
-        )
-        if not self.ctx.prompter.confirm(self, "Revert folder run", question):
-            return
-        self.revert_button.setEnabled(False)
-        Op(folder_runs.revert_run, quire, self.principal, summary.run.id).bound_to(self).on_success(
-            self._reverted
-        ).on_failure(self._start_failed).run()
-
-    def _reverted(self, result: folder_runs.RevertResult) -> None:
-        self.ctx.info(f"Folder run {result.run_id} reverted; {result.deleting} item(s) are being removed.")
-        self.refresh()
-
-    # -- retry --------------------------------------------------------------------------------
-
-    def retry_selected(self) -> None:
-        quire, summary = self.ctx.quire, self.selected_summary()
-        if quire is None or summary is None:
-            return
-        self.retry_button.setEnabled(False)
-        Op(folder_runs.retry_run, quire, self.principal, summary.run.id).bound_to(self).on_success(
-            self._retried
-        ).on_failure(self._start_failed).run()
-
-    def _retried(self, result: folder_runs.RetryResult) -> None:
-        self.ctx.info(f"Folder run {result.retry_of} is retried as run {result.run_id}.")
-        self.select_run(result.run_id)
-
     # -- buttons ------------------------------------------------------------------------------
 
     def _update_buttons(self) -> None:
@@ -436,8 +395,4 @@ class FolderRunsPanel(QWidget):
         fresh = self.preview_key is not None and self.preview_key != self.started_key
         self.start_button.setEnabled(ready and has_preview and fresh)
         self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
-        summary = self.selected_summary()
-        self.revert_button.setEnabled(self.ctx.ready and summary is not None and summary.run.status == "completed")
-        self.retry_button.setEnabled(
-            self.ctx.ready and summary is not None and summary.run.status == "failed" and summary.retried_by is None
-        )
+        self._update_run_buttons()
