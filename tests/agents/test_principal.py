@@ -121,6 +121,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
             quire, who, w["base"], folder_runs.preview(quire, PERSON, b, w["folder"]), "walked-key"
         ),
         "revert.revert_run": lambda: folder_runs.revert_run(quire, who, w["run"]),
+        "cancel.cancel_run": lambda: folder_runs.cancel_run(quire, who, w["run"]),
         "judging.set_descendant_cap": lambda: folder_runs.set_descendant_cap(quire, 5),
         "retry.retry_run": lambda: folder_runs.retry_run(quire, who, w["run"]),
         "proposals.accept_proposal": lambda: proposals.accept_proposal(quire, who, w["proposal"]),
