@@ -31,8 +31,7 @@ def added_message(changes: lifecycle.Changes, what: str, base_name: str) -> str:
 
 
 def why_no_delete(base: Base | None, chosen: list[Item]) -> str | None:
-    if base is not None and base.locked:
-        return f"{base.name!r} is locked (read-only)"
+    """Delete is allowed at any time, on a locked or failed base too (SPEC §3)."""
     return None if chosen else "Select items to delete"
 
 

@@ -34,6 +34,11 @@ def test_base_lifecycle_and_exit_codes(tmp_path: Path) -> None:
     rc, err = code(d, "add", "Articles", "--note", "refused while locked")
     assert rc == 4 and "locked" in err["error"]["message"]
     ok(d, "base", "unlock", "Articles")
+    note = ok(d, "add", "Articles", "--note", "kept until deleted")["outcomes"][0]["item_id"]
+    ok(d, "base", "lock", "Articles")
+    deleted = ok(d, "delete", "Articles", str(note))  # delete is allowed at any time (SPEC §3), locked too
+    assert deleted["statuses"] == {str(note): "deleting"}
+    ok(d, "base", "unlock", "Articles")
     ok(d, "base", "delete", str(created["id"]))
     assert ok(d, "base", "list")["bases"] == []
 
