@@ -40,7 +40,7 @@ ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/tes
 # Two processes as in `make test`: each starts its own servers (temporary folders, free ports). A server that
 # cannot start fails its tests here (QUIRE_REQUIRE_SERVERS), never skips them.
 test-engines: install
-	QUIRE_REQUIRE_SERVERS=1 QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m engines $(TEST_ARGS) $(ENGINE_FILES)
+	QUIRE_REQUIRE_SERVERS=1 QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 $(PY) -m pytest -m "engines and not soak" $(TEST_ARGS) $(ENGINE_FILES)
 
 # The SIGKILL crash tests' extra seeds and kills (marked soak), beyond the one per scenario `make test` runs.
 soak: install

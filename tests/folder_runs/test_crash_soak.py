@@ -51,7 +51,8 @@ from tests.support.files import write_tree
 SEED = 20261202
 KILLS = 8  # each kill starts a worker: the default run has each mode a few times, `make soak` SOAK_KILLS
 SOAK_KILLS = 22
-TEAM_KILLS = 8  # on a team store: the same kill points
+TEAM_KILLS = 4  # on a team store: the same kill points, fewer (`make soak` SOAK_TEAM_KILLS)
+SOAK_TEAM_KILLS = 8
 INGESTIBLE = 60
 MODES = ("early", "entered", "commits")
 WEIGHTS = (0.25, 0.35, 0.40)
@@ -95,6 +96,7 @@ quire = pytest.fixture(engine_quire)
         ("sqlite", KILLS),
         pytest.param("sqlite", SOAK_KILLS, marks=pytest.mark.soak),
         pytest.param("postgresql", TEAM_KILLS, marks=pytest.mark.engines),
+        pytest.param("postgresql", SOAK_TEAM_KILLS, marks=[pytest.mark.engines, pytest.mark.soak]),
     ],
     indirect=["quire"],
 )
