@@ -8,16 +8,18 @@ Order (the first that fits wins):
 4. an encoding the document declares (HTML ``<meta charset>``), if the bytes really decode with it;
 5. strict UTF-8, then "mostly UTF-8": a few bad bytes in an otherwise UTF-8 file (a log cut mid-character,
    a changelog with one Latin-1 name), decoded with replacement characters, when the file's valid multi-byte
-   characters outnumber its undecodable bytes ten to one (counted over the whole file);
+   characters outnumber its undecodable bytes two to one and those are at most 1% of its characters (one
+   is always allowed), counted over the whole file;
 6. Windows-1252 when the result reads like Western European text. charset-normalizer alone guesses
    short Latin-1 text badly (French comes out as cp1250 with "crčme"), and this is the most common
    legacy encoding a desktop user meets;
 7. charset-normalizer with a floor on its "mess" ratio;
-8. UTF-8 with replacement characters when at most one byte in a thousand does not decode (ASCII with a
-   stray byte that is not Western text either, e.g. 0x81): one byte never refuses a whole file;
+8. UTF-8 with replacement characters when at most one byte in a thousand (or a single byte) does not decode
+   (ASCII with a stray byte that is not Western text either, e.g. 0x81): one byte never refuses a whole file;
 9. anything else is ``invalid_encoding``: better refused than indexed as mojibake.
 
-Every decoded result must also look like text (few control, unassigned or private-use characters).
+Every decoded result must also look like text (few control, unassigned or private-use characters; the
+replacement characters of a repaired UTF-8 decoding are bounded by the rules above instead).
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ _CONTROL_BYTES = frozenset([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C,
 _MAX_CONTROL_RATIO = 0.10
 _MAX_MESS = 0.15  # charset-normalizer's chaos score of its best guess: above this it is not trusted
 _MAX_IMPLAUSIBLE_RATIO = 0.01
-_MAX_UTF8_REPAIR_RATIO = 0.1  # undecodable bytes per valid multi-byte character, for "mostly UTF-8"
+_MAX_UTF8_REPAIR_RATIO = 0.5  # undecodable bytes per valid multi-byte character, for "mostly UTF-8"
+_MAX_UTF8_REPAIR_SHARE = 0.01  # undecodable bytes per character, for "mostly UTF-8"
 _MAX_STRAY_BYTE_SHARE = 0.001  # undecodable bytes per byte, for UTF-8 (ASCII) with stray bytes
+_REPAIRED = "utf-8 (repaired)"
 # cp1252's typographic symbols (quotes, dashes, euro, copyright, degree...), without the superscripts and
 # inverted marks that Polish letters (l-stroke, a-ogonek, z-dot) turn into when cp1250 is misread.
 _WESTERN_SYMBOLS = frozenset(bytes(range(0x80, 0xC0)).decode("cp1252", "ignore") + "\u00d7\u00f7") - frozenset(
@@ -77,7 +81,7 @@ def decode_text(data: bytes, declared: str | None = None) -> Decoded:
             or _by_detector(data)
             or _by_utf8(data, stray_only=True)
         )
-    if found is None or not _plausible(found.text):
+    if found is None or not _plausible(found.text, repaired=found.encoding == _REPAIRED):
         raise SourceRejected("invalid_encoding", _INVALID)
     return found
 
@@ -155,9 +159,9 @@ def _by_declared(data: bytes, declared: str | None) -> Decoded | None:
 
 
 def _by_utf8(data: bytes, *, stray_only: bool = False) -> Decoded | None:
-    """Strict UTF-8, or UTF-8 with replacement characters when the undecodable bytes are a tiny share:
-    of the valid multi-byte characters (evidence that the file is UTF-8), or with ``stray_only`` (the last
-    resort, after the legacy encodings) of the whole file."""
+    """Strict UTF-8, or UTF-8 with replacement characters when the undecodable bytes are few: at most half
+    the valid multi-byte characters (the evidence that the file is UTF-8) and 1% of the characters, or with
+    ``stray_only`` (the last resort, after the legacy encodings) one byte in a thousand. One is always few."""
     strict = _strict(data, "utf-8")
     if strict is not None:
         return strict
@@ -168,10 +172,11 @@ def _by_utf8(data: bytes, *, stray_only: bool = False) -> Decoded | None:
     bad = replacements - data.count("\ufffd".encode())
     valid_multibyte = len(text) - len(text.encode("ascii", "ignore")) - replacements
     if stray_only:
-        accepted = bad <= _MAX_STRAY_BYTE_SHARE * len(data)
+        accepted = bad <= max(1, _MAX_STRAY_BYTE_SHARE * len(data))
     else:
-        accepted = valid_multibyte > 0 and bad <= _MAX_UTF8_REPAIR_RATIO * valid_multibyte
-    return Decoded(text, "utf-8 (repaired)") if accepted else None
+        few = bad <= max(1, _MAX_UTF8_REPAIR_SHARE * len(text))
+        accepted = few and bad <= _MAX_UTF8_REPAIR_RATIO * valid_multibyte
+    return Decoded(text, _REPAIRED) if accepted else None
 
 
 def _by_western(data: bytes) -> Decoded | None:
@@ -207,11 +212,11 @@ def _detection_sample(data: bytes) -> bytes:
     return data[: cut + 1] if cut > 0 else data[:_DETECT_BYTES]
 
 
-def _plausible(text: str) -> bool:
+def _plausible(text: str, *, repaired: bool = False) -> bool:
     sample = text[:_PLAUSIBLE_CHARS]
     if not sample:
         return True
-    bad = sum(1 for char in sample if _implausible(char))
+    bad = sum(1 for char in sample if _implausible(char) and not (repaired and char == "\ufffd"))
     return bad <= _MAX_IMPLAUSIBLE_RATIO * len(sample)
 
 

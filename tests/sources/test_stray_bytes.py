@@ -42,6 +42,14 @@ def test_one_latin1_byte_in_a_long_utf8_changelog_is_replaced(write: Writer) -> 
     assert segment_at(parsed, "Caf\ufffd menu.").line_start == text[:middle].count("\n") + 1
 
 
+def test_one_stray_byte_in_a_short_utf8_note_is_replaced(write: Writer) -> None:
+    """A few lines: one replacement character is over 1% of them, and two valid characters against one
+    undecodable byte is evidence enough; cp1252 cannot have it (0x9D in the closing quote)."""
+    before, after = "Élève\u2019s notes: \u201cCaf", " au lait\u201d \u2014 twice.\n"
+    parsed = parse_source(write("NOTES", before.encode() + b"\xe9" + after.encode()))
+    assert (parsed.metadata["encoding"], parsed.text) == ("utf-8 (repaired)", f"{before}\ufffd{after}")
+
+
 def test_a_stray_byte_past_the_detection_sample_of_an_ascii_log_is_replaced(write: Writer) -> None:
     """Nothing to weigh it against (no multi-byte characters), not Western text (0x81 is undefined in
     cp1252), and charset-normalizer sees only ASCII: one byte in a thousand or fewer is replaced."""
