@@ -42,7 +42,6 @@ _MIB = 1024 * 1024
 SNIFF_BYTES = 8 * 1024  # a file no suffix names is judged by this much of its start (bounded, before the rest)
 TEXT_BY_CONTENT = Format("text", "text/plain")
 _NO_EXTENSION = "(no known file extension)"
-_NO_EXTENSION_NOT_TEXT = "(no known file extension, and its content is not text)"
 
 Parser = Callable[..., ParsedDocument]  # (data, fmt, **options)
 
@@ -112,8 +111,10 @@ def parse_bytes(
             parsed = parse(data, fmt, **options)
     except SourceRejected as rejected:
         # a file read for its content that turns out not to be text is a type Quire does not read: skipped
-        if fmt is TEXT_BY_CONTENT and rejected.code in ("binary", "invalid_encoding"):
+        if fmt is TEXT_BY_CONTENT and rejected.code == "binary":
             raise _not_text(name) from rejected
+        if fmt is TEXT_BY_CONTENT and rejected.code == "invalid_encoding":
+            raise _not_text(name, "not text in an encoding Quire recognises") from rejected
         raise
     assert_declared(parsed.parser, parsed.metadata)
     return parsed
@@ -166,9 +167,9 @@ def require_text(name: str, head: bytes) -> Format:
     return TEXT_BY_CONTENT
 
 
-def _not_text(name: str) -> SourceRejected:
+def _not_text(name: str, why: str = "its content is not text") -> SourceRejected:
     shown = _shown_suffix(name)
-    detail = f"{shown} (its content is not text)" if shown != _NO_EXTENSION else _NO_EXTENSION_NOT_TEXT
+    detail = f"{shown} ({why})" if shown != _NO_EXTENSION else f"(no known file extension, and {why})"
     return SourceRejected("unsupported_type", f"unsupported file type {detail}")
 
 

@@ -81,6 +81,7 @@ def test_text_that_turns_binary_after_its_first_bytes_is_skipped_not_failed() ->
     with pytest.raises(SourceRejected) as info:
         parse_bytes(data, name="capture.2024")
     assert (info.value.code, terminal_status_for(info.value.code)) == ("unsupported_type", "skipped")
+    assert info.value.reason == "unsupported file type '.2024' (not text in an encoding Quire recognises)"
 
 
 def test_an_archive_member_is_judged_the_same_way() -> None:
