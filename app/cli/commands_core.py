@@ -137,10 +137,13 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:
+    log_file: logging.Handler | None = None
     if args.log:
         from knowledge.store.private_log import worker_log_handler
 
-        logging.getLogger().addHandler(worker_log_handler(Path(args.data_dir)))
+        log_file = worker_log_handler(Path(args.data_dir))
+        logging.getLogger().addHandler(log_file)
+    keep_warnings_off_the_terminal(log_file)
     if args.nice is None:
         args.nice = nice_from_environment()
     if args.threads is None or args.nice is None:
@@ -174,6 +177,18 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
                 watcher.stop()
     out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
     return 0
+
+
+def keep_warnings_off_the_terminal(log_file: logging.Handler | None) -> None:
+    """Libraries' warnings (Python's, and the parsers' the parse process forwards) go to the worker's log file
+    when it keeps one, never to the terminal: on a real folder one HTML library's warning filled it."""
+    from knowledge.ingest.parse_worker import PARSER_WARNINGS
+
+    logging.captureWarnings(True)
+    for name in ("py.warnings", PARSER_WARNINGS):
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        logger.addHandler(log_file if log_file is not None else logging.NullHandler())
 
 
 def nice_from_environment() -> int | None:

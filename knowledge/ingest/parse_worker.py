@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -40,6 +41,12 @@ from knowledge.sources.census import UndeclaredMetadata
 from knowledge.sources.dispatch import extra_parsers
 
 log = logging.getLogger(__name__)
+# Parser libraries' warnings, forwarded from the parse process: a worker sends them to its log file only
+# (app/cli/commands_core.py: keep_warnings_off_the_terminal).
+PARSER_WARNINGS = "quire.parser_warnings"
+parser_warnings = logging.getLogger(PARSER_WARNINGS)
+WARNINGS = "warnings"
+MAX_WARNINGS = 5  # distinct warnings reported per item
 
 PARSE_TIMEOUT = "parse_timeout"
 PARSER_CRASHED = "parser_crashed"
@@ -103,18 +110,33 @@ def _child_main(conn: Connection, memory_bytes: int, parent_pid: int, extra: dic
             return
         for name, data, max_bytes, ocr_language in request:
             answer: Any
-            try:
-                answer = ("ok", parse_bytes(data, name=name, max_bytes=max_bytes, ocr_language=ocr_language))
-            except SourceRejected as rejected:
-                answer = ("rejected", rejected.code, rejected.reason)
-            except MemoryError:
-                answer = ("rejected", "out_of_memory", "parsing it needed more memory than allowed")
-            except UndeclaredMetadata as exc:  # a bug in Quire, not in the file: said out loud, in the parent
-                answer = ("census", str(exc))
-            except Exception as exc:  # a parser bug: this item's failure, not the process's
-                answer = ("failed", "parse_error", sanitize_error(exc))
+            # a parser library's warnings (markup it guessed at, a font it lacked) describe the file: they go
+            # to the parent's log with the item's name, never to this process's stderr, a person's terminal
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")  # each distinct warning once per item: bounded
+                try:
+                    answer = ("ok", parse_bytes(data, name=name, max_bytes=max_bytes, ocr_language=ocr_language))
+                except SourceRejected as rejected:
+                    answer = ("rejected", rejected.code, rejected.reason)
+                except MemoryError:
+                    answer = ("rejected", "out_of_memory", "parsing it needed more memory than allowed")
+                except UndeclaredMetadata as exc:  # a bug in Quire, not in the file: said out loud, in the parent
+                    answer = ("census", str(exc))
+                except Exception as exc:  # a parser bug: this item's failure, not the process's
+                    answer = ("failed", "parse_error", sanitize_error(exc))
             del data
+            if caught:
+                conn.send((WARNINGS, name, described(caught)))
             conn.send(answer)
+
+
+def described(caught: list[warnings.WarningMessage]) -> list[str]:
+    """Each distinct warning once ("Category: first line", bounded), at most :data:`MAX_WARNINGS` of them."""
+    seen: dict[str, None] = {}
+    for w in caught:
+        first = str(w.message).strip().split("\n", 1)[0][:200]
+        seen.setdefault(f"{w.category.__name__}: {first}", None)
+    return list(seen)[:MAX_WARNINGS]
 
 
 def start_child(target: Callable[..., None], *args: Any, name: str) -> tuple[Any, Connection]:
@@ -214,6 +236,10 @@ class ParseWorker:
                 log.warning("a parse took longer than %.0f s; replacing the parse process", timeout)
                 return ParseFailed(PARSE_TIMEOUT, f"parsing took longer than {timeout:g} s and was stopped")
             answer = conn.recv()
+            while answer[0] == WARNINGS:  # the item's answer follows at once
+                for line in answer[2]:
+                    parser_warnings.warning("%s: %s", answer[1], line)
+                answer = conn.recv()
         except (EOFError, OSError):
             log.warning("the parse process stopped; replacing it")
             return ParseFailed(PARSER_CRASHED, "the parser stopped (crashed or ran out of memory) on this file")
