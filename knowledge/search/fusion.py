@@ -13,8 +13,11 @@ score. Two fusions exist:
   SciFact's training queries by ``tests/benchmarks/bench_fusion.py`` and loaded offline by
   :func:`load_fusion`, which refuses a file that is not Quire fusion data of this version.
 
-A feature a candidate lacks (it is in one list only) is imputed as the list's worst: a chunk below the
-cut-off of a ranking scores at most the last one kept.
+A score a candidate lacks (it is in one list only) is imputed. Absent from the keyword list: when that list
+is complete (shorter than the depth asked for, so it holds every visible chunk matching a query term) the
+candidate matched none, and its BM25 is 0; when the list was cut at that depth, its BM25 is at most the last
+one kept, and the list's lowest stands in. Absent from the vector list: its cosine is imputed as the list's
+lowest (a chunk below the cut-off, or one without a vector yet: nothing says it is 0).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ from knowledge.errors import KnowledgeError
 from knowledge.search.snippets import WORD
 
 # Bumped whenever the features, their order or meaning, or the file's layout change (like the chunker's
-# version): a file of another version is refused rather than misread.
+# version): a file of another version is refused rather than misread. Not bumped when a complete keyword
+# list's absent candidates went from its lowest BM25 to 0 (issue 46): on SciFact's training claims, fitting
+# the convex weight with either imputation picks the same weight and scores the same (their keyword lists are
+# almost never complete), and no file of another kind was ever shipped.
 FUSION_VERSION = "fusion-1"
 FUSION_FORMAT = "quire-fusion"
 FUSION_FILE = f"{FUSION_VERSION}.json"
@@ -41,8 +47,8 @@ FEATURES = (
     "cosine",  # the chunk's cosine with the query (imputed: the list's lowest)
     "cosine_minmax",  # cosine scaled to 0..1 over the vector list
     "cosine_z",  # cosine as standard deviations from the vector list's mean
-    "bm25",  # BM25 (higher is better; imputed: the list's lowest, 0 for an empty list)
-    "bm25_minmax",
+    "bm25",  # BM25 (higher is better; imputed: 0 when the list is complete, else the list's lowest)
+    "bm25_minmax",  # over the list, or over every candidate when the list is complete (their BM25 known)
     "bm25_z",
     "bm25_max",  # bm25 / the list's best
     "vector_rank",  # 1-based; absent = list length + 1
@@ -84,35 +90,25 @@ def candidate_features(
     keyword: Sequence[tuple[Any, float]],
     texts: Mapping[int, str],
     terms: Sequence[str],
+    *,
+    keyword_complete: bool,
 ) -> tuple[list[Any], Features]:
     """The candidates of both rankings (each once, vector list first) and their features.
 
     ``vector`` and ``keyword`` are (candidate, score) lists, best first, a candidate having an ``id``;
     ``texts`` the candidates' chunk texts by id (a missing text counts as no term found); ``terms`` the
-    query's keyword terms (stopwords left out)."""
+    query's keyword terms (stopwords left out); ``keyword_complete``: the keyword list holds every chunk
+    that matched (it came back shorter than the depth asked for), so a candidate absent from it scores 0."""
     rows: dict[int, Any] = {}
     for row, _score in (*vector, *keyword):
         rows.setdefault(row.id, row)
     ids = list(rows)
     at = {cid: n for n, cid in enumerate(ids)}
     m = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
-    for prefix, ranking, rank_col in (("cosine", vector, "vector_rank"), ("bm25", keyword, "keyword_rank")):
-        scores = np.array([s for _r, s in ranking], dtype=np.float64)
-        minmax, z, absent_minmax, absent_z = _normalised(scores)
-        low = float(scores.min()) if scores.size else 0.0
-        high = float(scores.max()) if scores.size else 0.0
-        cols = {name: FEATURES.index(name) for name in (prefix, f"{prefix}_minmax", f"{prefix}_z", rank_col)}
-        m[:, cols[prefix]] = low
-        m[:, cols[f"{prefix}_minmax"]] = absent_minmax
-        m[:, cols[f"{prefix}_z"]] = absent_z
-        m[:, cols[rank_col]] = len(ranking) + 1
-        rows_at = [at[r.id] for r, _s in ranking]
-        m[rows_at, cols[prefix]] = scores
-        m[rows_at, cols[f"{prefix}_minmax"]] = minmax
-        m[rows_at, cols[f"{prefix}_z"]] = z
-        m[rows_at, cols[rank_col]] = np.arange(1, len(ranking) + 1)
-        if prefix == "bm25":
-            m[:, FEATURES.index("bm25_max")] = m[:, cols["bm25"]] / high if high > 0 else 0.0
+    _fill_list(m, at, vector, "cosine", "vector_rank", complete=False)
+    _fill_list(m, at, keyword, "bm25", "keyword_rank", complete=keyword_complete)
+    high = max((s for _r, s in keyword), default=0.0)
+    m[:, FEATURES.index("bm25_max")] = m[:, FEATURES.index("bm25")] / high if high > 0 else 0.0
     distinct = list(dict.fromkeys(terms))
     m[:, FEATURES.index("query_terms")] = len(distinct)
     if distinct and texts:  # no texts: the fusion needs no text features
@@ -121,6 +117,39 @@ def candidate_features(
             m[n, FEATURES.index("coverage")] = coverage(body, distinct)
             m[n, FEATURES.index("first_line_coverage")] = coverage(body.split("\n", 1)[0], distinct)
     return [rows[cid] for cid in ids], Features(ids, m, (len(vector), len(keyword)))
+
+
+def _fill_list(
+    m: np.ndarray,
+    at: Mapping[int, int],
+    ranking: Sequence[tuple[Any, float]],
+    prefix: str,
+    rank_col: str,
+    *,
+    complete: bool,
+) -> None:
+    """One list's columns (its score, the score normalised two ways, the rank) for every candidate.
+    ``complete``: the candidates it lacks score 0 — known, not bounded — so they are normalised with the
+    rest; otherwise they get the list's lowest and the normalisations are over the list alone."""
+    cols = {name: FEATURES.index(name) for name in (prefix, f"{prefix}_minmax", f"{prefix}_z", rank_col)}
+    scores = np.array([s for _r, s in ranking], dtype=np.float64)
+    rows_at = [at[r.id] for r, _s in ranking]
+    m[:, cols[rank_col]] = len(ranking) + 1
+    m[rows_at, cols[rank_col]] = np.arange(1, len(ranking) + 1)
+    if complete and 0 < len(ranking) < len(m):
+        every = np.zeros(len(m))
+        every[rows_at] = scores
+        minmax, z, _absent_minmax, _absent_z = _normalised(every)
+        m[:, cols[prefix]], m[:, cols[f"{prefix}_minmax"]], m[:, cols[f"{prefix}_z"]] = every, minmax, z
+        return
+    # an empty list imputes 0 everywhere; a list holding every candidate has none to impute
+    minmax, z, absent_minmax, absent_z = _normalised(scores)
+    m[:, cols[prefix]] = float(scores.min()) if scores.size else 0.0
+    m[:, cols[f"{prefix}_minmax"]] = absent_minmax
+    m[:, cols[f"{prefix}_z"]] = absent_z
+    m[rows_at, cols[prefix]] = scores
+    m[rows_at, cols[f"{prefix}_minmax"]] = minmax
+    m[rows_at, cols[f"{prefix}_z"]] = z
 
 
 def coverage(body: str, terms: Sequence[str]) -> float:

@@ -114,7 +114,9 @@ def _scored_candidates(
     hits = (stats or TermStats()).counts(conn, base, phrases, partial(index.counts, opened) if exact else None)
     scored = keyword_bm25.scores(texts, keyword_bm25.phrase_tokens(phrases), hits, totals)
     ranked = sorted(scored.items(), key=lambda pair: (-pair[1], pair[0]))
-    return ranked[:limit], len(found) < asked
+    # no more than these: the index ran dry and none of its candidates were cut here (hybrid reads a short
+    # keyword list as every match)
+    return ranked[:limit], len(found) < asked and len(ranked) <= limit
 
 
 _TEXTS = text("SELECT id, text FROM chunks WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))

@@ -220,7 +220,9 @@ def search(
             by_vector = vector_candidates(conn, base, vector, depth, scope, index=quire.vectors)
             if background is None or ranker is None:
                 return by_vector
-            found = Candidates(by_vector, background.result(), tuple(terms))
+            by_keyword = background.result()
+            # a keyword list shorter than asked is every match: a candidate missing from it matched no term
+            found = Candidates(by_vector, by_keyword, tuple(terms), keyword_complete=len(by_keyword) < depth)
             if ranker.needs_texts:
                 found = replace(found, texts=_texts(conn, found.ids()))
             return ranker.rerank(found, depth)

@@ -39,12 +39,15 @@ _log = logging.getLogger(__name__)
 class Candidates:
     """What both rankings found for one query, best first in each list, as (candidate, score) pairs:
     cosine for ``by_vector``, BM25 (higher is better) for ``by_keyword``; a candidate may be in both.
-    ``texts`` holds the candidates' chunk texts by id, filled only for a reranker that needs them."""
+    ``texts`` holds the candidates' chunk texts by id, filled only for a reranker that needs them.
+    ``keyword_complete``: ``by_keyword`` holds every visible chunk matching a query term (it came back
+    shorter than asked), so a candidate missing from it matched none; else it was cut at the depth asked."""
 
     by_vector: Ranked
     by_keyword: Ranked
     terms: tuple[str, ...] = ()  # the query's keyword terms, stopwords left out
     texts: Mapping[int, str] = field(default_factory=dict)
+    keyword_complete: bool = field(kw_only=True)
 
     def ids(self) -> list[int]:
         """Every candidate's chunk id once, vector list first."""
@@ -84,7 +87,13 @@ class FusionReranker:
             k = int(self.fuser.params.get("k", RRF_K))
             return fuse([candidates.by_vector, candidates.by_keyword], depth, k=k, weights=(weight, 1.0 - weight))
         return fuse_with(
-            self.fuser, candidates.by_vector, candidates.by_keyword, depth, dict(candidates.texts), candidates.terms
+            self.fuser,
+            candidates.by_vector,
+            candidates.by_keyword,
+            depth,
+            dict(candidates.texts),
+            candidates.terms,
+            keyword_complete=candidates.keyword_complete,
         )
 
 
@@ -135,11 +144,16 @@ def fuse_with(
     depth: int,
     texts: dict[int, str] | None = None,
     terms: Sequence[str] = (),
+    *,
+    keyword_complete: bool,
 ) -> Ranked:
     """The candidates of both rankings ordered by ``fuser``'s scores, shifted so the worst candidate scores
     0 (the window's relevance bar divides by the best; a learned score can be negative). ``texts`` (by
-    chunk id) and ``terms`` feed the coverage features, when the fusion uses them."""
-    rows, features = fusion.candidate_features(by_vector, by_keyword, texts or {}, terms)
+    chunk id) and ``terms`` feed the coverage features, when the fusion uses them; ``keyword_complete``
+    says whether ``by_keyword`` holds every match (:attr:`Candidates.keyword_complete`)."""
+    rows, features = fusion.candidate_features(
+        by_vector, by_keyword, texts or {}, terms, keyword_complete=keyword_complete
+    )
     if not rows:
         return []
     scores = fuser.scores(features)

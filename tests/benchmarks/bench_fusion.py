@@ -159,7 +159,9 @@ def prepare(found: dict[str, Any], qrels: dict[str, dict[str, int]], depth: int 
             continue
         vector = [(Row(int(c)), float(s)) for c, s in q["vector"][:depth]]
         keyword = [(Row(int(c)), float(s)) for c, s in q["keyword"][:depth]]
-        rows, feats = fusion.candidate_features(vector, keyword, texts, q["terms"])
+        # as search decides it: a list shorter than the depth asked for holds every match
+        complete = len(q["keyword"]) < depth
+        rows, feats = fusion.candidate_features(vector, keyword, texts, q["terms"], keyword_complete=complete)
         docs = [chunks[str(r.id)][0] for r in rows]
         labels = np.array([max(0, qrels[qid].get(d, 0)) for d in docs], dtype=np.float64)
         out.append(Query(qid, rows, feats, docs, labels))

@@ -19,10 +19,12 @@ import pytest
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.library.bases import MULTILINGUAL_MODEL_ID
 from knowledge.search import fusion
+from knowledge.search.candidates import Candidate
 from knowledge.search.rerank import (
     RRF,
     RRF_K,
     VECTOR_WEIGHT,
+    Candidates,
     FusionReranker,
     active_fusion,
     fuse,
@@ -41,13 +43,16 @@ VECTOR = [(A, 0.9), (B, 0.8), (C, 0.5)]
 KEYWORD = [(C, 12.0), (D, 6.0)]
 
 
-def features(texts: dict[int, str] | None = None, terms: tuple[str, ...] = ()) -> fusion.Features:
-    rows, feats = fusion.candidate_features(VECTOR, KEYWORD, texts or {}, terms)
+def features(
+    texts: dict[int, str] | None = None, terms: tuple[str, ...] = (), *, complete: bool = False
+) -> fusion.Features:
+    rows, feats = fusion.candidate_features(VECTOR, KEYWORD, texts or {}, terms, keyword_complete=complete)
     assert [r.id for r in rows] == [1, 2, 3, 4]  # each candidate once, the vector list's first
     return feats
 
 
-def test_features_normalise_each_list_and_impute_the_absent_as_its_worst() -> None:
+def test_features_normalise_each_list_and_impute_the_absent_as_a_cut_lists_worst() -> None:
+    """A keyword list cut at the depth asked for: a chunk below the cut scores at most the last one kept."""
     f = features()
     assert f.column("cosine").tolist() == [0.9, 0.8, 0.5, 0.5]  # D is not in the vector list: its lowest
     assert f.column("cosine_minmax").tolist() == pytest.approx([1.0, 0.75, 0.0, 0.0])
@@ -62,6 +67,36 @@ def test_features_normalise_each_list_and_impute_the_absent_as_its_worst() -> No
     assert f.lengths == (3, 2)
 
 
+def test_a_complete_keyword_list_scores_the_candidates_it_lacks_0() -> None:
+    """A keyword list shorter than the depth asked for holds every match: A and B matched no query term, so
+    their BM25 is 0 (not the list's lowest, which would credit them like D, a real match) and the
+    normalisations run over all four candidates. The vector side is as before (a missing cosine is unknown)."""
+    f = features(complete=True)
+    assert f.column("bm25").tolist() == [0.0, 0.0, 12.0, 6.0]
+    assert f.column("bm25_max").tolist() == [0.0, 0.0, 1.0, 0.5]
+    assert f.column("bm25_minmax").tolist() == [0.0, 0.0, 1.0, 0.5]
+    bm25 = np.array([0.0, 0.0, 12.0, 6.0])
+    assert f.column("bm25_z") == pytest.approx((bm25 - bm25.mean()) / bm25.std())
+    assert f.column("keyword_rank").tolist() == [3, 3, 1, 2]
+    cut = features(complete=False)
+    for name in ("cosine", "cosine_minmax", "cosine_z", "vector_rank", "keyword_rank"):
+        assert f.column(name).tolist() == cut.column(name).tolist(), name
+    # a complete list with no candidate missing, or an empty one, reads the same either way
+    for keyword in (VECTOR, []):
+        both = [fusion.candidate_features(VECTOR, keyword, {}, (), keyword_complete=c)[1].matrix for c in (True, False)]
+        assert both[0].tolist() == both[1].tolist()
+
+
+@pytest.mark.parametrize("fuser", [fusion.Fusion("convex", {"vector_weight": 0.65, "norm": "max"}, "t"), RRF])
+def test_a_lone_keyword_match_outranks_every_candidate_that_matched_nothing(fuser: fusion.Fusion) -> None:
+    """Issue 46: a rare word found in one chunk only. Imputing the others the list's worst gave them the same
+    keyword credit as the match (bm25_max 1 each), and the vector side alone ordered them."""
+    vector = [(Candidate(n, n), 0.6 - n / 100) for n in range(1, 31)]  # the match is the vector list's last
+    keyword = [(Candidate(30, 30), 7.5)]
+    ordered = FusionReranker(fuser).rerank(Candidates(vector, keyword, ("zorblat",), keyword_complete=True), 10)
+    assert ordered[0][0].id == 30
+
+
 def test_coverage_counts_query_terms_found_whole_or_by_their_stem() -> None:
     texts = {1: "Protein folding\nin the body", 3: "the proteins fold here", 4: "nothing relevant"}
     f = features(texts, ("protein", "folding"))
@@ -72,8 +107,10 @@ def test_coverage_counts_query_terms_found_whole_or_by_their_stem() -> None:
     assert f.column("query_terms").tolist() == [2, 2, 2, 2]
 
 
-def test_rrf_over_features_is_the_same_fusion_as_fuse() -> None:
-    scores = fusion.rrf_scores(features(), k=RRF_K, vector_weight=VECTOR_WEIGHT)
+@pytest.mark.parametrize("complete", [False, True])
+def test_rrf_over_features_is_the_same_fusion_as_fuse(complete: bool) -> None:
+    """Rank-based: a candidate missing from a list adds nothing from it, whether the list is complete or cut."""
+    scores = fusion.rrf_scores(features(complete=complete), k=RRF_K, vector_weight=VECTOR_WEIGHT)
     by_fuse = {row.id: s for row, s in fuse([VECTOR, KEYWORD], 10, k=RRF_K, weights=(0.5, 0.5))}
     assert scores.tolist() == pytest.approx([by_fuse[n] for n in (1, 2, 3, 4)])
 
@@ -84,9 +121,12 @@ def test_convex_fusion_weighs_the_normalised_scores() -> None:
         got = fusion.convex_scores(f, vector_weight=0.3, norm=norm)
         assert got == pytest.approx(0.3 * f.column(cos) + 0.7 * f.column(kw))
     # all weight on one side orders by that side alone
-    ordered = fuse_with(fusion.Fusion("convex", {"vector_weight": 1.0, "norm": "minmax"}, "t"), VECTOR, KEYWORD, 10)
+    only_vector, only_keyword = (
+        fusion.Fusion("convex", {"vector_weight": w, "norm": "minmax"}, "t") for w in (1.0, 0.0)
+    )
+    ordered = fuse_with(only_vector, VECTOR, KEYWORD, 10, keyword_complete=False)
     assert [row.id for row, _s in ordered][:2] == [1, 2]
-    ordered = fuse_with(fusion.Fusion("convex", {"vector_weight": 0.0, "norm": "minmax"}, "t"), VECTOR, KEYWORD, 10)
+    ordered = fuse_with(only_keyword, VECTOR, KEYWORD, 10, keyword_complete=False)
     assert ordered[0][0].id == 3
     assert min(s for _r, s in ordered) == 0.0  # shifted: the worst candidate scores 0, none below
 
