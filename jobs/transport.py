@@ -107,6 +107,15 @@ def enlisted(dbapi_conn: Any) -> Iterator[None]:
         _enlisted.reset(token)
 
 
+def discard_messages(conn: Connection) -> int:
+    """Empty huey's tables in the caller's transaction (a restored database's queue is its maker's word; the
+    ``jobs`` table says what is to run). Returns how many messages were queued."""
+    dropped = conn.exec_driver_sql("DELETE FROM task").rowcount
+    for table in ("schedule", "kv", "counter"):
+        conn.exec_driver_sql(f"DELETE FROM {table}")
+    return int(dropped or 0)
+
+
 class WakeTransport(Protocol):
     """What the job layer needs of a wake-up transport: huey on the store's SQLite file (``Transport``), or
     huey on Redis for a team store (``jobs.redis_transport.RedisTransport``)."""

@@ -170,8 +170,34 @@ def cmd_restore(args: argparse.Namespace, out: Output) -> int:
         out.emit(checked.as_dict(), f"{checked.path}: database ok, {checked.blobs} owned files listed")
         return 0 if not checked.blobs_missing else 1
     result = restore_backup(args.backup, Path(args.data_dir), force=args.force)
-    out.emit(result, lambda r: f"restored {r['restored_from']} into {r['data_dir']}")
+    out.emit(result, restore_text)
     return 0
+
+
+def restore_text(r: dict[str, Any]) -> str:
+    """What a restore copied, and everything it refused or held back, in words."""
+    lines = [f"restored {r['restored_from']} into {r['data_dir']}", f"  {r['blobs']} owned file(s) copied"]
+    if r["blobs_missing"]:
+        lines.append(f"  {r['blobs_missing']} owned file(s) missing from the backup")
+    if r["blobs_invalid"]:
+        lines.append(f"  refused owned-copy names that are not hashes: {', '.join(r['blobs_invalid'])}")
+    for reason in r["blobs_refused"]:
+        lines.append(f"  refused an owned file: {reason}")
+    if r["originals_unverified"]:
+        lines.append(
+            f"  {r['originals_unverified']} original(s) not verified: reindex reads the owned copies and sync "
+            "waits until you run `quire base relocate`"
+        )
+    for name in r["endpoints_held_back"]:
+        lines.append(f"  the endpoint of {name!r} waits for `quire base confirm-endpoint {name}`")
+    if r["jobs_cancelled"] or r["messages_discarded"]:
+        lines.append(
+            f"  {r['jobs_cancelled']} queued job(s) cancelled and {r['messages_discarded']} queue message(s) "
+            "discarded: reindex what they left unfinished"
+        )
+    if r["moved_aside"]:
+        lines.append(f"  the folder's old contents were moved to {r['moved_aside']}")
+    return "\n".join(lines)
 
 
 def cmd_salvage(args: argparse.Namespace, out: Output) -> int:

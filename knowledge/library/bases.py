@@ -344,6 +344,17 @@ def confirm_endpoint(db: Database, ref: str | int) -> Base:
         return load_base(conn, base.id)
 
 
+def hold_back_endpoints(conn: Connection) -> list[str]:
+    """Every remote endpoint waits for a person again, as an imported one does (a restored backup's endpoint
+    and key variable are its maker's word): the names of the bases held back."""
+    held = []
+    for row in conn.execute(select(bases.c.id, bases.c.name, bases.c.embedder).where(bases.c.embedder.is_not(None))):
+        embedder = {**json.loads(row.embedder), ENDPOINT_UNCONFIRMED: True}
+        conn.execute(update(bases).where(bases.c.id == row.id).values(embedder=json.dumps(embedder, sort_keys=True)))
+        held.append(str(row.name))
+    return held
+
+
 def set_locked(db: Database, ref: str | int, locked: bool) -> Base:
     require_person("lock or unlock a knowledge base")
     with db.write() as conn:

@@ -238,6 +238,13 @@ def relocate_sources(conn: Connection, base_id: int, old: str, new: str, sep: st
     return int(result.rowcount or 0)
 
 
+def mark_sources_unverified(conn: Connection) -> int:
+    """Every item's source path becomes someone else's word (a restored backup), as an import's are: reindex
+    reads only the owned copy and sync never walks it until a person relocates it. Returns how many."""
+    marked = update(items).where(items.c.source_path.is_not(None)).values(source_unverified=1)
+    return int(conn.execute(marked).rowcount or 0)
+
+
 def remove_base_rows(conn: Connection, base_id: int) -> None:
     """Delete every item of a base being deleted (its material and owned files are the caller's)."""
     conn.execute(delete(items).where(items.c.base_id == base_id))
@@ -405,17 +412,8 @@ def reserve_ids(conn: Connection, base_id: int, count: int, now: float) -> ItemI
     first: a placeholder row sits just past the range, and new rowids are max + 1, so no one else's row
     lands inside it meanwhile. :func:`release_reservation` removes the placeholder."""
     first = int(conn.execute(select(func.coalesce(func.max(items.c.id), 0))).scalar_one()) + 1
-    conn.execute(
-        insert(items).values(
-            id=first + count,
-            base_id=base_id,
-            type="note",
-            name=".import placeholder",
-            status="failed",
-            created_at=now,
-            updated_at=now,
-        )
-    )
+    placeholder = {"base_id": base_id, "type": "note", "name": ".import placeholder", "status": "failed"}
+    conn.execute(insert(items).values(id=first + count, created_at=now, updated_at=now, **placeholder))
     return ItemId(first)
 
 

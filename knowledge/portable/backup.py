@@ -8,9 +8,11 @@ owner-only (0700 folder, 0600 files), with a ``manifest.json`` (format, time, co
 check of the copy. The last backup's location is kept in the ``settings`` table and in ``last-backup.json`` beside the
 database (readable even when the database is not), for ``quire doctor``.
 
-``check_backup`` and ``restore_backup`` read a backup without changing it. A restore refuses a
-non-empty target directory unless ``force`` is given; then the old contents are moved aside to
-``<dir>.replaced-<time>`` (never deleted).
+``check_backup`` and ``restore_backup`` read a backup without changing it, and trust nothing in it: its
+database passes every rule an import applies before a byte is copied, and what it says about the world
+outside (originals, endpoints, queued work) is held back once restored (:mod:`knowledge.portable.restore_rules`).
+A restore refuses a non-empty target directory unless ``force`` is given; then the old contents are moved
+aside to ``<dir>.replaced-<time>`` (never deleted).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from typing import Any
 
 import apsw
 
-from knowledge.errors import Conflict, GuardRejected, InvalidInput, StoreError
+from knowledge.errors import Conflict, InvalidInput, StoreError
 from knowledge.library import blobs
-from knowledge.portable import foreign
+from knowledge.portable import foreign, restore_rules
+from knowledge.portable.restore_rules import BackupRefused as BackupRefused
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store import settings as stored_settings
@@ -41,12 +44,6 @@ BACKUP_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LAST_BACKUP_KEY = "backup.last_path"
 LAST_BACKUP_FILE = "last-backup.json"  # beside the database: readable when the database is not
-
-
-class BackupRefused(GuardRejected):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -184,6 +181,8 @@ def check_backup(backup: Path) -> BackupCheck:
         conn = foreign.open_database(db_path)
         try:
             problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+            if problems == ["ok"]:
+                restore_rules.check_database(conn, backup.name)
         finally:
             conn.close()
         listed = _listed_blobs(db_path)
@@ -222,17 +221,8 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
             os.replace(data_dir, aside)
             moved_aside = str(aside)
     make_private_dir(data_dir)
-    target_db = data_dir / DB_FILENAME
-    create_private_file(target_db)
-    src = foreign.open_database(source / DB_FILENAME)
-    dest = apsw.Connection(str(target_db))
-    try:
-        with dest.backup("main", src, "main") as step:
-            step.step(-1)
-        dest.execute("PRAGMA journal_mode=WAL").fetchall()
-    finally:
-        dest.close()
-        src.close()
+    _copy_database(source / DB_FILENAME, data_dir / DB_FILENAME, source.name)
+    held = restore_rules.hold_back(data_dir)  # before any blob, worker or window can use the copy
     restored, refused = _restore_blobs(source, data_dir)
     return {
         "restored_from": str(source),
@@ -242,7 +232,33 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
         "blobs_invalid": checked.blobs_invalid,
         "blobs_refused": refused,
         "moved_aside": moved_aside,
+        **held.as_dict(),
     }
+
+
+def _copy_database(source_db: Path, target_db: Path, backup_name: str) -> None:
+    """Copy the backup's database, then check the copy itself again (the backup's file could have been
+    swapped since ``check_backup`` read it); a copy that fails is removed."""
+    create_private_file(target_db)
+    src = foreign.open_database(source_db)
+    dest = apsw.Connection(str(target_db))
+    try:
+        with dest.backup("main", src, "main") as step:
+            step.step(-1)
+    finally:
+        dest.close()
+        src.close()
+    try:
+        copy = foreign.open_database(target_db)
+        try:
+            restore_rules.check_database(copy, backup_name)
+        finally:
+            copy.close()
+        restore_rules.check_counters(target_db, backup_name)  # opens it as Quire does: WAL from here on
+    except BaseException:
+        for path in (target_db, Path(f"{target_db}-wal"), Path(f"{target_db}-shm")):
+            path.unlink(missing_ok=True)
+        raise
 
 
 def _restore_blobs(source: Path, data_dir: Path) -> tuple[int, list[str]]:

@@ -70,15 +70,25 @@ def _schema(conn: apsw.Connection) -> set[tuple[str, str, str, str | None]]:
     }
 
 
-def check_schema(conn: apsw.Connection, name: str) -> None:
-    """Before any row is read: the file has exactly what an export writes."""
+def schema_of(conn: apsw.Connection, name: str) -> set[tuple[str, str, str, str | None]]:
+    """(type, name, table, sql) of every schema object of a foreign database, read before any of its rows."""
     try:
-        found = _schema(conn)
+        return _schema(conn)
     except apsw.Error:
         raise ImportRefused("damaged", f"{name} is damaged (its schema cannot be read)") from None
+
+
+def schema_detail(found: set[tuple[str, str, str, str | None]], expected: set[tuple[str, str, str, str | None]]) -> str:
+    """The objects (a view, a trigger, a changed table…) a refusal names, briefly."""
+    extra = sorted(f"{t} {n}" for t, n, _tbl, _sql in found - expected)
+    return f" ({', '.join(extra[:3])[:120]})" if extra else ""
+
+
+def check_schema(conn: apsw.Connection, name: str) -> None:
+    """Before any row is read: the file has exactly what an export writes."""
+    found = schema_of(conn, name)
     if found != expected_schema():
-        extra = sorted(f"{t} {n}" for t, n, _tbl, _sql in found - expected_schema())
-        detail = f" ({', '.join(extra[:3])[:120]})" if extra else ""
+        detail = schema_detail(found, expected_schema())
         raise ImportRefused(
             "unexpected_schema",
             f"{name} is not laid out as a Quire export writes it{detail}: views, triggers and extra or changed "
@@ -109,16 +119,15 @@ def check_settings(info: ExportInfo) -> None:
         raise refuse("a base without a name")
     embedder = base.get("embedder")
     if embedder is not None:
-        check_endpoint_config(embedder, info)
+        check_endpoint_config(embedder, name, info.dimension)
 
 
-def check_endpoint_config(embedder: Any, info: ExportInfo) -> None:
+def check_endpoint_config(embedder: Any, name: str, dimension: int) -> None:
     """A remote embedder travels as configuration only; one that carries a secret (user-info in the URL)
-    or a query string, or that does not parse, is refused."""
+    or a query string, or that does not parse, is refused (``name``: the file it came in)."""
     from knowledge.ingest.remote import RemoteConfig
     from knowledge.ingest.remote_http import endpoint_problem
 
-    name = info.path.name
     try:
         config = RemoteConfig.from_json(embedder)
         config.settings.validate()
@@ -127,7 +136,7 @@ def check_endpoint_config(embedder: Any, info: ExportInfo) -> None:
     problem = endpoint_problem(config.endpoint, sends_key=config.api_key_env is not None)
     if problem:  # the same rule as base create and every request (remote_http), phrased once there
         raise ImportRefused("endpoint_refused", f"{name} names a remote embedder Quire refuses: {problem}")
-    if config.dimension != info.dimension:
+    if config.dimension != dimension:
         raise ImportRefused("invalid_settings", f"{name} holds a remote embedder of another dimension than its base")
     key = config.api_key_env
     if key is not None and not (isinstance(key, str) and key.replace("_", "").isalnum()):
@@ -141,24 +150,24 @@ def _one(conn: apsw.Connection, sql: str) -> Any:
     return conn.execute(sql).fetchall()[0]
 
 
-def _refuse_ids(name: str, what: str) -> ImportRefused:
-    return ImportRefused("invalid_ids", f"{name} has {what}; it was not written by Quire and is not imported")
+def refuse_ids(name: str, what: str) -> ImportRefused:
+    return ImportRefused("invalid_ids", f"{name} has {what}; Quire never writes that, so it is refused")
 
 
-def _check_ids(conn: apsw.Connection, table: str, name: str) -> None:
+def check_ids(conn: apsw.Connection, table: str, name: str) -> None:
     rows, distinct, bad = _one(
         conn,
         f"SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE typeof(id) != 'integer' OR id <= 0 "
         f"OR id >= {MAX_ID}) FROM {table}",
     )
     if bad or rows != distinct:
-        raise _refuse_ids(name, f"{table} ids that are not unique positive integers")
+        raise refuse_ids(name, f"{table} ids that are not unique positive integers")
 
 
 def _check_seq(conn: apsw.Connection, table: str, name: str) -> None:
     rows, low, high = _one(conn, f"SELECT count(*), min(seq), max(seq) FROM {table}")
     if rows and (low != 1 or high != rows):
-        raise _refuse_ids(name, f"{table} rows that are not numbered 1..{rows}")
+        raise refuse_ids(name, f"{table} rows that are not numbered 1..{rows}")
 
 
 def _dangling(conn: apsw.Connection, table: str, column: str, target: str, name: str) -> None:
@@ -167,13 +176,13 @@ def _dangling(conn: apsw.Connection, table: str, column: str, target: str, name:
         f'SELECT count(*) FROM {table} WHERE "{column}" IS NOT NULL AND "{column}" NOT IN (SELECT id FROM {target})',
     )[0]
     if found:
-        raise _refuse_ids(name, f"{table}.{column} values that point at no {target} row")
+        raise refuse_ids(name, f"{table}.{column} values that point at no {target} row")
 
 
 def check_references(conn: apsw.Connection, name: str) -> None:
     """Ids positive, unique and integer; every reference resolves inside the file; parents come first."""
     for table in ("items", "folder_runs", "folder_run_sources", "ingest_batches", "folder_run_outcomes"):
-        _check_ids(conn, table, name)
+        check_ids(conn, table, name)
     _check_seq(conn, "chunks", name)  # chunk ids are renumbered by their order in the file
     for table, column, target in (
         ("items", "parent_id", "items"),
@@ -191,10 +200,10 @@ def check_references(conn: apsw.Connection, name: str) -> None:
     ):
         _dangling(conn, table, column, target, name)
     if _one(conn, "SELECT count(*) FROM chunks WHERE item_id IS NULL")[0]:
-        raise _refuse_ids(name, "chunks that belong to no item")
+        raise refuse_ids(name, "chunks that belong to no item")
     late = _one(conn, "SELECT count(*) FROM items c JOIN items p ON p.id = c.parent_id WHERE p.seq >= c.seq")[0]
     if late:
-        raise _refuse_ids(name, "items listed before their parent folder")
+        raise refuse_ids(name, "items listed before their parent folder")
 
 
 def check_blob_names(conn: apsw.Connection, name: str) -> None:
@@ -207,7 +216,7 @@ def check_blob_names(conn: apsw.Connection, name: str) -> None:
         if not blobs.is_blob_name(sha):
             raise ImportRefused(
                 "invalid_blob_name",
-                f"{name} names an owned copy {repr(sha)[:40]}, which is not a content hash; not imported",
+                f"{name} names an owned copy {repr(sha)[:40]}, which is not a content hash; refused",
             )
 
 
@@ -229,11 +238,12 @@ def check_blobs(conn: apsw.Connection, name: str) -> None:
             raise ImportRefused(code, f"{name} holds {problem}; not imported")
 
 
-def vector_problem(embedding: Any, dimension: int) -> str | None:
-    """Why a chunk's float32 vector must not be written (None when it is sound)."""
-    if not isinstance(embedding, bytes) or len(embedding) != 4 * dimension:
-        return f"a vector that is not {dimension} float32 numbers"
-    if not np.isfinite(np.frombuffer(embedding, dtype=np.float32)).all():
+def vector_problem(embedding: Any, dimension: int, dtype: type[np.floating[Any]] = np.float32) -> str | None:
+    """Why a chunk's vector (float32, or the float16 copy) must not be written (None when it is sound)."""
+    width = np.dtype(dtype).itemsize
+    if not isinstance(embedding, bytes) or len(embedding) != width * dimension:
+        return f"a vector that is not {dimension} {np.dtype(dtype).name} numbers"
+    if not np.isfinite(np.frombuffer(embedding, dtype=dtype)).all():
         return "a vector with a NaN or infinite component"
     return None
 

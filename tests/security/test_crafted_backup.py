@@ -49,22 +49,33 @@ def listed_shas(db_path: Path) -> list[str]:
         conn.close()
 
 
-def rename_blob_rows(db_path: Path, old: str, new: str) -> None:
-    """Point a blob row and the items using it at ``new`` (the database the attacker hands over)."""
+def rename_blob_rows(db_path: Path, old: str, new: str, *, items: bool = True) -> None:
+    """Point a blob row (and, with ``items``, the items using it) at ``new`` (the database the attacker hands
+    over)."""
     conn = apsw.Connection(str(db_path))
     try:
-        conn.execute("UPDATE items SET blob_sha256 = ? WHERE blob_sha256 = ?", (new, old))
-        conn.execute("UPDATE items SET text_sha256 = ? WHERE text_sha256 = ?", (new, old))
+        if items:
+            conn.execute("UPDATE items SET blob_sha256 = ? WHERE blob_sha256 = ?", (new, old))
+            conn.execute("UPDATE items SET text_sha256 = ? WHERE text_sha256 = ?", (new, old))
         conn.execute("UPDATE blobs SET sha256 = ? WHERE sha256 = ?", (new, old))
     finally:
         conn.close()
 
 
 def test_restore_never_writes_through_a_crafted_name(quire: Quire, tmp_path: Path, outside: Outside) -> None:
-    """The O_TRUNC attack: a blob row named like a path would have overwritten the sentinel."""
+    """The O_TRUNC attack: a blob row named like a path would have overwritten the sentinel. Items naming such
+    a copy refuse the whole backup, as they refuse an import; a stray blob row alone is skipped and named."""
     backup = made_backup(quire, tmp_path)
     first = listed_shas(backup / DB_FILENAME)[0]
+    pristine = tmp_path / "pristine.db"
+    shutil.copyfile(backup / DB_FILENAME, pristine)
     rename_blob_rows(backup / DB_FILENAME, first, TRAVERSAL)
+    refused = quire_cli("--json", "restore", str(backup), data_dir=tmp_path / "refused")
+    assert refused.returncode == EXIT_REFUSED, refused.stdout + refused.stderr
+    assert json.loads(refused.stdout)["error"]["code"] == "invalid_blob_name"
+    assert not (tmp_path / "refused" / DB_FILENAME).exists()
+    shutil.copyfile(pristine, backup / DB_FILENAME)
+    rename_blob_rows(backup / DB_FILENAME, first, TRAVERSAL, items=False)
     # the bytes such a name reads from the backup (backups/outside/sentinel.txt), ready to be written over ours
     (backup / "blobs" / "ab").mkdir(exist_ok=True)
     (backup.parent / "outside").mkdir()
