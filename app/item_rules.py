@@ -31,7 +31,7 @@ def added_message(changes: lifecycle.Changes, what: str, base_name: str) -> str:
 
 
 def why_no_delete(base: Base | None, chosen: list[Item]) -> str | None:
-    """Delete is allowed at any time, on a locked or failed base too (SPEC §3)."""
+    """Delete is allowed at any time, on a locked or failed base too: a lock never keeps a person from removing."""
     return None if chosen else "Select items to delete"
 
 

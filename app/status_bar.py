@@ -1,16 +1,13 @@
-"""The status bar: files and chunks done / total over all work, the measured rate and an ETA, pause.
-
-The rate is measured, not guessed: ``ProgressTracker`` keeps the completed-file and chunk counts of the
-recent polls (``app.poller`` results) and divides what changed by the time between them. "Done / total"
-counts from the moment work appeared (files waiting went from none to some), so a new batch starts at
-0 / N. Clicking the summary opens the jobs view: jobs in flight and recent failures with their reasons.
+"""The status bar: files and chunks done / total over all work (a folder run's sources included), the
+measured rate and an ETA, pause: ``knowledge.lifecycle.work_rate`` turns the poll's ``WorkTotals`` into
+them, as it does for ``quire worker``'s progress line. Clicking the summary opens the jobs view: jobs in
+flight and recent failures with their reasons.
 
 Threading contract: main thread; the jobs view reads in an ``Op``.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from PySide6.QtGui import QAction
@@ -33,72 +30,8 @@ from app.startup import PollResult
 from jobs.queue import JobRecord
 from knowledge import lifecycle
 from knowledge.library import Item
-from knowledge.lifecycle import WorkTotals
+from knowledge.lifecycle import Progress, ProgressTracker, progress_text
 from knowledge.runtime import Quire
-
-WINDOW_SECONDS = 30.0  # the rate is measured over about this much recent time
-
-
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    chunks: int
-    files_per_second: float | None
-    eta_seconds: float | None
-    waiting: int
-    paused: bool
-
-
-class ProgressTracker:
-    """Turns successive ``WorkTotals`` into done / total, a files-per-second rate and an ETA."""
-
-    def __init__(self) -> None:
-        self.samples: deque[tuple[float, int]] = deque()
-        self.start_completed: int | None = None
-
-    def update(self, work: WorkTotals, at: float) -> Progress:
-        settled = work.completed + work.failed
-        if work.waiting and self.start_completed is None:
-            self.start_completed = settled
-        if not work.waiting:
-            self.start_completed = None
-            self.samples.clear()
-        self.samples.append((at, settled))
-        while len(self.samples) > 2 and at - self.samples[0][0] > WINDOW_SECONDS:
-            self.samples.popleft()
-        done = settled - (self.start_completed if self.start_completed is not None else settled)
-        rate = self.rate()
-        eta = work.waiting / rate if rate and work.waiting and not work.paused else None
-        return Progress(max(0, done), max(0, done) + work.waiting, work.chunks, rate, eta, work.waiting, work.paused)
-
-    def rate(self) -> float | None:
-        if len(self.samples) < 2:
-            return None
-        (t0, n0), (t1, n1) = self.samples[0], self.samples[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 > n0 else None
-
-
-def duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def progress_text(p: Progress) -> str:
-    if p.paused and p.waiting:
-        return f"Paused — {p.waiting:,} file{'s' if p.waiting != 1 else ''} waiting"
-    if p.paused:
-        return "Paused — nothing waiting"
-    if not p.waiting:
-        return f"Idle · {p.chunks:,} chunks indexed"
-    parts = [f"{p.done:,}/{p.total:,} files", f"{p.chunks:,} chunks"]
-    parts.append(f"{p.files_per_second:.1f} files/s" if p.files_per_second else "measuring rate…")
-    if p.eta_seconds is not None:
-        parts.append(f"about {duration(p.eta_seconds)} left")
-    return " · ".join(parts)
 
 
 class StatusBar:

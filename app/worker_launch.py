@@ -24,8 +24,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def worker_argv(data_dir: str) -> list[str]:
-    """``quire worker`` for this data directory: the CLI module, or the frozen app's ``cli`` entry."""
-    return quire_command("--data-dir", data_dir, "worker", "--log")
+    """``quire worker`` for this data directory: the CLI module, or the frozen app's ``cli`` entry. It logs to
+    its own file and reports no progress line: the window's status bar shows the same numbers."""
+    return quire_command("--data-dir", data_dir, "worker", "--log", "--progress-every", "0")
 
 
 def launcher_argv(parent_pid: int, data_dir: str) -> list[str]:

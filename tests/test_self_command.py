@@ -14,6 +14,9 @@ from app.cli.main import main as cli_main
 from tests.agents.helpers import run
 from tests.conftest import REPO, quire_cli
 
+# the window's worker: its own log, no progress line (the status bar shows the same numbers)
+WORKER_ARGS = ["--log", "--progress-every", "0"]
+
 FROZEN_EXE = "/opt/Quire/Quire"
 
 
@@ -34,13 +37,14 @@ def test_a_source_checkout_runs_the_modules_with_this_interpreter() -> None:
         "D",
         "mcp",
     ]
-    assert worker_launch.worker_argv("D") == [sys.executable, "-m", "app.cli", "--data-dir", "D", "worker", "--log"]
+    expected = [sys.executable, "-m", "app.cli", "--data-dir", "D", "worker", *WORKER_ARGS]
+    assert worker_launch.worker_argv("D") == expected
     assert self_command.worker_launcher_command(7, "D") == [sys.executable, "-m", "app.worker_launch", "7", "D"]
 
 
 def test_the_frozen_app_takes_role_words_never_dash_m(frozen: str) -> None:
     assert self_command.quire_command("--data-dir", "D", "mcp") == [frozen, "cli", "--data-dir", "D", "mcp"]
-    assert worker_launch.worker_argv("D") == [frozen, "cli", "--data-dir", "D", "worker", "--log"]
+    assert worker_launch.worker_argv("D") == [frozen, "cli", "--data-dir", "D", "worker", *WORKER_ARGS]
     assert self_command.worker_launcher_command(7, "D") == [frozen, "worker-launch", "7", "D"]
 
 

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
+from app.cli.worker_progress import ProgressLine, default_interval
 from knowledge.compose import open_quire
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
@@ -100,6 +102,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="load the model and start the parse process at once (default: unless --until-idle finds nothing to index)",
     )
     p.add_argument(
+        "--progress-every",
+        type=float,
+        metavar="SECONDS",
+        help="report progress on stderr this often (default: every second on a terminal, a line every 30 s "
+        "otherwise; 0: never)",
+    )
+    p.add_argument(
         "--nice",
         type=int,
         help=f"lower the worker's CPU priority by this much (default: ${NICE_ENV} if set, else the worker.nice "
@@ -158,6 +167,8 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("--threads must be at least 1")
     if not 0 <= args.nice <= 19:
         raise UsageError(f"--nice (or {NICE_ENV}) must be between 0 and 19")
+    if args.progress_every is not None and not args.progress_every >= 0:
+        raise UsageError("--progress-every takes a number of seconds, 0 or more")
     lower_priority(args.nice)
     with opened(args, hosts_worker=True) as quire:
         report = quire.recover()
@@ -170,9 +181,12 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
 
             watcher = SyncWatcher(quire)
             watcher.start()
+        interval = args.progress_every if args.progress_every is not None else default_interval(sys.stderr)
+        progress = ProgressLine(quire, sys.stderr, interval).start()
         try:
             done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
         finally:
+            progress.stop()
             if watcher is not None:
                 watcher.stop()
     out.emit({"recovery": report.as_dict(), "jobs_finished": done}, f"worker stopped; {done} job(s) finished")
@@ -182,7 +196,7 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
 def keep_warnings_off_the_terminal(log_file: logging.Handler | None) -> None:
     """Libraries' warnings (Python's, and the parsers' the parse process forwards) go to the worker's log file
     when it keeps one, never to the terminal: on a real folder one HTML library's warning filled it."""
-    from knowledge.ingest.parse_worker import PARSER_WARNINGS
+    from knowledge.ingest import PARSER_WARNINGS
 
     logging.captureWarnings(True)
     for name in ("py.warnings", PARSER_WARNINGS):

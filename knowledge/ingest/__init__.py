@@ -4,6 +4,7 @@ is built."""
 
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID
 from knowledge.ingest.models import MULTILINGUAL_MODEL_ID, chosen_encoder, is_multilingual, model_encoding, model_spec
+from knowledge.ingest.parse_worker import PARSER_WARNINGS
 from knowledge.ingest.query_process import out_of_process_queries
 from knowledge.ingest.remote import (
     CallSettings,
@@ -16,6 +17,7 @@ from knowledge.ingest.remote import (
 __all__ = [
     "DEFAULT_MODEL_ID",
     "MULTILINGUAL_MODEL_ID",
+    "PARSER_WARNINGS",
     "CallSettings",
     "EmbedderUnavailable",
     "EmbeddingRejected",

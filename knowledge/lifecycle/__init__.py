@@ -83,6 +83,7 @@ from knowledge.lifecycle.tree_pages import (
     sort_key,
 )
 from knowledge.lifecycle.uploads import Upload, read_files, record_uploads
+from knowledge.lifecycle.work_rate import Progress, ProgressTracker, progress_text
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -104,6 +105,8 @@ __all__ = [
     "NoteInput",
     "Passage",
     "PathInput",
+    "Progress",
+    "ProgressTracker",
     "Retried",
     "SortKey",
     "Stamps",
@@ -126,6 +129,7 @@ __all__ = [
     "live_jobs_total",
     "open_passages",
     "owned_copy_path",
+    "progress_text",
     "read_files",
     "recent_failures",
     "record_uploads",

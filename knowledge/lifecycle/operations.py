@@ -285,7 +285,7 @@ def _answered_by_covering(
 
 
 def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> Changes:
-    """Delete is allowed at any time (SPEC §3): on a failed base, and on a locked one too — a lock keeps a base
+    """Delete is allowed at any time: on a failed base, and on a locked one too — a lock keeps a base
     from changing by accident, never keeps a person from removing what must go."""
     require_person("delete items")
     with quire.db.write() as conn:

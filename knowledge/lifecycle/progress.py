@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Connection, and_, func, select
 
 from jobs.schema import LIVE_STATUSES, jobs
 from knowledge import preferences
 from knowledge.library.tree import Item
 from knowledge.store.schema import ACTIVE_STATUSES, TERMINAL_STATUSES, chunks, items
+from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes, folder_run_sources, folder_runs
+
+LIVE_RUN_STATUSES = ("pending", "running")  # a folder run still to settle sources (its own rules: folder_runs/)
+IN_HAND_STATUSES = ("reading", "embedding")
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -60,14 +64,24 @@ def base_progress(quire: Quire, base_id: int) -> BaseProgress:
 
 @dataclass(frozen=True)
 class WorkTotals:
-    """Files over every base (leaves, ``deleting`` excluded) by where they stand, chunks indexed, and
-    whether indexing is paused: the status bar's "done / total", its rate and its ETA come from these."""
+    """Files over every base (leaves, ``deleting`` excluded) by where they stand, the live folder runs'
+    sources, chunks indexed, and whether indexing is paused: the status bar's and ``quire worker``'s "done /
+    total", rate and ETA come from these (:mod:`knowledge.lifecycle.work_rate`)."""
 
-    waiting: int  # files still to index (an active status)
+    waiting: int  # files still to index (an active status) and live folder runs' unsettled sources
     completed: int
     failed: int
     chunks: int
     paused: bool
+    skipped: int = 0
+    # live folder runs' sources settled without an item of their own (skipped, already covered, refused): a
+    # run's committed source is counted once, as its completed item
+    settled_in_runs: int = 0
+    in_hand: str | None = None  # a file being read or embedded now, by its path below its root
+
+    @property
+    def settled(self) -> int:
+        return self.completed + self.failed + self.skipped + self.settled_in_runs
 
 
 def work_totals(quire: Quire) -> WorkTotals:
@@ -78,11 +92,58 @@ def work_totals(quire: Quire) -> WorkTotals:
             .group_by(items.c.status)
         ).all()
         chunk_count = conn.execute(select(func.count()).select_from(chunks)).scalar_one()
+        runs = _live_runs(conn)
+        in_hand = runs.in_hand or _item_in_hand(conn)
     counts = {str(s): int(n) for s, n in rows}
     waiting = sum(n for s, n in counts.items() if s in ACTIVE_STATUSES)
     return WorkTotals(
-        waiting, counts.get("completed", 0), counts.get("failed", 0), int(chunk_count), preferences.is_paused(quire.db)
+        waiting + runs.unsettled,
+        counts.get("completed", 0),
+        counts.get("failed", 0),
+        int(chunk_count),
+        preferences.is_paused(quire.db),
+        skipped=counts.get("skipped", 0),
+        settled_in_runs=runs.settled_without_item,
+        in_hand=in_hand,
     )
+
+
+@dataclass(frozen=True)
+class _LiveRuns:
+    unsettled: int
+    settled_without_item: int
+    in_hand: str | None
+
+
+def _live_runs(conn: Connection) -> _LiveRuns:
+    """The pending and running folder runs' sources: those not settled yet, those settled without an item,
+    and the first one an attempt has in flight (one count per table over the live runs' ids)."""
+    live = select(folder_runs.c.id).where(folder_runs.c.status.in_(LIVE_RUN_STATUSES)).scalar_subquery()
+    sources = conn.execute(
+        select(func.count()).select_from(folder_run_sources).where(folder_run_sources.c.run_id.in_(live))
+    ).scalar_one()
+    settled, with_item = conn.execute(
+        select(func.count(), func.count(folder_run_outcomes.c.item_id)).where(folder_run_outcomes.c.run_id.in_(live))
+    ).one()
+    in_hand = conn.execute(
+        select(folder_run_sources.c.relative_path)
+        .join(folder_run_in_flight, folder_run_in_flight.c.source_id == folder_run_sources.c.id)
+        .where(folder_run_in_flight.c.run_id.in_(live), folder_run_in_flight.c.attempt.is_not(None))
+        .order_by(folder_run_sources.c.ordinal)
+        .limit(1)
+    ).scalar()
+    return _LiveRuns(max(0, int(sources) - int(settled)), int(settled) - int(with_item), in_hand)
+
+
+def _item_in_hand(conn: Connection) -> str | None:
+    """A file an index job is reading or embedding now (the one that moved last)."""
+    row = conn.execute(
+        select(items.c.relative_path, items.c.name)
+        .where(items.c.status.in_(IN_HAND_STATUSES), items.c.type != "directory")
+        .order_by(items.c.updated_at.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else str(row.relative_path or row.name)
 
 
 def recent_failures(quire: Quire, limit: int = 20) -> list[Item]:

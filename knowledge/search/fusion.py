@@ -37,7 +37,7 @@ from knowledge.search.snippets import WORD
 
 # Bumped whenever the features, their order or meaning, or the file's layout change (like the chunker's
 # version): a file of another version is refused rather than misread. Not bumped when a complete keyword
-# list's absent candidates went from its lowest BM25 to 0 (issue 46): on SciFact's training claims, fitting
+# list's absent candidates went from its lowest BM25 to 0: on SciFact's training claims, fitting
 # the convex weight with either imputation picks the same weight and scores the same (their keyword lists are
 # almost never complete), and no file of another kind was ever shipped.
 FUSION_VERSION = "fusion-1"

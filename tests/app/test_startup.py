@@ -74,6 +74,8 @@ def test_the_worker_process_starts_after_the_window_and_stops_on_sigterm(
         str(window.ctx.data_dir),
         "worker",
         "--log",
+        "--progress-every",
+        "0",
     ]
     log = window.ctx.data_dir / "worker.log"  # its own rotated log, owner-only
     assert log.is_file() and stat.S_IMODE(log.stat().st_mode) == 0o600

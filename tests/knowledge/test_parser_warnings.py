@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.ingest.parse_worker import PARSER_WARNINGS, ParseLimits, ParseWorker
+from knowledge.ingest import PARSER_WARNINGS
+from knowledge.ingest.parse_worker import ParseLimits, ParseWorker
 from tests.conftest import quire_cli
 
 # XML handed to the HTML parser: BeautifulSoup warns XMLParsedAsHTMLWarning (an XHTML page of a real doc tree)

@@ -121,7 +121,7 @@ def test_worker_log_is_rotated_and_every_file_stays_0600(tmp_path: Path) -> None
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
     assert (MAX_LOG_BYTES, LOG_BACKUPS) == (10 * 1024 * 1024, 3)
-    assert worker_argv(str(data_dir))[-2:] == ["worker", "--log"]  # the window's worker logs there
+    assert worker_argv(str(data_dir))[-4:-2] == ["worker", "--log"]  # the window's worker logs there
     (data_dir / WORKER_LOG).write_text("from an older version\n")
     (data_dir / WORKER_LOG).chmod(0o644)
     before = tree_state(tmp_path, skip=data_dir)
