@@ -59,6 +59,7 @@ from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_reco
 from app.status_bar import StatusBar
 from app.sync_actions import SyncActions
 from app.team_store import TeamStore
+from app.unindexed_sources import UnindexedSources
 from app.worker_process import WorkerProcess
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes
@@ -195,6 +196,8 @@ class MainWindow(ItemActions, QMainWindow):
         self.hide_skipped.setToolTip("Hide files Quire does not read by design (unsupported, ignored, empty, no text)")
         self.hide_skipped.toggled.connect(lambda on: self.model.set_hidden_statuses(("skipped",) if on else ()))
         self.toolbar.addAction(self.hide_skipped)
+        self.unindexed = UnindexedSources(self.ctx)  # a run's failed and skipped files have no row in the tree
+        self.toolbar.addWidget(self.unindexed.choice)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -203,6 +206,7 @@ class MainWindow(ItemActions, QMainWindow):
         self.drop_hint.setObjectName("hint")
         layout.addWidget(self.drop_hint)
         layout.addWidget(self.tree, 1)
+        layout.addWidget(self.unindexed)
         return page
 
     def _action(self, text: str, slot: object, shortcut: QKeySequence.StandardKey | None = None) -> QAction:
@@ -224,6 +228,7 @@ class MainWindow(ItemActions, QMainWindow):
         self.search_panel.show_hits.connect(self.open_document_viewer)
         self.worker.state_changed.connect(lambda state: self.status.worker_label.setText(f"Worker: {state}"))
         self.poller.polled.connect(self._show_progress)
+        self.poller.polled.connect(lambda _result: self.unindexed.refresh())
         self.ctx.bases_changed.connect(self._show_first_run)
         self.first_run.create_base.connect(self.bases_panel.create_base)
 

@@ -12,7 +12,7 @@ from typing import Any
 from app.cli.commands_core import opened, person_of
 from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
-from knowledge import lifecycle
+from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Location
 from knowledge.search import MODES, search
@@ -35,6 +35,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--parent", type=int, help="only the children of this item (default: every item)")
     p.add_argument("--stale", action="store_true", help="only items made by another parser, chunker or model")
     add_paging(p)
+    p.add_argument(
+        "--sources-after",
+        type=int,
+        default=0,
+        metavar="CURSOR",
+        help="with --status failed|skipped: the folder-run sources after this cursor (`run_outcomes_next`)",
+    )
     p.set_defaults(func=cmd_items)
 
     p = sub.add_parser("delete", parents=[common], help="delete items (and everything inside them)")
@@ -123,6 +130,8 @@ def _item_line(i: dict[str, Any]) -> str:
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
     limit = limit_of(args)
+    if args.sources_after < 0:
+        raise UsageError("--sources-after takes a cursor from an earlier page (`run_outcomes_next`)")
     with opened(args) as quire:
         if args.stale:
             if args.parent is not None or args.status is not None:
@@ -138,6 +147,7 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
                 after_id=args.after,
                 limit=limit,
             )
+        sources = _run_sources(quire, args, limit)
     from knowledge.portable.relocate import source_presence
 
     rows = [
@@ -149,11 +159,35 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
         for i in found
     ]
     more = next_cursor(found, limit, lambda i: i.id)
-    out.emit(
-        paged("items", rows, more),
-        lambda d: with_more("\n".join(_item_line(i) for i in d["items"]) or "no items", more),
-    )
+    answer = paged("items", rows, more)
+    if sources is not None:
+        sources_more = next_cursor(sources, limit, lambda s: s.outcome_id)
+        answer.update(run_outcomes=[s.as_dict() for s in sources], run_outcomes_next=sources_more)
+    out.emit(answer, lambda d: _items_text(d, more))
     return 0
+
+
+def _run_sources(quire: Any, args: argparse.Namespace, limit: int) -> list[folder_runs.UnindexedSource] | None:
+    """Folder-run sources that settled failed or skipped without an item: they have no item id, so they are a
+    second listing with its own cursor beside the items (one keyset cursor cannot order two id spaces)."""
+    if args.stale or args.parent is not None or args.status not in folder_runs.UNINDEXED_DISPOSITIONS:
+        return None
+    return folder_runs.list_unindexed_sources(quire, args.base, args.status, after_id=args.sources_after, limit=limit)
+
+
+def _items_text(d: dict[str, Any], more: int | None) -> str:
+    text = with_more("\n".join(_item_line(i) for i in d["items"]) or "no items", more)
+    if "run_outcomes" not in d:
+        return text
+    if not d["run_outcomes"]:
+        return f"{text}\nno folder-run sources settled that way without an item"
+    lines = [
+        f"{s['run_id']:>6} {s['disposition']:<18} {s['relative_path']}  {s['reason'] or ''}" for s in d["run_outcomes"]
+    ]
+    sources = "\n".join(["folder-run sources with no item (run, outcome, path in the run's folder, reason):", *lines])
+    if d["run_outcomes_next"] is not None:
+        sources += f"\n(more sources: --sources-after {d['run_outcomes_next']})"
+    return f"{text}\n\n{sources}"
 
 
 def cmd_delete(args: argparse.Namespace, out: Output) -> int:

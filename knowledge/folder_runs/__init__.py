@@ -85,6 +85,7 @@ from knowledge.folder_runs.rules import (
 )
 from knowledge.folder_runs.split import FittingFolder, Split, fitting_subfolders
 from knowledge.folder_runs.start import StartResult, derived_key, request_fingerprint, start_run
+from knowledge.folder_runs.unindexed import UNINDEXED_DISPOSITIONS, UnindexedSource, list_unindexed_sources
 from knowledge.principal import Principal
 from knowledge.store.schema_runs import CANCELLABLE_RUN_STATUSES, REVERTIBLE_RUN_STATUSES
 
@@ -98,6 +99,7 @@ __all__ = [
     "FOLDER_NOT_FOUND",
     "JOB_TYPE",
     "REVERTIBLE_RUN_STATUSES",
+    "UNINDEXED_DISPOSITIONS",
     "CancelResult",
     "FittingFolder",
     "FolderTooLarge",
@@ -112,6 +114,7 @@ __all__ = [
     "SourceOutcome",
     "Split",
     "StartResult",
+    "UnindexedSource",
     "add_batch",
     "add_outcome",
     "add_source",
@@ -121,6 +124,7 @@ __all__ = [
     "descendant_cap",
     "fitting_subfolders",
     "list_runs",
+    "list_unindexed_sources",
     "preview",
     "register",
     "request_fingerprint",
