@@ -9,6 +9,10 @@
 * **History** lists the runs over this folder or into this base (status, timestamps, progress and
   disposition counts), polled once a second while the panel is shown — progress is a column the GUI
   polls. Selecting a run shows each source's disposition and reason, and the run's audit entries.
+* **Any size.** Every table is a model updated in place (``app/run_tables.py``), its columns sized once:
+  the selected run's sources are paged in and only the rows that settled since the last poll change
+  (``app/run_sources_model.py``); audit entries are read after the last one shown; the run list changes
+  rows in place and inserts new runs at the top.
 * **Cancel**, **Revert** and **Retry** act on the selected run (``app/run_actions.py``).
 
 The GUI acts as a person (``Principal.person``), like the CLI in a terminal.
@@ -17,6 +21,7 @@ Threading contract: main thread; previews, starts, reads, cancels and reverts ru
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 
@@ -47,18 +52,12 @@ from app.run_reads import (
     size_text,
     when,
 )
-from app.run_widgets import (
-    AUDIT_HEADERS,
-    PREVIEW_HEADERS,
-    RUN_HEADERS,
-    SOURCE_HEADERS,
-    DropZone,
-    fill_table,
-    read_only_table,
-)
+from app.run_sources_model import SourcesModel
+from app.run_tables import RowsModel, read_only_view
+from app.run_widgets import AUDIT_HEADERS, PREVIEW_HEADERS, RUN_HEADERS, DropZone
 from knowledge import folder_runs
 from knowledge.folder_runs import Preview, RunSummary, StartResult
-from knowledge.library import Base
+from knowledge.library import Base, audit
 
 REFRESH_MS = 1000
 
@@ -83,6 +82,8 @@ class FolderRunsPanel(QWidget, RunActions):
         self.run_view: RunView | None = None
         self.selected_run: int | None = None
         self._reading_runs = False
+        self._reading_run = False
+        self.audit_entries: list[audit.Entry] = []  # the selected run's, as read so far
         self._build()
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
@@ -103,17 +104,21 @@ class FolderRunsPanel(QWidget, RunActions):
         self.summary = QLabel("No folder chosen yet.")
         self.summary.setObjectName("previewSummary")
         self.summary.setWordWrap(True)
-        self.preview_table = read_only_table(PREVIEW_HEADERS, 3)
+        self.preview_model = RowsModel(PREVIEW_HEADERS, self)
+        self.preview_table = read_only_view(self.preview_model, 3)
         self.start_button = QPushButton("Start run")
         self.start_button.clicked.connect(self.start_run)
         self.scope = QComboBox()
         self.scope.addItems(["Runs over this folder", "Runs into this base"])
         self.scope.currentIndexChanged.connect(lambda _i: self.refresh())
-        self.runs_table = read_only_table(RUN_HEADERS, 1)
-        self.runs_table.itemSelectionChanged.connect(self._run_selected)
+        self.runs_model = RowsModel(RUN_HEADERS, self)
+        self.runs_table = read_only_view(self.runs_model, 1)
+        self.runs_table.selectionModel().selectionChanged.connect(lambda *_args: self._run_selected())
         self.run_buttons = self._build_run_buttons()
-        self.sources_table = read_only_table(SOURCE_HEADERS, 1)
-        self.audit_table = read_only_table(AUDIT_HEADERS, 4)
+        self.sources_model = SourcesModel(self)
+        self.sources_table = read_only_view(self.sources_model, 1)
+        self.audit_model = RowsModel(AUDIT_HEADERS, self)
+        self.audit_table = read_only_view(self.audit_model, 4)
         layout = QVBoxLayout(self)
         layout.addLayout(self._target_row())
         layout.addWidget(self.drop_zone)
@@ -260,7 +265,7 @@ class FolderRunsPanel(QWidget, RunActions):
         self._show_preview_rows([[f.relative, "", "fits", f"{f.walked} files and folders"] for f in split.fitting])
 
     def _show_preview_rows(self, rows: list[list[str]]) -> None:
-        fill_table(self.preview_table, rows)
+        self.preview_model.replace(rows)
 
     # -- start --------------------------------------------------------------------------------
 
@@ -299,9 +304,12 @@ class FolderRunsPanel(QWidget, RunActions):
         self._timer.stop()
 
     def refresh(self) -> None:
-        """Re-read the run list (and the selected run) — one read in flight at a time."""
+        """Re-read the run list and the selected run — one read of each in flight at a time."""
         quire = self.ctx.quire
-        if quire is None or self._reading_runs:
+        if quire is None:
+            return
+        self._read_run()
+        if self._reading_runs:
             return
         by_folder = self.scope.currentIndex() == 0 and self.folder is not None
         base = self.target_base()
@@ -309,10 +317,6 @@ class FolderRunsPanel(QWidget, RunActions):
         Op(read_runs, quire, self.folder if by_folder else None, None if base is None else base.id).bound_to(
             self
         ).on_success(self._runs_read).on_failure(self._runs_failed).run()
-        if self.selected_run is not None:
-            Op(read_run, quire, self.selected_run).bound_to(self).on_success(self._run_read).on_failure(
-                lambda _exc: None
-            ).run()
 
     def _runs_failed(self, exc: BaseException) -> None:
         self._reading_runs = False
@@ -320,12 +324,13 @@ class FolderRunsPanel(QWidget, RunActions):
     def _runs_read(self, runs: list[RunSummary]) -> None:
         self._reading_runs = False
         self.runs = list(reversed(runs))  # newest first
-        self.runs_table.blockSignals(True)
-        fill_table(self.runs_table, [self._run_row(r) for r in self.runs], [r.run.id for r in self.runs])
-        for row, summary in enumerate(self.runs):
-            if summary.run.id == self.selected_run:
-                self.runs_table.selectRow(row)
-        self.runs_table.blockSignals(False)
+        selection = self.runs_table.selectionModel()
+        selection.blockSignals(True)
+        self.runs_model.set_rows([self._run_row(r) for r in self.runs], [r.run.id for r in self.runs])
+        row = -1 if self.selected_run is None else self.runs_model.row_of(self.selected_run)
+        if row >= 0 and not selection.isRowSelected(row):
+            self.runs_table.selectRow(row)
+        selection.blockSignals(False)
         self._update_buttons()
         self.runs_shown.emit(self.runs)
 
@@ -353,35 +358,50 @@ class FolderRunsPanel(QWidget, RunActions):
 
     def _run_selected(self) -> None:
         rows = self.runs_table.selectionModel().selectedRows()
-        if not rows:
+        key = self.runs_model.key_at(rows[0].row()) if rows else None
+        if key is None:
             return
-        cell = self.runs_table.item(rows[0].row(), 0)
-        if cell is None:
-            return
-        self.selected_run = int(cell.data(Qt.ItemDataRole.UserRole))
-        self.refresh()
+        self.select_run(int(str(key)))
         self._update_buttons()
 
     def select_run(self, run_id: int) -> None:
         self.selected_run = run_id
         self.refresh()
 
-    def _run_read(self, view: RunView) -> None:
-        if view.detail.summary.run.id != self.selected_run:
+    def _read_run(self) -> None:
+        """Show the selected run's sources (paged, updated in place) and read its summary and new entries."""
+        quire, run_id = self.ctx.quire, self.selected_run
+        self.sources_model.show_run(quire, run_id)
+        if quire is None or run_id is None:
             return
-        self.run_view = view
-        sources = [
-            [str(s.ordinal + 1), s.relative_path, size_text(s.size), s.disposition, s.reason or ""]
-            for s in view.detail.sources
-        ]
-        fill_table(self.sources_table, sources)
-        entries = [
-            [when(e.at), e.action, e.actor, "" if e.attempt is None else str(e.attempt), audit_details(e)]
-            for e in view.entries
-        ]
-        fill_table(self.audit_table, entries)
+        self.sources_model.poll()
+        if self.run_view is not None and self.run_view.summary.run.id != run_id:
+            self.run_view, self.audit_entries = None, []
+            self.audit_model.replace([])
+        if self._reading_run:
+            return
+        self._reading_run = True
+        after = self.audit_entries[-1].id if self.audit_entries else 0
+        Op(read_run, quire, run_id, after).bound_to(self).on_success(self._run_read).on_failure(self._run_failed).run()
+
+    def _run_failed(self, exc: BaseException) -> None:
+        self._reading_run = False
+
+    def _run_read(self, view: RunView) -> None:
+        self._reading_run = False
+        after = self.audit_entries[-1].id if self.audit_entries else 0
+        if view.summary.run.id != self.selected_run or view.after_entry != after:
+            self._read_run()  # read for a run no longer shown: read the one that is
+            return
+        self.audit_entries.extend(view.entries)
+        self.audit_model.append([self._entry_row(e) for e in view.entries], [e.id for e in view.entries])
+        self.run_view = dataclasses.replace(view, entries=self.audit_entries, after_entry=0)
         self._update_buttons()
-        self.run_shown.emit(view)
+        self.run_shown.emit(self.run_view)
+
+    @staticmethod
+    def _entry_row(e: audit.Entry) -> list[str]:
+        return [when(e.at), e.action, e.actor, "" if e.attempt is None else str(e.attempt), audit_details(e)]
 
     def selected_summary(self) -> RunSummary | None:
         return next((r for r in self.runs if r.run.id == self.selected_run), None)

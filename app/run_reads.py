@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app import team_store
 from knowledge import folder_runs
-from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunDetail, RunSummary, Split
+from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunSummary, Split
 from knowledge.library import audit
 from knowledge.runtime import Quire
 
@@ -58,15 +58,23 @@ def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Pat
         return PreviewOutcome(folder, base_id, None, str(exc), folder_runs.fitting_subfolders(quire, folder))
 
 
+ENTRIES_PER_READ = 500
+
+
 @dataclass(frozen=True)
 class RunView:
-    detail: RunDetail
+    """A run's summary and the audit entries filed after the entry the panel had (``after_entry``)."""
+
+    summary: RunSummary
     entries: list[audit.Entry]
+    after_entry: int
 
 
-def read_run(quire: Quire, run_id: int) -> RunView:
-    """Runs in an ``Op``: a run's per-source dispositions and its audit entries."""
-    return RunView(folder_runs.show_run(quire, run_id), audit.list_entries(quire.db, run_id=run_id))
+def read_run(quire: Quire, run_id: int, after_entry: int = 0) -> RunView:
+    """Runs in an ``Op``: a run's summary and its audit entries after ``after_entry`` — bounded reads
+    however many sources the run has (its sources are paged by ``app.run_sources_model``)."""
+    entries = audit.list_entries(quire.db, run_id=run_id, after_id=after_entry, limit=ENTRIES_PER_READ)
+    return RunView(folder_runs.run_summary(quire, run_id), entries, after_entry)
 
 
 def read_runs(quire: Quire, folder: Path | None, base_id: int | None) -> list[RunSummary]:

@@ -1,4 +1,4 @@
-"""Widgets of the folder-run panel that know nothing of runs: the drop zone and read-only tables."""
+"""Widgets of the folder-run panel that know nothing of runs: the drop zone and the tables' headers."""
 
 from __future__ import annotations
 
@@ -6,17 +6,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QFrame,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
-    QWidget,
-)
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.drops import accept_paths, take_paths
 
@@ -59,33 +49,6 @@ class DropZone(QFrame):
             self.dropped.emit(paths)
 
 
-def read_only_table(headers: list[str], stretch: int) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.verticalHeader().hide()
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    table.verticalHeader().setDefaultSectionSize(24)
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    return table
-
-
-def fill_table(table: QTableWidget, rows: list[list[str]], data: list[Any] | None = None) -> None:
-    table.setRowCount(len(rows))
-    for r, values in enumerate(rows):
-        for c, value in enumerate(values):
-            cell = QTableWidgetItem(value)
-            if data is not None and c == 0:
-                cell.setData(Qt.ItemDataRole.UserRole, data[r])
-            table.setItem(r, c, cell)
-
-
 PREVIEW_HEADERS = ["Path", "Size", "Eligible", "Reason"]
 RUN_HEADERS = ["Run", "Folder", "Base", "Status", "Created", "Started", "Finished", "Progress", "Dispositions"]
-SOURCE_HEADERS = ["#", "Path", "Size", "Disposition", "Reason"]
 AUDIT_HEADERS = ["Time", "Action", "Actor", "Attempt", "Details"]

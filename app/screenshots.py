@@ -369,7 +369,7 @@ def _folder_run(window: object, out_dir: Path, project: Path) -> Path:
         "the folder run",
     )
     spin_until(
-        lambda: panel.run_view is not None and panel.run_view.detail.summary.run.status == "completed", "details"
+        lambda: panel.run_view is not None and panel.run_view.summary.run.status == "completed", "details"
     )
     path = out_dir / "folder-runs.png"
     grab(window, path)

@@ -69,6 +69,7 @@ from knowledge.folder_runs.cancel import CancelResult, cancel_run
 from knowledge.folder_runs.execute import execute_run
 from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
 from knowledge.folder_runs.ledger import add_batch, add_outcome, add_source, create_run
+from knowledge.folder_runs.paging import SettledSource, SourcesPage, run_summary, settled_since, sources_page
 from knowledge.folder_runs.preview import Preview, PreviewEntry, preview
 from knowledge.folder_runs.reading import RunDetail, RunSummary, SourceOutcome, list_runs, show_run
 from knowledge.folder_runs.repair import repair_stranded_runs
@@ -111,7 +112,9 @@ __all__ = [
     "RunDetail",
     "RunFault",
     "RunSummary",
+    "SettledSource",
     "SourceOutcome",
+    "SourcesPage",
     "Split",
     "StartResult",
     "UnindexedSource",
@@ -130,8 +133,11 @@ __all__ = [
     "request_fingerprint",
     "retry_run",
     "revert_run",
+    "run_summary",
     "set_descendant_cap",
+    "settled_since",
     "show_run",
+    "sources_page",
     "start_run",
     "visible_folder",
 ]

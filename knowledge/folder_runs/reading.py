@@ -157,3 +157,8 @@ def show_run(quire: Quire, run_id: int) -> RunDetail:
         summary = _summary(conn, run)
     sources = [SourceOutcome(r[0], r[1], r[2], r[3], r[4] or "pending", r[5], r[6]) for r in rows]
     return RunDetail(summary, sources)
+
+
+def summary_of(conn: Connection, run: RunRecord) -> RunSummary:
+    """One run's summary inside a read the caller holds."""
+    return _summary(conn, run)

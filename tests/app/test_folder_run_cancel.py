@@ -62,5 +62,5 @@ def test_cancel_button_asks_then_cancels_the_selected_pending_run(
         lambda: panel.run_view is not None and panel.run_view.entries[-1].action == audit.RUN_CANCELLED,
         timeout=30_000,
     )
-    actions = [panel.audit_table.item(r, 1).text() for r in range(panel.audit_table.rowCount())]
+    actions = [panel.audit_model.rows[r][1] for r in range(panel.audit_model.rowCount())]
     assert actions == [audit.RUN_CREATED, audit.RUN_CANCEL_REQUESTED, audit.RUN_CANCELLED]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QTableView
 from pytestqt.qtbot import QtBot
 
 from app.folder_runs_panel import PreviewOutcome
@@ -25,12 +26,9 @@ from tests.support.files import write_tree
 from tests.support.prompters import ScriptedPrompter
 
 
-def _table(table: object) -> list[list[str]]:
-    t = table  # a QTableWidget
-    return [
-        [t.item(r, c).text() for c in range(t.columnCount())]  # type: ignore[attr-defined]
-        for r in range(t.rowCount())  # type: ignore[attr-defined]
-    ]
+def _table(table: QTableView) -> list[list[str]]:
+    m = table.model()
+    return [[str(m.data(m.index(r, c))) for c in range(m.columnCount())] for r in range(m.rowCount())]
 
 
 def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and_revert(
@@ -92,7 +90,7 @@ def test_folder_run_flow_drop_preview_start_once_progress_dispositions_audit_and
     assert history[0] == str(run_id) and history[3] == "completed"
     assert history[7] == "2/2" and history[8] == "2 committed · 0 skipped · 0 rejected"
     assert history[4] and history[5] and history[6]  # created, started, finished
-    qtbot.waitUntil(lambda: panel.run_view is not None and panel.run_view.detail.summary.run.status == "completed")
+    qtbot.waitUntil(lambda: panel.run_view is not None and panel.run_view.summary.run.status == "completed")
     sources = _table(panel.sources_table)
     assert sorted((r[1], r[3]) for r in sources) == [("docs/guide.txt", "committed"), ("readme.md", "committed")]
     actions = [r[1] for r in _table(panel.audit_table)]

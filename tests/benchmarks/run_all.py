@@ -28,8 +28,9 @@ BENCHMARKS = (
 # bench_multilingual the extra "multilingual"; bench_million builds a 1,000,000-chunk synthetic base first
 # (minutes; `python -m tests.benchmarks.bench_million --help`); bench_team_workers starts PostgreSQL and Redis on
 # loopback and ingests 1,000 documents four times, then soaks three workers under SIGKILL (an hour or more here);
-# bench_team_million moves bench_million's base into a loopback team store (half an hour at 1m) and searches it.
-ON_PURPOSE = ("fusion", "encoders", "multilingual", "million", "team_workers", "team_million")
+# bench_team_million moves bench_million's base into a loopback team store (half an hour at 1m) and searches it;
+# bench_run_panel executes a 3,000-source folder run with the window's Folder runs tab open (minutes).
+ON_PURPOSE = ("fusion", "encoders", "multilingual", "million", "team_workers", "team_million", "run_panel")
 
 
 def main(argv: list[str] | None = None) -> int:
