@@ -50,7 +50,18 @@ from knowledge.errors import InvalidInput
 from knowledge.library import Base
 from knowledge.lifecycle import Changes
 from knowledge.runtime import Quire
-from knowledge.search import MODES, Filters, Hit, check_query, parse, parse_type, search, tag_name
+from knowledge.search import (
+    FILTER_MODE,
+    MODES,
+    Filters,
+    Hit,
+    answer_mode,
+    check_query,
+    parse,
+    parse_type,
+    search,
+    tag_name,
+)
 
 FETCH = 60  # hits asked for, so that grouping by document still leaves a full page
 DEBOUNCE_MS = 250
@@ -67,7 +78,8 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
 }
 SYNTAX_TIP = (
     'Type words to search. "exact phrase" must appear; -word leaves out documents with it; '
-    'type:pdf, in:"folder name", tag:project, from:ana, after:2024-01 and before:2025 filter; '
+    'type:pdf, in:"folder name", tag:project, from:ana, after:2024-01 and before:2025 filter (alone, they list '
+    "what they match, newest first); "
     "identifiers such as 10.1000/xyz123, ABC-1234, report_v2.pdf or parse_query are matched exactly. "
     'See "Search syntax" in the README.'
 )
@@ -322,9 +334,8 @@ class SearchPanel(QWidget):
         self.results.set_hits(hits)
         self.table.resizeRowsToContents()
         documents = len({row.hit.item_id for row in self.results.rows})
-        self.status.setText(
-            f"{documents} document{'s' if documents != 1 else ''} for “{request.text}” ({request.mode})"
-        )
+        mode = "filters, newest first" if answer_mode(request.text, request.mode) == FILTER_MODE else request.mode
+        self.status.setText(f"{documents} document{'s' if documents != 1 else ''} for “{request.text}” ({mode})")
         if self.results.rows:
             self.table.selectRow(0)
         self._update_buttons()

@@ -15,7 +15,7 @@ from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Location
-from knowledge.search import MODES, search
+from knowledge.search import FILTER_MODE, MODES, answer_mode, search
 from knowledge.store.schema import ITEM_STATUSES
 
 
@@ -64,7 +64,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_chunks)
 
     p = sub.add_parser(
-        "search", parents=[common], help='search a base (README "Search syntax": "phrase", -word, type:, in:, after:)'
+        "search",
+        parents=[common],
+        help='search a base (README "Search syntax": "phrase", -word, type:, in:, after:; filters alone: newest first)',
     )
     p.add_argument("base")
     p.add_argument("query", nargs="?")
@@ -248,7 +250,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
                 h.as_dict()
                 for h in search(quire, args.base, args.query, mode=args.mode, limit=args.limit, subtree=args.subtree)
             ]
-            out.emit({"query": args.query, "mode": args.mode, "hits": hits}, _hits_text)
+            out.emit({"query": args.query, "mode": answer_mode(args.query, args.mode), "hits": hits}, _hits_text)
             return 0
         for line in _read_queries(args.queries_file):
             started = time.perf_counter()
@@ -281,7 +283,8 @@ def _hits_text(d: dict[str, Any]) -> str:
     lines = []
     for n, h in enumerate(d["hits"], start=1):
         where = Location.of(h["location"]).short() + (" OCR" if h.get("ocr") else "")
-        lines.append(f"{n:>2}. {h['score']:.4f} {h['source_path'] or h['item_name']} {where}\n    {h['snippet']}")
+        score = "" if d["mode"] == FILTER_MODE else f"{h['score']:.4f} "  # a listing has no relevance to show
+        lines.append(f"{n:>2}. {score}{h['source_path'] or h['item_name']} {where}\n    {h['snippet']}")
         if h.get("linked_from"):
             lines.append("    linked from: " + ", ".join(b["name"] for b in h["linked_from"]))
     return "\n".join(lines) or "no results"

@@ -24,7 +24,7 @@ from knowledge.library.chunk_view import ChunkView
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.progress import base_progress
 from knowledge.lifecycle.tree_pages import SortKey, children_page, sort_key
-from knowledge.search import MODES, check_query, search
+from knowledge.search import MODES, answer_mode, check_query, search
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def search_base(
     return {
         "base": base_view(base),
         "query": query,
-        "mode": mode,
+        "mode": answer_mode(query, mode),  # "filter": filters alone, the documents they match, newest first
         "hits": [
             {
                 "citation": citation(base.id, h.item_id, h.ordinal),

@@ -240,7 +240,8 @@ class QuireMCP:
                 '"exact phrase" (required), -word (leave out documents with it), type:pdf, in:"folder name", '
                 "tag:project (note tags), from:ana (mail sender), after:2024-01, before:2025 (file modification "
                 "date; a message's Date), and identifiers (10.1000/xyz123, ABC-1234, report_v2.pdf, parse_query) "
-                "matched exactly; a malformed query is an error saying why. Each hit has the chunk text, its item, "
+                "matched exactly; filters alone (tag:project) list the documents they match, newest first, one hit "
+                "each (mode: filter); a malformed query is an error saying why. Each hit has the chunk text, its item, "
                 "source path, page/line location, score, a stable citation id and linked_from (notes whose "
                 "[[wiki links]] name its document)."
             )

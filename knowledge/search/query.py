@@ -34,6 +34,10 @@ query, their exact matches rank first; the encoder gets the text without filters
 carries the notes whose ``[[wiki links]]`` name its document (:mod:`knowledge.library.links`), read once
 for all the hits.
 
+Filters alone (``tag:pottery``, ``type:pdf after:2024-01``) rank nothing: the answer lists the documents
+they match, newest first, one hit each (its first chunk), ``limit`` of them, each hit's mode ``filter``
+(:mod:`knowledge.search.listing`).
+
 Bounded: a query over ``MAX_QUERY_CHARS`` characters or ``MAX_QUERY_TERMS`` distinct terms is refused
 (``InvalidInput``, :func:`check_query`) before anything runs, so no caller (the CLI, the window, an agent)
 can make one search cost an unbounded FTS5 OR-query or encoder call.
@@ -56,6 +60,7 @@ from knowledge.library.links import Backlink, backlinks
 from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
 from knowledge.search.keyword import keyword_candidates
 from knowledge.search.keyword_query import query_terms
+from knowledge.search.listing import FILTER_MODE, listed
 from knowledge.search.rerank import Candidates, Reranker, reranker_for
 from knowledge.search.scope import Scope, admitted_chunks, build_scope, identifier_counts
 from knowledge.search.snippets import make_snippet
@@ -188,8 +193,10 @@ def search(
     reranker: Reranker | None = None,
 ) -> list[Hit]:
     """The ``limit`` best hits for ``query`` (the syntax of :mod:`knowledge.search.syntax`); ``subtree`` and
-    ``filters`` (the window's controls) narrow it further, as the typed filters do. A hybrid mode orders its
-    candidates with ``reranker`` (by default the one the mode ships with: :func:`rerank.reranker_for`)."""
+    ``filters`` (the window's controls) narrow it further, as the typed filters do. Filters alone list the
+    ``limit`` newest documents they match (:mod:`knowledge.search.listing`), whatever the mode. A hybrid
+    mode orders its candidates with ``reranker`` (by default the one the mode ships with:
+    :func:`rerank.reranker_for`)."""
     if mode not in MODES:
         raise InvalidInput(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     if limit < 1 or limit > 1000:
@@ -199,6 +206,10 @@ def search(
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
     assert_base_can_run_runtime_operation(base)
+    if parsed.filters_only:  # nothing to rank by: the documents the filters match, newest first
+        with quire.db.read() as conn:
+            found = listed(conn, base, parsed, subtree, limit)
+        return _with_backlinks(quire, base, [_hit(row, score, FILTER_MODE, (), ()) for row, score in found])
     hybrid = mode in HYBRID_MODES
     depth = max(limit, HYBRID_DEPTH) if hybrid else limit
     ranker = (reranker or reranker_for(mode, base.model_id)) if hybrid else None
@@ -231,6 +242,11 @@ def search(
     marked = [*parsed.phrases, *parsed.identifiers]
     hits = [_hit(row, score, mode, terms, marked) for row, score in found]
     return _with_backlinks(quire, base, hits)
+
+
+def answer_mode(query: str, mode: str) -> str:
+    """The mode an answer to ``query`` reports: ``filter`` when it is filters alone (a listing, not a ranking)."""
+    return FILTER_MODE if parse(query).filters_only else mode
 
 
 def _with_backlinks(quire: Quire, base: Base, hits: list[Hit]) -> list[Hit]:

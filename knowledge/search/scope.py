@@ -185,6 +185,22 @@ def _filtered_items(conn: Connection, base: Base, filters: Filters) -> set[int]:
     return kept
 
 
+_DATES = text("SELECT id, coalesce(mtime, created_at), parser, metadata FROM items WHERE id IN :ids").bindparams(
+    bindparam("ids", expanding=True)
+)
+
+
+def item_dates(conn: Connection, item_ids: list[int]) -> dict[int, float]:
+    """Each item's date as ``after:`` and ``before:`` judge it (a message's ``Date:`` header, else the file's
+    modification time, else when the note was written), so a listing's order agrees with its date filters."""
+    dates: dict[int, float] = {}
+    for start in range(0, len(item_ids), 500):
+        for item_id, dated, parser, metadata in conn.execute(_DATES, {"ids": item_ids[start : start + 500]}).all():
+            header = _header_date(_fields(metadata).get("date")) if parser in MESSAGE_PARSERS else None
+            dates[int(item_id)] = float(header or dated)
+    return dates
+
+
 def _needs_metadata(filters: Filters, parser: str | None) -> bool:
     """Whether the item's metadata is needed to judge it (parsing JSON only then keeps plain filters cheap)."""
     dated_by_header = parser in MESSAGE_PARSERS and (filters.after is not None or filters.before is not None)

@@ -22,7 +22,8 @@ Everything that is not a filter or an exclusion, in the order typed, is the text
 Unknown ``key:value`` tokens are ordinary text (a URL or ``ratio:1`` is not an error). A bad query raises
 ``InvalidInput`` with a message for people: an unmatched quote, a filter without a value, an unknown
 type, a date that is not ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``, a ``before:`` not after ``after:``, an
-excluded filter, or nothing left to search for (only exclusions or only filters).
+excluded filter, or nothing to search for or filter by (only exclusions). Filters alone (``tag:pottery``,
+``type:pdf after:2024-01``) are a query too: the search lists what they match (:attr:`ParsedQuery.filters_only`).
 
 Dates name periods: ``after:P`` keeps documents dated at or after the start of P, ``before:P`` those
 dated before the start of P (so ``after:2024-01 before:2024-02`` is January 2024). Which date a document
@@ -113,6 +114,11 @@ class ParsedQuery:
     exclusions: tuple[str, ...] = ()
     filters: Filters = field(default_factory=Filters)
 
+    @property
+    def filters_only(self) -> bool:
+        """Filters with nothing to search for: the search lists what they match rather than ranking."""
+        return not self.text and not self.filters.empty
+
     def with_filters(self, extra: Filters) -> ParsedQuery:
         return replace(self, filters=self.filters.narrowed(extra))
 
@@ -146,9 +152,9 @@ def parse(raw: str) -> ParsedQuery:
         raise InvalidInput(
             f"before:{_day(filters.before)} is not later than after:{_day(filters.after)}; no document can be both"
         )
-    if not text:
-        what = "exclusions" if exclusions else "filters" if not filters.empty else "no words"
-        raise InvalidInput(f"the query has only {what}; add words to search for")
+    if not text and filters.empty:
+        what = "only exclusions" if exclusions else "no words"
+        raise InvalidInput(f"the query has {what}; add words to search for, or a filter such as tag:project")
     return ParsedQuery(
         raw, " ".join(text), tuple(words), tuple(phrases), tuple(identifiers), tuple(exclusions), filters
     )

@@ -154,3 +154,20 @@ def test_the_tag_control_lists_the_bases_tags_and_filters_as_typed_tag_does(
     tags.setCurrentIndex(0)
     every, _ = _search(qtbot, panel, "harbour")
     assert {stem(n) for n in every or []} == {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+
+
+def test_filters_typed_alone_list_what_they_match_newest_first(
+    qtbot: QtBot, open_window: WindowFactory, indexed: Path, tmp_path: Path
+) -> None:
+    """Typed into the search box (searched when typing stops), ``tag:dredging`` lists the tagged note; the
+    window's controls narrow a listing as they narrow a search, and the status says it is a listing."""
+    window = open_window(directory=shutil.copytree(indexed, tmp_path / "indexed"))
+    panel = window.search_panel
+    qtbot.keyClicks(panel.query, "tag:dredging")
+    qtbot.waitUntil(lambda: "document" in panel.status.text(), timeout=WORKER_TIMEOUT_MS)
+    assert [h.item_name for h in panel.results.hits] == ["alpha.md"]
+    assert panel.status.text() == "1 document for “tag:dredging” (filters, newest first)"
+
+    panel.type_filter.setCurrentText("Text and Markdown")
+    names, _ = _search(qtbot, panel, "after:2024-01 before:2024-12")
+    assert names == ["delta.md", "alpha.md"]  # zeta (mail) and epsilon (PDF) left out by the control

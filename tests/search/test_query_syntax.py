@@ -8,6 +8,8 @@ person's shell would. The window runs the same table in tests/app/test_query_syn
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,8 +54,6 @@ def indexed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="module")
 def opened(indexed: Path) -> Iterator[Quire]:
-    import os
-
     url = os.environ.get(STORE_ENV)
     quire = open_team_quire(url, data_dir=indexed) if url else open_quire(indexed)
     yield quire
@@ -227,3 +227,45 @@ def test_a_reranker_given_to_search_orders_what_both_rankings_found(opened: Quir
         ]
     vector_only = search(opened, "kb", FUSION_QUERY, mode="vector", limit=LIMIT, reranker=_ByWordCount("silt"))
     assert vector_only == search(opened, "kb", FUSION_QUERY, mode="vector", limit=LIMIT)  # only hybrid reranks
+
+
+def test_filters_alone_answer_as_a_listing_on_the_cli_and_mcp(opened: Quire, indexed: Path) -> None:
+    """The answer says it is a listing (mode ``filter``), one hit per document with a snippet, newest first
+    and cut at ``limit``; the CLI's text shows no relevance score for it."""
+    result = quire_cli("--json", "search", "kb", "tag:dredging", data_dir=indexed)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["mode"] == "filter"
+    assert [(h["item_name"], h["score"]) for h in answer["hits"]] == [("alpha.md", 1.0)]
+    assert "harbour dredging" in answer["hits"][0]["snippet"]
+    cut = quire_cli("--json", "search", "kb", "after:2024-01 before:2024-12", "--limit", "2", data_dir=indexed)
+    assert [h["item_name"] for h in json.loads(cut.stdout)["hits"]] == ["epsilon.pdf", "delta.md"]
+    text = quire_cli("search", "kb", "type:pdf", data_dir=indexed).stdout
+    assert text.startswith(" 1. ") and "epsilon.pdf" in text.splitlines()[0] and "1.0000" not in text
+
+    server = QuireMCP(opened, agent="claude").server
+    answers: list[dict[str, object]] = []
+
+    async def session() -> None:
+        async with Client(server) as client:
+            result = await client.call_tool("search", {"base": "kb", "query": "type:markdown after:2024-01"})
+            answers.append(result.structured_content or json.loads(result.content[0].text))  # type: ignore[union-attr]
+
+    run(session)
+    assert answers[0]["mode"] == "filter"
+    assert [h["item"]["name"] for h in answers[0]["hits"]] == ["delta.md", "alpha.md"]  # type: ignore[attr-defined]
+
+
+def test_a_document_being_deleted_is_never_listed(indexed: Path, tmp_path: Path) -> None:
+    """A delete committed (the worker has not removed the chunks yet) leaves the document out of a listing."""
+    if os.environ.get(STORE_ENV):
+        pytest.skip("a copy of the data directory shares the team store; the SQLite run deletes in its copy")
+    data = shutil.copytree(indexed, tmp_path / "data")
+    items = json.loads(quire_cli("--json", "items", "kb", data_dir=data).stdout)["items"]
+    alpha = next(i["id"] for i in items if i["name"] == "alpha.md")
+    deleted = quire_cli("--json", "delete", "kb", str(alpha), data_dir=data)
+    assert json.loads(deleted.stdout)["statuses"] == {str(alpha): "deleting"}, deleted.stderr  # no worker runs here
+    for query, names in (("tag:dredging", []), ("type:markdown", ["delta.md"])):
+        result = quire_cli("--json", "search", "kb", query, data_dir=data)
+        assert result.returncode == 0, result.stderr
+        assert [h["item_name"] for h in json.loads(result.stdout)["hits"]] == names, query

@@ -60,6 +60,13 @@ def test_a_malformed_query_is_a_message() -> None:
         parse('"open')
 
 
+def test_filters_alone_are_a_query_and_exclusions_alone_are_not() -> None:
+    assert parse("tag:pottery").filters_only and parse("type:pdf after:2024-01 -draft").filters_only
+    assert not parse("pottery tag:pottery").filters_only
+    with pytest.raises(InvalidInput, match="only exclusions"):
+        parse("-draft -copy")
+
+
 def test_tags_and_senders_are_filters_that_widen() -> None:
     filters = parse('harbour tag:#Project/Harbour tag:dredging from:"Ana Ruiz" FROM:lab@example.org').filters
     assert filters.tags == ("project/harbour", "dredging")

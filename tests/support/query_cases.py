@@ -2,7 +2,8 @@
 
 The corpus: a handful of small files of different types, folders and modification dates, each a
 sentinel named by its stem. A case expects either the exact set of documents (``docs``), the document
-ranked first (``top``), or an error whose message contains ``error``.
+ranked first (``top``), exactly these documents in this order, one hit each (``order``: what filters alone
+list, newest first), or an error whose message contains ``error``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Case:
     mode: str = "hybrid"
     docs: frozenset[str] | None = None  # exactly these documents
     top: str | None = None  # this document first
+    order: tuple[str, ...] | None = None  # exactly these hits, in this order
     error: str | None = None  # refused, with this in the message
 
     @property
@@ -109,14 +111,22 @@ CASES: list[Case] = [
     Case('"tidal silt budget"', mode="hybrid-rrf", docs=frozenset({"alpha"})),
     Case('harbour in:"Lab notes"', mode="hybrid-rrf", docs=frozenset({"gamma", "delta"})),
     Case("ABC-1234", mode="hybrid-rrf", top="alpha"),
+    # filters alone list the documents they match, newest first (a message by its Date:), one hit each
+    Case("tag:dredging", order=("alpha",)),
+    Case("tag:#Baking tag:dredging", mode="keyword", order=("delta", "alpha")),
+    Case("type:pdf", order=("epsilon",)),
+    Case("type:pdf after:2024-01", mode="vector", order=("epsilon",)),
+    Case("type:markdown after:2024-01", order=("delta", "alpha")),
+    Case("after:2024-01 before:2024-12", order=("epsilon", "delta", "zeta", "alpha")),
+    Case("in:reports -draft", order=("alpha",)),
+    Case("type:pdf before:2024", order=()),
+    Case("tag:proj", order=()),
     # bad queries: a message, never an exception
     Case('harbour "silt budget', error="unmatched quote"),
     Case("harbour after:notadate", error="after:notadate is not a date"),
     Case("harbour type:spreadsheet", error="unknown type:spreadsheet"),
     Case("harbour type:", error="type: needs a value"),
     Case("-harbour -draft", error="only exclusions"),
-    Case("type:pdf", error="only filters"),
-    Case("tag:dredging", error="only filters"),
     Case("harbour tag:", error="tag: needs a value"),
     Case("harbour from:", error="from: needs a value"),
     Case("harbour tag:#", error="names no tag"),
@@ -179,6 +189,8 @@ def judge(case: Case, names: list[str] | None, error: str | None) -> str | None:
     found = [stem(n) for n in names]
     if case.docs is not None and set(found) != case.docs:
         return f"expected {sorted(case.docs)}, got {sorted(set(found))}"
+    if case.order is not None and found != list(case.order):
+        return f"expected {list(case.order)}, got {found}"
     if case.top is not None and (not found or found[0] != case.top):
         return f"expected {case.top} first, got {found}"
     return None
