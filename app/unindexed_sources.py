@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from app.context import AppContext
 from app.ops import Op
@@ -28,7 +28,7 @@ COLUMNS = ("File", "Run", "Outcome", "Reason")
 
 
 class UnindexedSources(QWidget):
-    """The filter (``choice``, placed in the items toolbar by the window) and the list it shows."""
+    """The filter (``choice``, a row below the tree) and the list it shows, hidden while nothing is chosen."""
 
     loaded = Signal(list)  # list[UnindexedSource], after each list was shown
 
@@ -47,11 +47,14 @@ class UnindexedSources(QWidget):
         self.list.setHeaderLabels(list(COLUMNS))
         self.list.setRootIsDecorated(False)
         self.list.setColumnWidth(0, 260)
+        row = QHBoxLayout()
+        row.addWidget(self.choice)
+        row.addWidget(self.title, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
-        layout.addWidget(self.title)
+        layout.addLayout(row)
         layout.addWidget(self.list)
-        self.setHidden(True)
+        self.list.setHidden(True)
         self._loading = False
         self._again = False
         self.choice.currentIndexChanged.connect(lambda _i: self.reload())
@@ -69,9 +72,10 @@ class UnindexedSources(QWidget):
 
     def reload(self) -> None:
         status, quire, base = self.status, self.ctx.quire, self.ctx.base
-        self.setHidden(status is None)
+        self.list.setHidden(status is None)
         if status is None or quire is None or base is None:
             self.list.clear()
+            self.title.clear()
             return
         if self._loading:  # one read at a time; the newest choice is read when it ends
             self._again = True

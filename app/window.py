@@ -197,7 +197,6 @@ class MainWindow(ItemActions, QMainWindow):
         self.hide_skipped.toggled.connect(lambda on: self.model.set_hidden_statuses(("skipped",) if on else ()))
         self.toolbar.addAction(self.hide_skipped)
         self.unindexed = UnindexedSources(self.ctx)  # a run's failed and skipped files have no row in the tree
-        self.toolbar.addWidget(self.unindexed.choice)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)

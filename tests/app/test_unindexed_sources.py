@@ -47,9 +47,9 @@ def test_the_filter_lists_a_runs_failed_and_skipped_sources_with_reasons(
         quire.close()
 
     window = open_window()
-    assert window.unindexed.isHidden()  # nothing chosen: the page is the tree alone
+    assert window.unindexed.list.isHidden()  # nothing chosen: the page is the tree and the filter
     _choose(qtbot, window, "failed")
-    assert not window.unindexed.isHidden()
+    assert not window.unindexed.list.isHidden()
     [failed] = _rows(window)
     assert failed[:3] == ["broken.pdf", str(run_id), "rejected"] and "PDF" in failed[3]
     assert str(tmp_path) not in failed[3]
@@ -58,4 +58,4 @@ def test_the_filter_lists_a_runs_failed_and_skipped_sources_with_reasons(
     _choose(qtbot, window, "skipped")
     assert _rows(window) == [["empty.txt", str(run_id), "skipped", "empty: file is empty"]]
     _choose(qtbot, window, None)
-    assert window.unindexed.isHidden()
+    assert window.unindexed.list.isHidden()
