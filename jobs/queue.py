@@ -398,7 +398,7 @@ def requeue(conn: Connection, job_id: int, attempt: int, now: float) -> None:
     the next claim bumps the attempt, which fences out anything the dead one might still write."""
     conn.execute(
         update(jobs)
-        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt))
+        .where(and_(jobs.c.id == job_id, jobs.c.attempt == attempt, jobs.c.status == "running"))
         .values(status="pending", lease_owner=None, lease_expires_at=None, updated_at=now)
     )
 

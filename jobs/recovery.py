@@ -5,8 +5,9 @@ Runs on every app or worker start, before the worker takes jobs.
 * A job is *left behind* when it is ``running`` under a session that ended or is no longer alive (by its
   pid and start time on this host), or under another host's session whose lease ran out (a pid means
   nothing across machines: the lease decides there), or ``pending`` and enqueued by a worker-hosting process (the
-  app, a worker — e.g. child jobs a handler scheduled) that has since ended. Jobs enqueued by a
-  one-shot CLI command wait for any worker: nobody started them, so nothing was interrupted.
+  app, a worker — e.g. child jobs a handler scheduled) that died without ending its session. Jobs enqueued by
+  a one-shot CLI command, or by a worker that stopped gracefully (it hands back what it ran:
+  :func:`release_held`), wait for any worker: nothing was interrupted.
 * ``abandon`` jobs left behind are cancelled and their type's ``on_abandon`` hook runs in the same
   transaction (the knowledge layer parks their items ``failed``). They never silently resume.
 * ``retry`` jobs left running are handed back as ``pending`` with a fresh wake-up; the next claim bumps
@@ -150,3 +151,28 @@ def _run_abandon_hooks(queue: JobQueue, conn: Connection, records: list[JobRecor
             except Exception:
                 report.hook_errors += 1
                 log.exception("abandon hook for job %s (%s) failed", record.id, record.type)
+
+
+def release_held(queue: JobQueue, session_id: str) -> int:
+    """A stopping worker hands back every job it still runs (a graceful stop, never a crash): its type's
+    ``on_release`` hook, then ``pending`` with the attempt kept (the thread still running it can no longer
+    write) and a wake-up; no death is counted. If this fails, the jobs stay running under an ended session
+    and recovery takes them on the next start, as after a crash. The number handed back."""
+    try:
+        with queue.db.write() as conn:
+            held = conn.execute(
+                select(jobs).where(and_(jobs.c.status == "running", jobs.c.lease_owner == session_id))
+            ).all()
+            for row in held:
+                record = JobRecord.from_row(row)
+                spec = queue.registry.types.get(record.type)
+                if spec is not None and spec.on_release is not None:
+                    spec.on_release(conn, record)
+                requeue(conn, record.id, record.attempt, time.time())
+                queue.transport.wake(conn, record.id)
+    except Exception:
+        log.warning("stopping: could not hand back running jobs; the next start recovers them", exc_info=True)
+        return 0
+    if held:
+        log.info("stopping: handed back %d running job(s)", len(held))
+    return len(held)

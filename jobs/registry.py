@@ -33,6 +33,9 @@ class JobType:
     # does for each record; if it raises, recovery falls back to ``on_abandon`` job by job.
     on_abandon_batch: AbandonBatchHook | None = None
     max_attempts: int = 5
+    # Runs inside a stopping worker's write transaction when it hands a job it still runs back (a graceful
+    # stop, never a crash): undo what marks the attempt's work in hand, so that nothing counts as a death.
+    on_release: AbandonHook | None = None
     # Reads files of the machine that asked for it (a folder's walk, a sync scan): on a store shared by
     # many machines it is pinned to the enqueuing host (``jobs.host``) and only that host's workers claim it.
     pinned: bool = False

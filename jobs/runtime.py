@@ -16,8 +16,10 @@ Threading contract
 * The heartbeat thread also runs recovery (``jobs.recovery.recover``: dead sessions' jobs, then the
   registered bounded, paginated repair scans) every ``repair_interval`` seconds, so work a crashed
   process stranded is parked or handed back while this worker runs, not only at the next start.
-* ``stop()`` stops taking jobs and waits briefly for running ones. It never cancels a job: whatever is
-  still running is judged by recovery on the next start.
+* ``stop()`` (and the end of ``run()``) stops taking jobs and waits briefly for running ones; a job still
+  running then is handed back (``jobs.recovery.release_held``): ``pending`` with its attempt kept, so the next claim
+  fences this one out, after its type's ``on_release`` hook. A graceful stop counts no death; only a
+  process that ends without this (a crash, a kill) leaves its jobs to recovery on the next start.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from jobs.queue import (
     requeue_expired,
     retry_later,
 )
-from jobs.recovery import recover
+from jobs.recovery import recover, release_held
 from jobs.sanitize import sanitize_error
 from jobs.schema import jobs
 from jobs.sessions import live_session_ids
@@ -216,16 +218,20 @@ class Worker:
             self._stop.set()
             hb.join(timeout=5)
             self._close_doorbell()
+            release_held(self.queue, self.session.id)
             self.end_session()
         return self.completed
 
     def stop(self, wait_seconds: float = 5.0) -> None:
-        """Stop taking jobs; wait briefly for running ones; never cancel them."""
+        """Stop taking jobs; wait briefly for running ones, then hand back what still runs; never cancel."""
         self._stop.set()
         self._wake.set()
+        if not self._threads:  # run() supervises its executors: it waits, hands back and ends the session
+            return
         for t in self._threads:
             t.join(timeout=wait_seconds)
         self._close_doorbell()
+        release_held(self.queue, self.session.id)
         self.end_session()
 
     def end_session(self) -> None:

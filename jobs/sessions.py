@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 import psutil
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, and_, insert, select, update
 
 from jobs.schema import worker_sessions
 
@@ -116,5 +116,7 @@ def live_session_ids(conn: Connection) -> set[str]:
 
 
 def worker_hosting_ids(conn: Connection) -> set[str]:
-    """The sessions that ever hosted a worker."""
-    return {r.id for r in conn.execute(select(worker_sessions.c.id).where(worker_sessions.c.hosts_worker == 1)).all()}
+    """The sessions that hosted a worker and did not end on their own (a graceful stop records its end; a
+    crash or a kill cannot): what such a session enqueued is interrupted work only if it did not."""
+    hosted = and_(worker_sessions.c.hosts_worker == 1, worker_sessions.c.ended_at.is_(None))
+    return {r.id for r in conn.execute(select(worker_sessions.c.id).where(hosted)).all()}

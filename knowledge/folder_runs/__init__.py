@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING
 
 from jobs.registry import JobType
 from knowledge.folder_runs.cancel import CancelResult, cancel_run
+from knowledge.folder_runs.deaths import release_marks
 from knowledge.folder_runs.execute import execute_run
 from knowledge.folder_runs.judging import descendant_cap, set_descendant_cap, visible_folder
 from knowledge.folder_runs.ledger import add_batch, add_outcome, add_source, create_run
@@ -146,6 +147,13 @@ __all__ = [
 def register(quire: Quire) -> None:
     """Add the ``knowledge.folder-run`` job type and the stranded-run repair scan to this process."""
     quire.registry.register(
-        JobType(JOB_TYPE, lambda ctx: execute_run(quire, ctx), "retry", max_attempts=JOB_MAX_ATTEMPTS, pinned=True)
+        JobType(
+            JOB_TYPE,
+            lambda ctx: execute_run(quire, ctx),
+            "retry",
+            max_attempts=JOB_MAX_ATTEMPTS,
+            pinned=True,
+            on_release=release_marks,  # a graceful stop hands the run back with no death for its sources
+        )
     )
     quire.registry.add_repair_scan(repair_stranded_runs)

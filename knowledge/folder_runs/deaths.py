@@ -30,6 +30,7 @@ from sqlalchemy import Connection, and_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from jobs.queue import JobRecord
 from jobs.runtime import JobContext
 from knowledge.folder_runs.ledger import add_outcome
 from knowledge.store.database import Database, after_commit
@@ -59,6 +60,18 @@ def count_deaths(conn: Connection, run_id: int, attempt: int) -> dict[int, int]:
                 .values(attempt=None, deaths=folder_run_in_flight.c.deaths + 1)
             )
     return {s: d for s, d in deaths.items() if d}
+
+
+def release_marks(conn: Connection, record: JobRecord) -> None:
+    """A stopping worker hands the run's job back (a graceful stop, not a death): the attempt's in-flight
+    marks are cleared with their death counts kept, so the next attempt counts no death for them."""
+    run_id = record.payload.get("run_id")
+    if isinstance(run_id, int):
+        conn.execute(
+            update(folder_run_in_flight)
+            .where(and_(folder_run_in_flight.c.run_id == run_id, folder_run_in_flight.c.attempt == record.attempt))
+            .values(attempt=None)
+        )
 
 
 def settle_quarantined(conn: Connection, run_id: int, source_id: int, attempt: int) -> None:

@@ -56,6 +56,7 @@ from knowledge.lifecycle.recovery import (
     interrupted_items,
     on_abandon_prepare,
     on_abandon_reindex,
+    release_index,
     repair_blob_files,
     repair_deleting_roots,
     repair_orphan_active_items,
@@ -162,6 +163,7 @@ def register(quire: Quire) -> None:
             "abandon",
             on_abandon=lambda conn, record: requeue_interrupted_index(quire.queue, conn, [record]),
             on_abandon_batch=lambda conn, records: requeue_interrupted_index(quire.queue, conn, records),
+            on_release=release_index,
         )
     )
     quire.registry.register(

@@ -114,6 +114,24 @@ def requeue_interrupted_index(queue: JobQueue, conn: Connection, records: Sequen
             log.warning("quarantined %d item(s) of interrupted job %s", len(culprits), record.id)
 
 
+def release_index(conn: Connection, record: JobRecord) -> None:
+    """A stopping worker hands an index job back (a graceful stop, not a death): its items in hand go back
+    to waiting, so nothing later reads them as in flight when a worker died (:func:`requeue_interrupted_index`)."""
+    item_ids = [int(i) for i in record.payload.get("item_ids", [])]
+    in_hand: list[int] = []
+    for start in range(0, len(item_ids), 500):
+        in_hand.extend(
+            int(r.id)
+            for r in conn.execute(
+                select(items.c.id, items.c.job_id).where(
+                    and_(items.c.id.in_(item_ids[start : start + 500]), items.c.status.in_(IN_FLIGHT))
+                )
+            ).all()
+            if r.job_id is None or r.job_id == record.id
+        )
+    tree.set_status(conn, in_hand, "processing", reconcile=False)  # active either way: containers stand
+
+
 def _resumes_on_its_own(conn: Connection, base_id: int) -> bool:
     """An interrupted batch of this base may be retried without asking: the base exists and embeds with
     the packaged local model (no remote endpoint that a retry would spend again)."""

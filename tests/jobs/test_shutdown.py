@@ -1,4 +1,5 @@
-"""Shutdown stops taking jobs and waits briefly; it never cancels a job — recovery decides next start."""
+"""Shutdown stops taking jobs and waits briefly; a job still running is handed back (``pending``, its attempt
+kept, its type's release hook run), never cancelled and never counted as interrupted work."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.conftest import python_proc, wait_until
 from tests.support import jobtypes
 
 
-def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
+def test_stop_hands_the_running_job_back(quire: Quire) -> None:
     jobtypes.register(quire)
     started, gate = threading.Event(), threading.Event()
     fenced: list[BaseException | None] = []  # what the handler's write after the gate came to
@@ -37,7 +38,16 @@ def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
             raise
         fenced.append(None)
 
-    quire.registry.register(JobType("test.long", handler, "abandon", on_abandon=jobtypes.abandon_hook))
+    released: list[int] = []
+    quire.registry.register(
+        JobType(
+            "test.long",
+            handler,
+            "abandon",
+            on_abandon=jobtypes.abandon_hook,
+            on_release=lambda conn, record: released.append(record.id),
+        )
+    )
     with quire.db.write() as conn:
         job = quire.queue.enqueue(conn, "test.long", {}).job_id
         later = quire.queue.enqueue(conn, "test.long", {}).job_id
@@ -49,18 +59,20 @@ def test_stop_leaves_the_running_job_to_recovery(quire: Quire) -> None:
     worker.stop(wait_seconds=0.2)
     runner.join(10)
     assert not runner.is_alive() and time.monotonic() - t0 < 5
-    assert quire.queue.get(job).status == "running"  # not cancelled by shutdown
+    handed_back = quire.queue.get(job)
+    assert (handed_back.status, handed_back.attempt, handed_back.lease_owner) == ("pending", 1, None)
+    assert released == [job]  # its type's release hook ran, in the same transaction
     assert quire.queue.get(later).status == "pending"  # and nothing new was taken
 
-    report = open_quire(quire.data_dir).recover()  # the next start: the stopped session is gone
-    assert job in report.cancelled
+    report = open_quire(quire.data_dir).recover()  # the next start: nothing was interrupted
+    assert job not in report.cancelled and quire.queue.get(job).status == "pending"
     gate.set()  # the orphaned handler wakes up: its fenced write stands down
     wait_until(lambda: fenced, timeout=30)
     assert isinstance(fenced[0], Superseded), fenced  # refused by the fence, not committed
     with quire.db.read() as conn:
         assert conn.execute(text("SELECT count(*) FROM test_writes")).scalar_one() == 0
-    wait_until(lambda: quire.queue.get(job).status == "cancelled")
-    assert quire.queue.get(job).attempt == 1
+    done = Worker(quire.queue, poll_interval=0.01).run(until_idle=True, timeout=60)  # the next claim: attempt 2
+    assert done == 2 and quire.queue.get(job).status == "completed" and quire.queue.get(job).attempt == 2
 
 
 def test_quire_worker_exits_on_sigterm(tmp_path: object) -> None:
