@@ -30,8 +30,12 @@ HEADERS = ["#", "Path", "Size", "Disposition", "Reason"]
 AnyIndex = QModelIndex | QPersistentModelIndex
 
 
-def source_row(s: SourceOutcome) -> list[str]:
-    return [str(s.ordinal + 1), s.relative_path, size_text(s.size), s.disposition, s.reason or ""]
+def source_cell(s: SourceOutcome, column: int) -> str:
+    if column == 0:
+        return str(s.ordinal + 1)
+    if column == 2:
+        return size_text(s.size)
+    return (s.relative_path if column == 1 else s.disposition if column == 3 else s.reason) or ""
 
 
 class SourcesModel(QAbstractTableModel):
@@ -77,7 +81,7 @@ class SourcesModel(QAbstractTableModel):
 
     def data(self, index: AnyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole) and index.isValid():
-            return source_row(self.rows[index.row()])[index.column()]
+            return source_cell(self.rows[index.row()], index.column())
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

@@ -101,6 +101,7 @@ def read_only_view(model: QAbstractTableModel, stretch: int) -> QTableView:
     header = table.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    header.setResizeContentsPrecision(0)  # fit to the rows in sight, not the first 1,000 (Qt's default)
     table.setProperty("sized", False)
     model.rowsInserted.connect(lambda *_args: size_once(table))
     model.modelReset.connect(lambda: size_once(table))

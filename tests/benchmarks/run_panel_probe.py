@@ -6,7 +6,8 @@ main-thread heartbeat.
 Folder runs tab, previews FOLDER into BASE, starts the
 run the way the Start button does, and keeps the run selected (its Sources tab shown) until it is terminal,
 scrolling the sources table to its end every two seconds as a person reading along would. The heartbeat
-(``app_probe.WorkBeat``) runs from Start until 1.5 s after the run is terminal. Prints one JSON line.
+(``app_probe.WorkBeat``) runs from Start until 1.5 s after the run is terminal; each kind of ``Op`` callback
+is timed. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -34,6 +36,29 @@ from knowledge.store.schema_runs import TERMINAL_RUN_STATUSES
 from tests.benchmarks.app_probe import TAIL_MS, TIMEOUT_S, WorkBeat
 
 SCROLL_MS = 2000
+slowest: dict[str, float] = {}  # the longest each kind of Op callback held the main thread, in seconds
+
+
+def _handler_name(callback: Callable[[], None]) -> str:
+    for cell in callback.__closure__ or ():
+        op = cell.cell_contents
+        if isinstance(op, ops.Op):
+            handler = op._success or op._failure
+            return str(getattr(handler, "__qualname__", handler))
+    return "?"
+
+
+def time_callbacks() -> None:
+    """Time every Op callback the main thread runs (patched before the first Op makes the bridge)."""
+    real = ops._Bridge._run
+
+    def timed(bridge: ops._Bridge, callback: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        real(bridge, callback)
+        name = _handler_name(callback)
+        slowest[name] = max(slowest.get(name, 0.0), time.perf_counter() - started)
+
+    ops._Bridge._run = timed  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> int:
@@ -43,6 +68,7 @@ def main(argv: list[str]) -> int:
         folder_runs.set_descendant_cap(quire, 2 * sum(1 for _ in folder.rglob("*")))  # the walk is set-up here
     finally:
         quire.close()
+    time_callbacks()
     app = make_application()
     window = MainWindow(data_dir, prompter=YesPrompter(), start_worker=True, poll_ms=500)
     window.show()
@@ -108,6 +134,9 @@ def main(argv: list[str]) -> int:
                 "shown": shown,
                 "error": state["error"],
                 "heartbeat": summary,
+                "slowest_callbacks_ms": {
+                    k: round(v * 1000, 2) for k, v in sorted(slowest.items(), key=lambda kv: -kv[1])[:8]
+                },
             }
         )
     )
