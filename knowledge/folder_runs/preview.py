@@ -23,7 +23,7 @@ from knowledge.ingest.walk import CapExceeded, Entry, walk
 from knowledge.library import blobs
 from knowledge.library.bases import Base
 from knowledge.principal import Principal
-from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported
+from knowledge.sources import PARSER_VERSIONS, SourceRejected, is_supported, unsupported_reason
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import is_container
 from knowledge.store.schema import items
@@ -158,8 +158,7 @@ def _judge_entry(root: Path, entry: Entry, limit: int = MAX_SOURCE_BYTES) -> Pre
     if entry.excluded is not None:
         return PreviewEntry(entry.relative, "file", entry.size, None, entry.excluded)
     if not is_supported(entry.path):
-        suffix = entry.path.suffix.lower() or "(no extension)"
-        return PreviewEntry(entry.relative, "file", entry.size, None, f"unsupported file type {suffix}")
+        return PreviewEntry(entry.relative, "file", entry.size, None, unsupported_reason(entry.path.name))
     if is_container(entry.path.name):  # its files would be children a run's one-source commit cannot schedule
         reason = "an archive or mailbox is read when its folder is added (quire add), not yet by a folder run"
         return PreviewEntry(entry.relative, "file", entry.size, None, reason)

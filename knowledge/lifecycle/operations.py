@@ -141,17 +141,16 @@ def _plan(inp: ItemInput) -> _Planned:
     path = Path(canonical_path(given))
     if stat.S_ISDIR(st.st_mode):
         return _Planned("directory", name, str(path), None, "preparing", None, shown=shown)
-    from knowledge.sources import is_supported
+    from knowledge.sources import is_supported, unsupported_reason
 
     if not is_supported(path):
-        suffix = path.suffix.lower() or "(no extension)"
         return _Planned(
             "file",
             name,
             str(path),
             None,
             "processing",
-            Reason("unsupported_type", f"unsupported file type {suffix}"),
+            Reason("unsupported_type", unsupported_reason(path.name)),
             shown=shown,
         )
     return _Planned("file", name, str(path), None, "processing", None, st.st_size, shown)

@@ -24,7 +24,7 @@ from knowledge.library.tree import NewItem, Reason, create_item
 from knowledge.lifecycle.admission import Scheduled, schedule
 from knowledge.lifecycle.changes import Changes
 from knowledge.lifecycle.members import purge_members
-from knowledge.sources import PARSER_VERSIONS, is_supported
+from knowledge.sources import PARSER_VERSIONS, is_supported, unsupported_reason
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _failure_for(entry: Entry) -> Reason | None:
         return Reason("excluded", entry.excluded)
     failure = _KIND_FAILURES.get(entry.kind)
     if failure is None and not is_supported(entry.path):
-        failure = Reason("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
+        failure = Reason("unsupported_type", unsupported_reason(entry.path.name))
     return failure
 
 

@@ -13,7 +13,7 @@ metadata each parser stores or excludes, and :mod:`knowledge.sources.model` for 
 
 from knowledge.sources.dispatch import DEFAULT_MAX_BYTES, parse_bytes, parse_note
 from knowledge.sources.files import parse_source
-from knowledge.sources.formats import PARSER_VERSIONS, SUPPORTED_SUFFIXES, is_supported
+from knowledge.sources.formats import PARSER_VERSIONS, SUPPORTED_SUFFIXES, is_supported, unsupported_reason
 from knowledge.sources.model import REJECT_CODES, ParsedDocument, RejectCode, Segment, SourceRejected
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "parse_bytes",
     "parse_note",
     "parse_source",
+    "unsupported_reason",
 ]

@@ -95,6 +95,18 @@ _CODE = ParserCensus(
     (),
 )
 
+_ROFF = ParserCensus(
+    "roff",
+    (
+        stored("detected character encoding", "encoding"),
+        stored(".TH or .Dt: the page's name and section, as name(section)", "title"),
+    ),
+    (
+        excluded(".TH date, source and manual (or .Dd date, .Os)", "packaging details, not about the content"),
+        excluded("macro definitions, registers and strings", "typesetting plumbing, not the page's text"),
+    ),
+)
+
 _NOTE = ParserCensus("note", (stored("title typed by the user", "title"),), ())
 
 _MARKDOWN = ParserCensus(
@@ -401,7 +413,7 @@ _CONTAINER = ParserCensus(
     ),
 )
 
-_DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE)
+_DOCUMENTS = (_TEXT, _MARKDOWN, _CODE, _HTML, _PDF, _DOCX, _EPUB, _IMAGE, _NOTE, _ROFF)
 _OFFICE = (_CSV, _SPREADSHEET, _SLIDES, _ODT, _ODP, _RTF, _MAIL, _OUTLOOK, _CONTAINER)
 CENSUS: Mapping[str, ParserCensus] = MappingProxyType({c.parser: c for c in (*_DOCUMENTS, *_OFFICE)})
 

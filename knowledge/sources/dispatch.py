@@ -23,24 +23,28 @@ from collections.abc import Callable
 from knowledge.sources.census import assert_declared, blank_metadata
 from knowledge.sources.decoding import looks_binary
 from knowledge.sources.formats import (
+    MAN_PAGE,
     SUPPORTED_SUFFIXES,
     Format,
     add_format,
     format_for,
     inner_name,
     judged_by_content,
+    page_description,
+    page_description_content,
     suffix_of,
 )
 from knowledge.sources.markdown import parse_markdown
 from knowledge.sources.model import ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.ocr import DEFAULT_LANGUAGE as DEFAULT_OCR_LANGUAGE  # no engine import at module level
 from knowledge.sources.plain import parse_code, parse_text
+from knowledge.sources.roff import looks_like_roff, parse_man
 from knowledge.sources.textutil import clean_text, clean_value, document, line_segments
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _MIB = 1024 * 1024
 SNIFF_BYTES = 8 * 1024  # a file no suffix names is judged by this much of its start (bounded, before the rest)
-TEXT_BY_CONTENT = Format("text", "text/plain")
+TEXT_BY_CONTENT = Format("text", "text/plain", by_content=True)
 _NO_EXTENSION = "(no known file extension)"
 
 Parser = Callable[..., ParsedDocument]  # (data, fmt, **options)
@@ -80,6 +84,7 @@ _PARSERS: dict[str, tuple[Parser, str]] = {
     "mail": (_on_first_use("knowledge.sources.mail", "parse_eml"), "e-mail message"),
     "outlook": (_on_first_use("knowledge.sources.outlook", "parse_msg"), "Outlook message"),
     "container": (_on_first_use("knowledge.sources.members", "parse_container"), "archive or mailbox"),
+    "roff": (parse_man, "man page"),
 }
 
 
@@ -102,6 +107,9 @@ def parse_bytes(
         data, name = decompress(data, fmt.compression, max_bytes), inner_name(name)
     if not data.strip():
         raise SourceRejected("empty", "file is empty" if not data else "file contains only whitespace")
+    judged = fmt is TEXT_BY_CONTENT
+    if fmt.by_content:  # no name says the type: a man page or PostScript is told by its first bytes
+        fmt = _by_content(data[:SNIFF_BYTES], fmt)
     parse, label = _PARSERS[fmt.parser]
     options: dict[str, str | int] = {"ocr_language": ocr_language} if fmt.parser in OCR_PARSERS else {}
     if fmt.parser == "container":  # which container (zip, tar and its compression, mbox) is in the name
@@ -111,9 +119,9 @@ def parse_bytes(
             parsed = parse(data, fmt, **options)
     except SourceRejected as rejected:
         # a file read for its content that turns out not to be text is a type Quire does not read: skipped
-        if fmt is TEXT_BY_CONTENT and rejected.code == "binary":
+        if judged and rejected.code == "binary":
             raise _not_text(name) from rejected
-        if fmt is TEXT_BY_CONTENT and rejected.code == "invalid_encoding":
+        if judged and rejected.code == "invalid_encoding":
             raise _not_text(name, "not text in an encoding Quire recognises") from rejected
         raise
     assert_declared(parsed.parser, parsed.metadata)
@@ -156,15 +164,28 @@ def require_format(name: str) -> Format | None:
     ``unsupported_type`` when the name says a type Quire does not read."""
     fmt = format_for(name)
     if fmt is None and not judged_by_content(name):
-        raise SourceRejected("unsupported_type", f"unsupported file type {_shown_suffix(name)}")
+        why = page_description(name)
+        raise SourceRejected("unsupported_type", why or f"unsupported file type {_shown_suffix(name)}")
     return fmt
 
 
 def require_text(name: str, head: bytes) -> Format:
-    """Plain text for a file no suffix names, when its first bytes (at most :data:`SNIFF_BYTES`) are text."""
+    """Plain text for a file no suffix names, when its first bytes (at most :data:`SNIFF_BYTES`) are text
+    and not PostScript, DVI or PCL."""
+    why = page_description_content(head)
+    if why:
+        raise SourceRejected("unsupported_type", why)
     if looks_binary(head[:SNIFF_BYTES]):
         raise _not_text(name)
     return TEXT_BY_CONTENT
+
+
+def _by_content(head: bytes, fmt: Format) -> Format:
+    """A man page for roff, a refusal for a page-description format, else ``fmt`` (text)."""
+    why = page_description_content(head)
+    if why:
+        raise SourceRejected("unsupported_type", why)
+    return MAN_PAGE if looks_like_roff(head) else fmt
 
 
 def _not_text(name: str, why: str = "its content is not text") -> SourceRejected:

@@ -14,11 +14,14 @@ the same bytes changes (text, segments or metadata), so stale chunks are rebuilt
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 PARSER_VERSIONS: dict[str, str] = {
-    "text": "text-2",  # 2: a stray byte in mostly-UTF-8 text is replaced (decoding.py), not a cp1252/detector guess
+    # 2: a stray byte in mostly-UTF-8 text is replaced (decoding.py), not a cp1252/detector guess;
+    # 3: a man page (roff) is rendered and PostScript skipped, where both used to be read as text
+    "text": "text-3",
     "markdown": "markdown-3",  # 2: created, modified, aliases, inline #tags, [[wiki links]]; 3: as text-2
     "code": "code-2",  # 2: as text-2
     "html": "html-2",  # 2: as text-2
@@ -36,6 +39,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "mail": "mail-2",  # 2: attached files become children
     "outlook": "outlook-2",  # 2: attached files become children
     "container": "container-1",
+    "roff": "roff-1",
 }
 
 
@@ -48,6 +52,7 @@ class Format:
     mime: str
     language: str | None = None
     compression: str | None = None
+    by_content: bool = False  # read as text for want of a name; its content may still say roff or PostScript
 
 
 # A single compressed file is read as the file inside (knowledge/sources/compressed.py); an archive is not.
@@ -72,6 +77,21 @@ _BINARY_SUFFIXES = frozenset(
         ".p7s", ".p7m", ".p12", ".pfx", ".der", ".gpg", ".kdbx",
     }
 )  # fmt: skip
+
+# Page-description formats: no extractor ships with Quire, so they are skipped by design, with the way out.
+_PAGE_DESCRIPTIONS = {
+    "PostScript": "PostScript is a page-description format; Quire reads the text of its PDF (ps2pdf makes one)",
+    "DVI": "DVI is a page-description format; Quire reads the text of its PDF (dvipdf makes one) or its TeX source",
+    "PCL": "PCL is a printer's page-description language; Quire reads the text of the PDF printed instead",
+}
+_PAGE_SUFFIXES = {".ps": "PostScript", ".eps": "PostScript", ".epsf": "PostScript", ".epsi": "PostScript",
+                  ".dvi": "DVI", ".pcl": "PCL", ".pxl": "PCL"}  # fmt: skip
+# first bytes: DSC or bare PostScript, DOS EPS binary header, DVI preamble, PCL reset, PJL job start
+_PAGE_MAGIC = ((b"%!PS", "PostScript"), (b"\xc5\xd0\xd3\xc6", "PostScript"), (b"\xf7\x02", "DVI"),
+               (b"\x1bE", "PCL"), (b"\x1b%-12345X", "PCL"))  # fmt: skip
+# a man page: section digit and an optional suffix (ls.1, printf.3p, openssl.1ssl, File::Spec.3pm)
+_MAN_SECTION = re.compile(r"\.[1-9][a-z]{0,6}")
+MAN_PAGE = Format("roff", "text/troff")
 
 _TEXT_SUFFIXES = (
     ".txt", ".text", ".log", ".rst", ".org", ".adoc", ".asciidoc", ".tex", ".bib",
@@ -153,14 +173,47 @@ def format_for(name: str) -> Format | None:
     suffix = suffix_of(name)
     compression = COMPRESSIONS.get(suffix)
     if compression is None:
-        return FORMATS.get(suffix)
+        return _by_suffix(suffix)
     inner = inner_name(name)
     inner_suffix = suffix_of(inner)
     if inner_suffix == ".tar":  # a compressed tar is a container: its reader unpacks the stream itself
         return FORMATS[".tar"]
-    if inner_suffix in _ARCHIVE_SUFFIXES or not inner.strip("."):
+    if inner_suffix in _ARCHIVE_SUFFIXES or inner_suffix in _PAGE_SUFFIXES or not inner.strip("."):
         return None
-    return replace(FORMATS.get(inner_suffix) or FORMATS[".txt"], compression=compression)
+    known = _by_suffix(inner_suffix) or _by_suffix(".txt", by_content=True)
+    return replace(known, compression=compression) if known else None
+
+
+def _by_suffix(suffix: str, *, by_content: bool = False) -> Format | None:
+    known = FORMATS.get(suffix)
+    if known is not None:
+        return replace(known, by_content=True) if by_content else known
+    named_binary = suffix in _BINARY_SUFFIXES or suffix in _ARCHIVE_SUFFIXES
+    return MAN_PAGE if _MAN_SECTION.fullmatch(suffix) and not named_binary else None
+
+
+def page_description(name: str) -> str | None:
+    """Why a file named like PostScript, DVI or PCL (``x.ps``, ``manual.ps.gz``) is not read; else ``None``."""
+    suffix = suffix_of(name)
+    if suffix in COMPRESSIONS:
+        suffix = suffix_of(inner_name(name))
+    kind = _PAGE_SUFFIXES.get(suffix)
+    return _PAGE_DESCRIPTIONS[kind] if kind else None
+
+
+def page_description_content(head: bytes) -> str | None:
+    """Why a file whose first bytes are PostScript, DVI or PCL is not read; else ``None``."""
+    start = head.lstrip(b"\x04\r\n\t ")  # a PostScript print job may begin with a ^D
+    first_line = start.split(b"\n", 1)[0][:128]
+    for magic, kind in _PAGE_MAGIC:
+        if start.startswith(magic) or (kind == "PostScript" and start.startswith(b"%!") and b"PS-Adobe" in first_line):
+            return _PAGE_DESCRIPTIONS[kind]
+    return None
+
+
+def unsupported_reason(name: str) -> str:
+    """What a skipped file of a type Quire does not read says, judged by its name alone."""
+    return page_description(name) or f"unsupported file type {PurePath(name).suffix.lower() or '(no extension)'}"
 
 
 def inner_name(name: str) -> str:
@@ -174,7 +227,8 @@ def judged_by_content(name: str) -> bool:
     A compressed file is judged by its inner name (``format_for``), never by content."""
     # a bare ".gz" or ".7z" has no suffix to Python (a dotfile) but says its type all the same
     named = {suffix_of(name), PurePath(name).name.lower()}
-    return format_for(name) is None and not named & (_BINARY_SUFFIXES | _ARCHIVE_SUFFIXES) and bool(name.strip("."))
+    refused = _BINARY_SUFFIXES | _ARCHIVE_SUFFIXES | _PAGE_SUFFIXES.keys()
+    return format_for(name) is None and not named & refused and bool(name.strip("."))
 
 
 def is_container(name: str) -> bool:

@@ -26,7 +26,7 @@ from sqlalchemy import and_, select
 
 from knowledge.ingest.walk import Entry, walk
 from knowledge.library.tree import Reason
-from knowledge.sources import SourceRejected, is_supported
+from knowledge.sources import SourceRejected, is_supported, unsupported_reason
 from knowledge.sources.files import open_regular
 from knowledge.store.database import Database
 from knowledge.store.schema import ACTIVE_STATUSES, items
@@ -241,7 +241,7 @@ def _entry_only(rel: str, entry: Entry, diff: Diff) -> None:
     diff.files_seen += 1
     failure = _KIND_FAILURES.get(entry.kind)
     if failure is None and not is_supported(entry.path):
-        failure = Reason("unsupported_type", f"unsupported file type {entry.path.suffix.lower() or '(no extension)'}")
+        failure = Reason("unsupported_type", unsupported_reason(entry.path.name))
     diff.changes.append(
         Change("added", rel, False, path=entry.path, size=entry.size, mtime=entry.mtime, failure=failure)
     )

@@ -43,6 +43,7 @@ FIXTURES: dict[str, Callable[[], ParsedDocument]] = {
     "mail": lambda: parse_bytes(make_eml("S", plain="body"), name="a.eml"),
     "outlook": lambda: parse_bytes(make_msg("S", plain="body"), name="a.msg"),
     "container": lambda: parse_bytes(zip_of({"a.txt": b"words"}), name="a.zip"),
+    "roff": lambda: parse_bytes(b'.TH A 1 "2024" "a 1.0"\n.SH NAME\na \\- words\n', name="a.1"),
 }
 
 PDF_INFO_KEYS = [

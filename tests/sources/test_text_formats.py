@@ -16,7 +16,7 @@ from .conftest import Writer, assert_tiles, rejected, segment_at
 def test_utf8_text_has_one_segment_per_source_line(write: Writer) -> None:
     parsed = parse_source(write("notes.txt", b"first line\r\nsecond\r\n\r\nfourth"))
     assert parsed.text == "first line\nsecond\n\nfourth"
-    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("text", "text-2", "text/plain")
+    assert (parsed.parser, parsed.parser_version, parsed.mime) == ("text", "text-3", "text/plain")
     assert [(s.line_start, s.line_end, s.page) for s in parsed.segments] == [
         (1, 1, None), (2, 2, None), (3, 3, None), (4, 4, None),
     ]  # fmt: skip
