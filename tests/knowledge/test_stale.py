@@ -184,3 +184,16 @@ def test_the_weights_digest_is_remembered_per_file_version(tmp_path: Path, monke
     rehashed = hashlib.sha256(b"model.safetensors" + b"other weights").hexdigest()[:16]
     assert model_weights.weights_digest(spec) == rehashed
     model_weights._digest.cache_clear()
+
+
+def test_a_man_page_read_as_text_before_is_stale_and_reindex_renders_it(quire: Quire, tmp_path: Path) -> None:
+    page = '.TH QUINCECTL 1 "2022" "orchard 2.1"\n.SH NAME\nquincectl \\- prune the \\fBmedlar\\fR orchards\n'
+    make_base(quire, precision="fp32")
+    operations.add_items(quire, "kb", [PathInput(write_tree(tmp_path / "man", {"quincectl.1": page}))])
+    drain(quire)
+    assert _files(quire)["quincectl.1"].parser == "roff" and _stale_names(quire) == set()
+    with quire.db.write() as conn:  # as the text parser stamped it when it read man pages markup and all
+        conn.execute(text("UPDATE items SET parser = 'text', parser_version = 'text-2' WHERE name = 'quincectl.1'"))
+    assert _stale_names(quire) == {"quincectl.1"}
+    _reindex_stale(quire)
+    assert _files(quire)["quincectl.1"].parser == "roff" and _stale_names(quire) == set()
