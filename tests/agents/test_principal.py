@@ -45,6 +45,8 @@ SYSTEM_WRITES = {
     "recovery.repair_orphan_active_items",
     "recovery.repair_blob_files",
     "import_.discard_import",  # the repair scan that removes a crashed import
+    "restore_rules.expected_schema",  # builds a throwaway database to compare a backup's schema with
+    "restore_rules.hold_back",  # a stage of restore_backup (which is walked)
     "import_stages.apply_runs",  # the stages of import_base (which is walked)
     "import_stages.apply_items",
     "import_stages.apply_chunks",
