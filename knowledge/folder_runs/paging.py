@@ -10,26 +10,11 @@ from sqlalchemy import Select, func, select
 
 from knowledge.errors import InvalidInput
 from knowledge.folder_runs.ledger import load_run_for
-from knowledge.folder_runs.reading import RunSummary, SourceOutcome, summary_of
+from knowledge.folder_runs.reading import SOURCE_COLUMNS, RunSummary, SourceOutcome, source_of, summary_of
 from knowledge.store.schema_runs import folder_run_outcomes, folder_run_sources
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
-
-_COLUMNS = (
-    folder_run_sources.c.ordinal,
-    folder_run_sources.c.relative_path,
-    folder_run_sources.c.size,
-    folder_run_sources.c.content_sha256,
-    folder_run_outcomes.c.disposition,
-    folder_run_outcomes.c.reason,
-    folder_run_outcomes.c.attempt,
-)
-
-
-def _source(r: Any) -> SourceOutcome:
-    return SourceOutcome(r[0], r[1], r[2], r[3], r[4] or "pending", r[5], r[6])
-
 
 def run_summary(quire: Quire, run_id: int) -> RunSummary:
     """A run's status, timestamps and counts, without its sources (a bounded read however big the run)."""
@@ -48,7 +33,7 @@ class SourcesPage:
 
 def _page_query(run_id: int, after_ordinal: int, limit: int) -> Select[Any]:
     return (
-        select(*_COLUMNS)
+        select(*SOURCE_COLUMNS)
         .outerjoin(folder_run_outcomes, folder_run_outcomes.c.source_id == folder_run_sources.c.id)
         .where(folder_run_sources.c.run_id == run_id, folder_run_sources.c.ordinal > after_ordinal)
         .order_by(folder_run_sources.c.ordinal)
@@ -66,7 +51,7 @@ def sources_page(quire: Quire, run_id: int, *, after_ordinal: int = -1, limit: i
         cursor = conn.execute(
             select(func.max(folder_run_outcomes.c.id)).where(folder_run_outcomes.c.run_id == run_id)
         ).scalar_one_or_none()
-    return SourcesPage([_source(r) for r in rows], int(cursor or 0))
+    return SourcesPage([source_of(r) for r in rows], int(cursor or 0))
 
 
 @dataclass(frozen=True)
@@ -81,11 +66,11 @@ def settled_since(quire: Quire, run_id: int, *, after_id: int = 0, limit: int = 
     if not 1 <= limit <= 5000:
         raise InvalidInput("limit must be between 1 and 5000")
     query = (
-        select(*_COLUMNS, folder_run_outcomes.c.id)
+        select(*SOURCE_COLUMNS, folder_run_outcomes.c.id)
         .join(folder_run_sources, folder_run_sources.c.id == folder_run_outcomes.c.source_id)
         .where(folder_run_outcomes.c.run_id == run_id, folder_run_outcomes.c.id > after_id)
         .order_by(folder_run_outcomes.c.id)
         .limit(limit)
     )
     with quire.db.read() as conn:
-        return [SettledSource(int(r[7]), _source(r)) for r in conn.execute(query).all()]
+        return [SettledSource(int(r[7]), source_of(r)) for r in conn.execute(query).all()]

@@ -141,22 +141,30 @@ def show_run(quire: Quire, run_id: int) -> RunDetail:
     with quire.db.read() as conn:
         run = load_run_for(conn, run_id)
         rows = conn.execute(
-            select(
-                folder_run_sources.c.ordinal,
-                folder_run_sources.c.relative_path,
-                folder_run_sources.c.size,
-                folder_run_sources.c.content_sha256,
-                folder_run_outcomes.c.disposition,
-                folder_run_outcomes.c.reason,
-                folder_run_outcomes.c.attempt,
-            )
+            select(*SOURCE_COLUMNS)
             .outerjoin(folder_run_outcomes, folder_run_outcomes.c.source_id == folder_run_sources.c.id)
             .where(folder_run_sources.c.run_id == run_id)
             .order_by(folder_run_sources.c.ordinal)
         ).all()
         summary = _summary(conn, run)
-    sources = [SourceOutcome(r[0], r[1], r[2], r[3], r[4] or "pending", r[5], r[6]) for r in rows]
-    return RunDetail(summary, sources)
+    return RunDetail(summary, [source_of(r) for r in rows])
+
+
+# a manifest source with its outcome, if settled (outer-joined): what show_run and the panel's pages read
+SOURCE_COLUMNS = (
+    folder_run_sources.c.ordinal,
+    folder_run_sources.c.relative_path,
+    folder_run_sources.c.size,
+    folder_run_sources.c.content_sha256,
+    folder_run_outcomes.c.disposition,
+    folder_run_outcomes.c.reason,
+    folder_run_outcomes.c.attempt,
+)
+
+
+def source_of(r: Any) -> SourceOutcome:
+    """A row of :data:`SOURCE_COLUMNS` as a source outcome (no outcome yet: ``pending``)."""
+    return SourceOutcome(r[0], r[1], r[2], r[3], r[4] or "pending", r[5], r[6])
 
 
 def summary_of(conn: Connection, run: RunRecord) -> RunSummary:
