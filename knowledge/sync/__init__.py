@@ -7,8 +7,9 @@ them). Events are hints, the scan is the truth:
 
 * The **watcher** (``watcher.py``, a thread of the worker process) only schedules work: on an event under
   a root it bumps the root's ``dirty_seq`` and enqueues a ``knowledge.sync-root`` job under the root's
-  idempotency key (bursts coalesce). Roots it cannot watch are polled; every root gets a periodic full
-  reconcile. It never reads a file and never writes an item.
+  idempotency key (bursts coalesce into a pending job, never into a running one, which may already have
+  taken its last look at ``dirty_seq``: two keys alternate). Roots it cannot watch are polled; every root
+  gets a periodic full reconcile. It never reads a file and never writes an item.
 * The **scan** (``scan.py``) is read-only and bounded: the folder walked with the add-a-folder rules,
   the item rows paged by relative path in short read snapshots, a file hashed only when its size or
   mtime differ. It yields an explicit diff: added, changed, removed, moved, unreadable, unstable.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Connection, and_, delete, select, update
 
 from jobs.sanitize import sanitize_optional
+from jobs.schema import LIVE_STATUSES, jobs
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
@@ -230,7 +231,27 @@ def request_reconcile(quire: Quire, root_id: int, *, tag: str = "") -> None:
         if root is None:
             return
         conn.execute(update(sync_roots).where(sync_roots.c.id == root_id).values(dirty_seq=sync_roots.c.dirty_seq + 1))
-        schedule_reconcile(quire, conn, root, tag=tag)
+        schedule_reconcile(quire, conn, root, tag=tag or _hint_tag(conn, root_id))
+
+
+def _hint_tag(conn: Connection, root_id: int) -> str:
+    """The key a watcher's hint is enqueued under. Never a reconcile that is already running: it may have
+    taken its last look at ``dirty_seq`` and would end without this hint (the file deleted then would stay
+    searchable until the full reconcile). Two keys alternate: join the one pending, else take a free one."""
+    tags = ("", "again")
+    keys = {f"sync:{root_id}{':' + t if t else ''}": t for t in tags}
+    live = dict(
+        conn.execute(
+            select(jobs.c.idempotency_key, jobs.c.status).where(
+                and_(jobs.c.idempotency_key.in_(list(keys)), jobs.c.status.in_(LIVE_STATUSES))
+            )
+        ).all()
+    )
+    for wanted in ("pending", None):
+        for key, tag in keys.items():
+            if live.get(key) == wanted:
+                return tag
+    return ""  # both running: the one holding the claim still looks at dirty_seq after its pass
 
 
 def set_watcher_state(db: Database, root_ids: list[int], state: str, reason: str | None) -> None:
