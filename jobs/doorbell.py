@@ -87,20 +87,21 @@ class Listener:
         self._sock = sock
 
     def wait(self, timeout: float) -> bool:
-        self._sock.settimeout(timeout)
-        try:
+        try:  # a closed bell (settimeout raises too) is never rung
+            self._sock.settimeout(timeout)
             self._sock.recv(64)
+            self._sock.setblocking(False)
         except (TimeoutError, OSError):
             return False
-        self._sock.setblocking(False)
         with contextlib.suppress(OSError):  # many rings for one burst of jobs: one wake is enough
             while self._sock.recv(64):
                 pass
         return True
 
     def forward(self, wake: threading.Event, stop: threading.Event) -> None:
-        """Set ``wake`` at every ring until ``stop`` is set (checked at least once a second)."""
-        while not stop.is_set():
+        """Set ``wake`` at every ring until ``stop`` is set (checked at least once a second) or the bell is
+        closed; no error ends it otherwise (a ring is a hint: the executors poll without one)."""
+        while not stop.is_set() and self._sock.fileno() != -1:
             if self.wait(1.0):
                 wake.set()
 

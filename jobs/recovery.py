@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, and_, or_, select
 
-from jobs.queue import JobQueue, JobRecord, cancel_abandoned, fail_exhausted, requeue
+from jobs.queue import JobQueue, JobRecord, cancel_abandoned, fail_exhausted, requeue, requeue_expired
 from jobs.schema import jobs
 from jobs.sessions import host_of, live_session_ids, this_host, worker_hosting_ids
 
@@ -153,6 +153,16 @@ def _run_abandon_hooks(queue: JobQueue, conn: Connection, records: list[JobRecor
                 log.exception("abandon hook for job %s (%s) failed", record.id, record.type)
 
 
+def give_back(conn: Connection, queue: JobQueue, record: JobRecord) -> None:
+    """Hand a running attempt back as ``pending`` in the caller's transaction, its attempt kept (the next claim
+    fences it out), after its type's ``on_release`` hook; with a wake-up. No death is counted."""
+    spec = queue.registry.types.get(record.type)
+    if spec is not None and spec.on_release is not None:
+        spec.on_release(conn, record)
+    requeue(conn, record.id, record.attempt, time.time())
+    queue.transport.wake(conn, record.id)
+
+
 def release_held(queue: JobQueue, session_id: str) -> int:
     """A stopping worker hands back every job it still runs (a graceful stop, never a crash): its type's
     ``on_release`` hook, then ``pending`` with the attempt kept (the thread still running it can no longer
@@ -164,15 +174,31 @@ def release_held(queue: JobQueue, session_id: str) -> int:
                 select(jobs).where(and_(jobs.c.status == "running", jobs.c.lease_owner == session_id))
             ).all()
             for row in held:
-                record = JobRecord.from_row(row)
-                spec = queue.registry.types.get(record.type)
-                if spec is not None and spec.on_release is not None:
-                    spec.on_release(conn, record)
-                requeue(conn, record.id, record.attempt, time.time())
-                queue.transport.wake(conn, record.id)
+                give_back(conn, queue, JobRecord.from_row(row))
     except Exception:
         log.warning("stopping: could not hand back running jobs; the next start recovers them", exc_info=True)
         return 0
     if held:
         log.info("stopping: handed back %d running job(s)", len(held))
     return len(held)
+
+
+def redeliver_stale(queue: JobQueue) -> list[int]:
+    """Hand ``retry`` jobs whose lease ran out back to the queue (a running worker's heartbeat; the next claim
+    fences the old attempt); one whose attempts are used up is failed. The ids handed back."""
+    now = time.time()
+    with queue.db.write() as conn:
+        stale = conn.execute(
+            select(jobs.c.id, jobs.c.lease_owner, jobs.c.attempt, jobs.c.max_attempts).where(
+                and_(jobs.c.status == "running", jobs.c.recovery == "retry", jobs.c.lease_expires_at < now)
+            )
+        ).all()
+        for r in stale:
+            if r.attempt >= r.max_attempts:  # redelivery honours max_attempts
+                fail_exhausted(conn, r.id, r.attempt, now)
+        ids = [r.id for r in stale if r.attempt < r.max_attempts]
+        if ids:
+            requeue_expired(conn, ids, now)
+            for job_id in ids:
+                queue.transport.wake(conn, job_id)
+    return ids

@@ -8,7 +8,8 @@ whatever is not a wake-up, with a warning, so a queue holder can wake workers an
 Redis push cannot join the store's transaction, so a wake-up is pushed only **after** the transaction that
 made the job runnable committed (``defer``, the store's after-commit hook, handed in by the composition
 root — the job layer imports nothing of the store). A crash between the commit and the push loses only
-the wake-up: idle workers also scan the ``jobs`` table (the poll interval), so no job is stranded. A wake-up
+the wake-up: idle workers also scan the ``jobs`` table (the poll interval), so no job is stranded. So a push
+that fails (Redis restarting, unreachable) is logged once per outage, never raised: the job is committed. A wake-up
 queued inside a savepoint that rolls back may still be pushed; a worker that dequeues it finds nothing
 pending under that id and goes on.
 
@@ -22,9 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from huey import RedisHuey
+from redis import ConnectionPool
 from sqlalchemy import Connection
 
+from jobs.outage import Link, outage_budget
 from jobs.transport import QUEUE_NAME, HueyWakes, RefusingSerializer
+
+# a server that does not answer (a dropped route) fails a call in seconds, like one that refuses it
+SOCKET_TIMEOUT_SECONDS = 5.0
 
 # (the transaction, its job ids): the ids to push once that transaction commits
 _PENDING = "quire_redis_wakes"
@@ -36,8 +42,12 @@ class RedisTransport(HueyWakes):
     """One ``RedisHuey`` per process, on the queue URL; wakes workers with job ids after commit."""
 
     def __init__(self, url: str, defer: Defer) -> None:
-        super().__init__(RedisHuey(QUEUE_NAME, url=url, results=False, serializer=RefusingSerializer()))
+        pool = ConnectionPool.from_url(
+            url, socket_connect_timeout=SOCKET_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
+        )
+        super().__init__(RedisHuey(QUEUE_NAME, connection_pool=pool, results=False, serializer=RefusingSerializer()))
         self._defer = defer
+        self.pushes = Link("queue of wake-ups (pushing)", outage_budget())
 
     def wake(self, conn: Connection, job_id: int) -> None:
         """Push a wake-up for ``job_id`` once the transaction open on ``conn`` has committed."""
@@ -50,8 +60,14 @@ class RedisTransport(HueyWakes):
         conn.info[_PENDING][1].append(int(job_id))
 
     def _push_all(self, ids: list[int]) -> None:
-        for job_id in ids:
-            self._send(job_id)
+        """Push after the commit, best effort: a failure is logged once per outage (workers poll the table)."""
+        try:
+            for job_id in ids:
+                self._send(job_id)
+        except Exception as exc:
+            self.pushes.failed(exc)
+            return
+        self.pushes.restored()
 
     def close(self) -> None:
         self.huey.storage.conn.close()

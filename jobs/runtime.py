@@ -20,6 +20,10 @@ Threading contract
   running then is handed back (``jobs.recovery.release_held``): ``pending`` with its attempt kept, so the next claim
   fences this one out, after its type's ``on_release`` hook. A graceful stop counts no death; only a
   process that ends without this (a crash, a kill) leaves its jobs to recovery on the next start.
+* A server may restart at any moment (``jobs.outage``): no thread dies of a lost connection. The queue
+  away, executors skip it and scan the ``jobs`` table; the store away, every thread waits with backoff
+  (logged once per outage), an attempt that lost it is handed back as at a stop (or its outcome recorded)
+  once it is back, and an outage past the budget ends ``run()`` with ``OutageTooLong``, never a normal return.
 """
 
 from __future__ import annotations
@@ -28,29 +32,29 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import and_, select
 
 from jobs.backoff import full_jitter
+from jobs.context import JobContext
 from jobs.doorbell import Doorbell, Listener
 from jobs.errors import Cancelled, ControlFlow, HandBack, Superseded
+from jobs.outage import Link, OutageTooLong, is_link_error, outage_budget
 from jobs.queue import (
     DatabaseLike,
     JobQueue,
     JobRecord,
     claim_job,
     claimable_here,
-    fail_exhausted,
     finish,
     hand_back,
-    record_progress,
     renew_leases,
-    requeue_expired,
     retry_later,
 )
-from jobs.recovery import recover, release_held
+from jobs.recovery import give_back, recover, redeliver_stale, release_held
 from jobs.sanitize import sanitize_error
 from jobs.schema import jobs
 from jobs.sessions import live_session_ids
@@ -59,64 +63,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_REPAIR_INTERVAL = 20.0
-MAX_ERROR_CHARS = 500
 # A failed `retry` job waits full_jitter(attempt): uniform(0, min(60 s, 0.5 s · 2^attempt)).
 RETRY_BASE_SECONDS = 0.5
 RETRY_CAP_SECONDS = 60.0
-
-
-class JobContext:
-    """What a handler gets: its job, a fenced write transaction, progress, cancellation checks."""
-
-    def __init__(self, worker: Worker, record: JobRecord) -> None:
-        self.worker = worker
-        self.queue: JobQueue = worker.queue
-        self.db: DatabaseLike = worker.queue.db
-        self.job = record
-        self.job_id = record.id
-        self.attempt = record.attempt
-        self.payload = record.payload
-        self.base_id = record.base_id
-
-    def owns_job(self, conn: Connection) -> bool:
-        return self._ownership(conn) is not None
-
-    def _ownership(self, conn: Connection) -> Any:
-        """The job's row (its ``cancel_requested``) while this attempt runs it, else None."""
-        return conn.execute(
-            select(jobs.c.cancel_requested).where(
-                and_(jobs.c.id == self.job_id, jobs.c.attempt == self.attempt, jobs.c.status == "running")
-            )
-        ).first()
-
-    @contextlib.contextmanager
-    def write(self, *, unless_cancelled: bool = False) -> Iterator[Connection]:
-        """A write transaction that only commits while this attempt still owns the job. ``unless_cancelled``:
-        a cancel request raises ``Cancelled`` before anything is written (a step that starts with its own
-        write checks there instead of in a read of its own, :meth:`check_cancelled`)."""
-        with self.db.write() as conn:
-            owned = self._ownership(conn)
-            if owned is None:
-                raise Superseded(f"job {self.job_id} attempt {self.attempt} no longer owns the job")
-            if unless_cancelled and owned.cancel_requested:
-                raise Cancelled(f"job {self.job_id} was cancelled")
-            yield conn
-
-    def check_cancelled(self) -> None:
-        """Raise ``Cancelled``/``Superseded`` between steps when the job was cancelled or taken over."""
-        with self.db.read() as conn:
-            row = conn.execute(
-                select(jobs.c.status, jobs.c.attempt, jobs.c.cancel_requested).where(jobs.c.id == self.job_id)
-            ).first()
-        if row is None or row.cancel_requested:
-            raise Cancelled(f"job {self.job_id} was cancelled")
-        if row.attempt != self.attempt or row.status != "running":
-            raise Superseded(f"job {self.job_id} attempt {self.attempt} was superseded")
-
-    def progress(self, done: int, total: int, label: str = "") -> None:
-        """Record progress (fenced). The GUI polls this column; no signal crosses threads."""
-        with self.write() as conn:
-            record_progress(conn, self.job_id, done, total, label)
 
 
 class Worker:
@@ -135,8 +84,14 @@ class Worker:
         doorbell: Doorbell | None = None,
         on_thread_start: Callable[[], None] | None = None,
         pinned_only: bool = False,
+        outage_seconds: float | None = None,
     ) -> None:
         self.queue = queue
+        # The servers as this worker sees them (jobs/outage.py): an outage is waited out, up to a budget.
+        budget = outage_budget() if outage_seconds is None else outage_seconds
+        self.store = Link("store", budget)
+        self.wakes = Link("queue of wake-ups", budget)
+        self.gave_up: OutageTooLong | None = None
         # Only the jobs pinned to this host (a team store's walks and scans of this machine's folders):
         # ``quire add`` runs its own folders' walks so that no other machine ever needs the folder.
         self.pinned_only = pinned_only
@@ -191,7 +146,8 @@ class Worker:
 
         The executors are daemon threads and this thread only supervises, so a stop request (a signal
         handler calling ``stop()``) ends the call within ``shutdown_wait`` seconds even while a long job
-        runs. That job is not cancelled: its session ends, and the next start's recovery decides.
+        runs. That job is not cancelled: its session ends, and the next start's recovery decides. A server
+        away longer than the outage budget raises ``OutageTooLong`` (after the same ending).
         """
         self.register()
         self._listen_for_doorbell()
@@ -220,6 +176,8 @@ class Worker:
             self._close_doorbell()
             release_held(self.queue, self.session.id)
             self.end_session()
+        if self.gave_up is not None:
+            raise self.gave_up
         return self.completed
 
     def stop(self, wait_seconds: float = 5.0) -> None:
@@ -261,10 +219,15 @@ class Worker:
         while not self._stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 return
-            record = None if self._pause_holds() else self._claim_next()
-            if record is None:
-                if until_idle and (self.was_paused or self._idle()):  # paused: nothing is runnable
+            try:
+                record = None if self._pause_holds() else self._claim_next()
+                if record is None and until_idle and (self.was_paused or self._idle()):  # paused: nothing runs
                     return
+                self.store.restored()
+            except Exception as exc:  # the store is away (or a fault): wait it out, never let the thread die
+                self._wait_out(self.store, exc)
+                continue
+            if record is None:
                 self.idle_looks += 1
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
@@ -280,7 +243,9 @@ class Worker:
     def _pause_holds(self) -> bool:
         try:
             paused = bool(self.paused())
-        except Exception:  # an unreadable flag must not stop the worker; log and carry on
+        except Exception as exc:  # an unreadable flag must not stop the worker; log and carry on
+            if is_link_error(exc):
+                raise  # the store is away: the executor waits it out
             log.warning("could not read the pause flag", exc_info=True)
             paused = False
         if paused != self.was_paused:
@@ -307,11 +272,51 @@ class Worker:
         return runnable is None
 
     def _claim_next(self) -> JobRecord | None:
-        while (job_id := self.queue.transport.next_job_id()) is not None:
+        while (job_id := self._next_wake()) is not None:
             record = self._claim(job_id)
             if record is not None:
                 return record
         return self._claim(None)  # the jobs table is the truth: a lost wake-up strands nothing
+
+    def _next_wake(self) -> int | None:
+        """The next wake-up's job id; None when there is none or the queue is away (skipped until its
+        backoff runs out: meanwhile the jobs table is scanned, so no job waits for the queue)."""
+        if not self.wakes.ready():
+            return None
+        try:
+            job_id = self.queue.transport.next_job_id()
+        except Exception as exc:
+            self.wakes.failed(exc)
+            return None
+        self.wakes.restored()
+        return job_id
+
+    def _wait_out(self, link: Link, exc: BaseException) -> bool:
+        """Wait ``link``'s backoff after a failure; False when the worker stops (given up, or asked to)."""
+        delay = link.failed(exc)
+        if link.over_budget():
+            if self.gave_up is None:
+                log.error("%s", link.give_up_message())
+                self.gave_up = OutageTooLong(link.give_up_message())
+            self._stop.set()
+            self._wake.set()
+            return False
+        return not self._stop.wait(delay)
+
+    def _settle(self, write: Callable[[], None]) -> None:
+        """Record an attempt's outcome; through an outage of the store, again after each backoff until it is
+        recorded or the worker stops (the job is then handed back by recovery or its lease)."""
+        while True:
+            try:
+                write()
+            except Exception as exc:
+                if not is_link_error(exc):
+                    raise
+                if not self._wait_out(self.store, exc):
+                    return
+                continue
+            self.store.restored()
+            return
 
     def _claim(self, job_id: int | None) -> JobRecord | None:
         """Claim ``job_id`` or the oldest runnable job (``jobs.queue.claim_job``: per engine, the same fence)."""
@@ -335,16 +340,20 @@ class Worker:
         except Superseded:
             log.info("job %s attempt %s superseded; standing down", record.id, record.attempt)
         except Cancelled:
-            self._finish(ctx, "cancelled", None, None)
+            self._settle(partial(self._finish, ctx, "cancelled", None, None))
         except HandBack as hb:
-            self._hand_back(ctx, hb)
+            self._settle(partial(self._hand_back, ctx, hb))
         except ControlFlow:
             log.exception("unexpected control flow in job %s", record.id)
         except Exception as exc:  # a handler fault: recorded on the job, never crashes the worker
+            if is_link_error(exc):  # not the job's fault: it runs again once the server is back
+                log.warning("job %s attempt %s lost its connection; handing it back", record.id, record.attempt)
+                self._settle(partial(self._give_back, ctx))
+                return
             log.warning("job %s (%s) attempt %s failed: %s", record.id, record.type, record.attempt, exc)
-            self._fail(ctx, exc)
+            self._settle(partial(self._fail, ctx, exc))
         else:
-            self._finish(ctx, "completed", result, None)
+            self._settle(partial(self._finish, ctx, "completed", result, None))
 
     def _finish(self, ctx: JobContext, status: str, result: Any, error: str | None) -> None:
         try:
@@ -368,6 +377,11 @@ class Worker:
         with contextlib.suppress(Superseded), ctx.write() as conn:
             retry_later(conn, ctx.job_id, error, delay)
 
+    def _give_back(self, ctx: JobContext) -> None:
+        """Hand an attempt back as a graceful stop does (``jobs.recovery.give_back``): it runs again."""
+        with contextlib.suppress(Superseded), ctx.write() as conn:
+            give_back(conn, self.queue, ctx.job)
+
     def _hand_back(self, ctx: JobContext, hb: HandBack) -> None:
         """Give the job back without consuming the attempt (the next claim re-bumps it)."""
         with contextlib.suppress(Superseded), ctx.write() as conn:
@@ -383,8 +397,10 @@ class Worker:
         while not self._stop.wait(interval):
             try:
                 self.heartbeat()
-            except Exception:  # a busy database must not kill the heartbeat
-                log.warning("heartbeat failed", exc_info=True)
+            except Exception as exc:  # a busy or absent store must not kill the heartbeat (logged once)
+                self._wait_out(self.store, exc)
+                continue
+            self.store.restored()
             if self.repair_interval is not None and time.monotonic() >= next_repair:
                 self.periodic_repair()
                 next_repair = time.monotonic() + self.repair_interval
@@ -410,21 +426,7 @@ class Worker:
 
     def redeliver_stale_claims(self) -> list[int]:
         """Hand ``retry`` jobs whose lease ran out back to the queue; the next claim fences the old attempt."""
-        now = time.time()
-        with self.queue.db.write() as conn:
-            stale = conn.execute(
-                select(jobs.c.id, jobs.c.lease_owner, jobs.c.attempt, jobs.c.max_attempts).where(
-                    and_(jobs.c.status == "running", jobs.c.recovery == "retry", jobs.c.lease_expires_at < now)
-                )
-            ).all()
-            for r in stale:
-                if r.attempt >= r.max_attempts:  # redelivery honours max_attempts
-                    fail_exhausted(conn, r.id, r.attempt, now)
-            ids = [r.id for r in stale if r.attempt < r.max_attempts]
-            if ids:
-                requeue_expired(conn, ids, now)
-                for job_id in ids:
-                    self.queue.transport.wake(conn, job_id)
+        ids = redeliver_stale(self.queue)
         if ids:
             log.info("re-delivered stale claims %s", ids)
             self._wake.set()

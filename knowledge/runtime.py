@@ -315,9 +315,10 @@ class Quire:
 
 
 def _check_queue(transport: Any, queue_url: str) -> None:
-    """Reach the Redis server now: a wrong address or password found at the first push would surface only
-    after a commit, with the job already stored and its wake-up lost."""
-    from redis.exceptions import AuthenticationError, RedisError
+    """Reach the Redis server now: a wrong password found at the first push would surface only after a commit,
+    with the job already stored and its wake-up lost. A server that does not answer is an outage, not a
+    refusal: the command goes on (jobs are stored, workers poll the store), with a warning."""
+    from redis.exceptions import AuthenticationError, ConnectionError, RedisError, TimeoutError
 
     from knowledge.errors import Forbidden, StoreError
     from knowledge.store.postgres import redacted
@@ -327,6 +328,9 @@ def _check_queue(transport: Any, queue_url: str) -> None:
     except AuthenticationError as exc:
         transport.close()
         raise Forbidden(f"the queue {redacted(queue_url)} refused the connection: {exc}") from None
+    except (ConnectionError, TimeoutError) as exc:
+        where = redacted(queue_url)
+        log.warning("cannot reach the queue %s (%s); jobs wait in the store for workers that poll it", where, exc)
     except RedisError as exc:
         transport.close()
         raise StoreError(f"cannot reach the queue {redacted(queue_url)}: {exc}") from None

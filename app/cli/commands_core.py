@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import Output, UsageError
+from app.cli.main import Output, TemporaryFailure, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.cli.worker_progress import ProgressLine, default_interval
+from jobs.outage import OutageTooLong
 from knowledge.compose import open_quire
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
@@ -185,6 +186,8 @@ def cmd_worker(args: argparse.Namespace, out: Output) -> int:
         progress = ProgressLine(quire, sys.stderr, interval).start()
         try:
             done = worker.run(until_idle=args.until_idle, timeout=args.timeout)
+        except OutageTooLong as exc:  # never exit 0 on a lost link: a service manager restarts on failure
+            raise TemporaryFailure(str(exc)) from None
         finally:
             progress.stop()
             if watcher is not None:

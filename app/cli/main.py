@@ -1,7 +1,9 @@
 """``quire [--data-dir DIR] [--store URL] [--queue URL] [--json] [--as-agent NAME] COMMAND``: parser, output
 and exit codes.
 
-Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 1 anything else.
+Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 75 (EX_TEMPFAIL) a
+server stayed away past the outage budget (``quire worker``, ``QUIRE_OUTAGE_SECONDS``: start it again), 1
+anything else.
 Every command prints JSON with ``--json`` (one document, or one JSON line per result where a command
 answers many queries) and readable text otherwise. Command groups live in ``app.cli.commands_*``
 modules; each exposes ``add_commands(subparsers)`` and sets ``func`` on its parsers. Nothing here imports Qt:
@@ -38,6 +40,11 @@ from knowledge.errors import (
 from knowledge.paths import resolve_data_dir
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
+EXIT_TEMPFAIL = 75  # sysexits.h EX_TEMPFAIL (jobs.outage.EXIT_TEMPFAIL): try again later
+
+
+class TemporaryFailure(Exception):
+    """A server stayed away longer than the command would wait (exit 75: a service manager restarts it)."""
 
 
 class UsageError(Exception):
@@ -165,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(code or EXIT_OK)
     except (KnowledgeError, UsageError) as exc:
         return _fail(out, exc, exit_code_for(exc))
+    except TemporaryFailure as exc:
+        return _fail(out, exc, EXIT_TEMPFAIL)
     except ImportError as exc:  # a bundled library is missing or its shared library will not load
         return _fail(out, missing_component(exc), EXIT_OTHER)
     except KeyboardInterrupt:
