@@ -321,6 +321,17 @@ def _folder_run_cancelled_postgres(conn: Connection) -> None:
         conn.exec_driver_sql(ddl)
 
 
+def _sync_root_host(conn: Connection) -> None:
+    """A synced root carries the machine that keeps it in sync (NULL on roots made before: local on SQLite)."""
+    for ddl in schema_sync.SYNC_ROOT_HOST_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def _sync_root_host_postgres(conn: Connection) -> None:
+    for ddl in schema_sync.SYNC_ROOT_HOST_PG_DDL:
+        conn.exec_driver_sql(ddl)
+
+
 def _frozen_link_targets(metadata: str | None) -> list[str]:
     try:
         fields = json.loads(metadata) if metadata else {}
@@ -362,6 +373,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0026_team_guards", _team_guards, _team_guards_postgres),
     Migration("0027_keyword_term_counts", _nothing, _keyword_term_counts_postgres),
     Migration("0028_folder_run_cancelled", _folder_run_cancelled, _folder_run_cancelled_postgres),
+    Migration("0029_sync_root_host", _sync_root_host, _sync_root_host_postgres),
 ]
 
 

@@ -38,6 +38,9 @@ sync_roots = Table(
     Column("last_error", Text),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # The machine that keeps it in sync (``QUIRE_HOST`` or the hostname of the person who turned sync on; migration
+    # ``0029_sync_root_host``). A team store's workers elsewhere never scan it; NULL on a root made before.
+    Column("host", String),
 )
 
 sync_pending = Table(
@@ -93,3 +96,7 @@ SYNC_DDL: tuple[str, ...] = (
     # A reconcile pages a root's item rows by relative path.
     "CREATE INDEX IF NOT EXISTS items_root_relative ON items (root_id, relative_path)",
 )
+
+# Migration ``0029_sync_root_host`` (frozen): a synced root carries its machine.
+SYNC_ROOT_HOST_DDL: tuple[str, ...] = ("ALTER TABLE sync_roots ADD COLUMN host TEXT",)
+SYNC_ROOT_HOST_PG_DDL: tuple[str, ...] = ("ALTER TABLE sync_roots ADD COLUMN IF NOT EXISTS host TEXT",)

@@ -20,7 +20,16 @@ from jobs.sessions import live_session_ids
 from knowledge.errors import Conflict, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
-from knowledge.sync.roots import WAITING_FOR_BASE, SyncRoot, Writer, load_root, release_claim, take_claim
+from knowledge.sync.roots import (
+    WAITING_FOR_BASE,
+    SyncRoot,
+    Writer,
+    elsewhere,
+    kept_here,
+    load_root,
+    release_claim,
+    take_claim,
+)
 from knowledge.sync.scan import Target
 
 if TYPE_CHECKING:
@@ -73,6 +82,8 @@ def claim(quire: Quire, writer: Writer, root_id: int, owner: str) -> tuple[SyncR
         root = load_root(conn, root_id)
         if root is None:
             raise StoodDown("this folder is no longer kept in sync")
+        if not kept_here(quire.db, root):  # its folder is on another machine: the path here is another folder
+            raise StoodDown(elsewhere(root))
         if root.scan_owner is not None and root.scan_owner != owner:
             fresh = root.scan_started_at is not None and time.time() - root.scan_started_at < STALE_CLAIM_SECONDS
             if fresh and _session_of(root.scan_owner) in live_session_ids(conn):

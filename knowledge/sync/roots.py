@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from jobs.sanitize import sanitize_optional
 from jobs.schema import LIVE_STATUSES, jobs
+from jobs.sessions import this_host
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
@@ -74,6 +75,7 @@ class SyncRoot:
     last_synced_at: float | None
     pending_count: int
     last_error: str | None
+    host: str | None = None  # the machine that keeps it in sync; None: made before roots carried one
 
     @classmethod
     def from_row(cls, row: Any) -> SyncRoot:
@@ -94,6 +96,7 @@ class SyncRoot:
             last_synced_at=m["last_synced_at"],
             pending_count=m["pending_count"],
             last_error=m["last_error"],
+            host=m.get("host"),
         )
 
     @property
@@ -115,6 +118,7 @@ class SyncRoot:
             "last_synced_at": self.last_synced_at,
             "last_error": self.last_error,
             "waiting_for": self.waiting_for,
+            "machine": self.host,
         }
 
     @property
@@ -133,6 +137,21 @@ class SyncRoot:
         if self.pending_count:
             return "pending"
         return self.watcher_state
+
+
+def kept_here(db: Database, root: SyncRoot) -> bool:
+    """Whether this machine keeps ``root`` in sync: the only machine that may watch and scan its folder. A
+    team store's root belongs to the machine a person turned sync on at (another machine's folder at the same
+    path is another folder), and a root made before roots carried one to none; a data directory's roots are
+    all its own (only this machine's person writes that store, even if the machine was renamed since)."""
+    return db.dialect_name != "postgresql" or root.host == this_host()
+
+
+def elsewhere(root: SyncRoot) -> str:
+    """Why this machine leaves ``root`` alone, for people."""
+    if root.host is None:
+        return "no machine keeps this folder in sync yet: turn sync on again on the machine that has it"
+    return f"kept in sync by the machine {root.host!r}"
 
 
 def load_root(conn: Connection, root_id: int) -> SyncRoot | None:
@@ -172,14 +191,20 @@ def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = 
                 f"{item.name!r} was imported and its original folder is not verified on this machine; "
                 "point the base at it with `quire base relocate` first"
             )
-        now = time.time()
+        now, host = time.time(), this_host()
         existing = root_for_item(conn, item.id)
         if existing is None:
             conn.execute(
-                sync_roots.insert().values(item_id=item.id, base_id=base.id, mode=mode, created_at=now, updated_at=now)
+                sync_roots.insert().values(
+                    item_id=item.id, base_id=base.id, mode=mode, host=host, created_at=now, updated_at=now
+                )
             )
         else:
-            conn.execute(update(sync_roots).where(sync_roots.c.id == existing.id).values(mode=mode, updated_at=now))
+            if existing.host is not None and not kept_here(quire.db, existing):
+                raise GuardRejected(f"{item.name!r} is {elsewhere(existing)}; turn its sync off there first")
+            conn.execute(
+                update(sync_roots).where(sync_roots.c.id == existing.id).values(mode=mode, host=host, updated_at=now)
+            )
         root = root_for_item(conn, item.id)
         assert root is not None
         schedule_reconcile(quire, conn, root)

@@ -5,11 +5,12 @@ review root has pending)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
+from jobs.sessions import host_of, live_session_ids, worker_hosting_ids
 from knowledge.store.database import Database
 from knowledge.store.schema import bases, items
 from knowledge.store.schema_sync import sync_roots
@@ -36,6 +37,7 @@ class RootStatus:
         watcher = f"watcher {r.watcher_state}" + (f" ({r.watcher_reason})" if r.watcher_reason else "")
         synced = "last synced " + _when(r.last_synced_at) if r.last_synced_at else "not synced yet"
         parts = [f"mode {r.mode}", watcher, synced, f"{r.pending_count} pending"]
+        parts += [f"machine {r.host}"] if r.host else []
         parts += ["reconciling"] if r.reconciling else []
         if r.waiting_for:  # its base is locked or failed: nothing is applied until it can take writes
             parts.append(f"waiting: {r.waiting_for}")
@@ -64,10 +66,23 @@ def root_statuses(
     if base_id is not None:
         query = query.where(sync_roots.c.base_id == base_id)
     with db.read() as conn:
-        return [
-            RootStatus(SyncRoot.from_row(r), str(r._mapping["base_name"]), r._mapping["folder"])
-            for r in conn.execute(query).all()
-        ]
+        rows = conn.execute(query).all()
+        found = [(SyncRoot.from_row(r), str(r._mapping["base_name"]), r._mapping["folder"]) for r in rows]
+        hosts = worker_hosts(conn)
+    return [RootStatus(as_watched(db, root, hosts), base, folder) for root, base, folder in found]
+
+
+def worker_hosts(conn: Connection) -> set[str]:
+    """The machines a worker runs on now (a live session that hosts one): only a running worker watches."""
+    running = worker_hosting_ids(conn) & live_session_ids(conn)
+    return {host_of(session_id) for session_id in running}
+
+
+def as_watched(db: Database, root: SyncRoot, hosts: set[str]) -> SyncRoot:
+    """``root`` as it stands: its watcher state is what the last worker recorded, and that worker may have
+    stopped since; with no worker on its machine (any machine, for a data directory) nobody watches it."""
+    watched = root.host in hosts if db.dialect_name == "postgresql" else bool(hosts)
+    return root if watched else replace(root, watcher_state="off", watcher_reason=None)
 
 
 @dataclass(frozen=True)
@@ -82,7 +97,9 @@ class SyncState:
 def states_by_item(quire: Quire, base_id: int) -> dict[int, SyncState]:
     """Folder sync per synced folder item of a base (watching / polling with its reason / reconciling /
     pending N / last synced at), with the first pending changes of review roots."""
-    roots = list_roots(quire.db, base_id)
+    with quire.db.read() as conn:
+        hosts = worker_hosts(conn)
+    roots = [as_watched(quire.db, root, hosts) for root in list_roots(quire.db, base_id)]
     pending: dict[int, list[str]] = {}
     for p in list_pending(quire, [r.id for r in roots if r.pending_count])[:2000]:
         pending.setdefault(p["root_id"], []).append(f"{p['kind']} {p['path']}")

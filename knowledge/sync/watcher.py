@@ -24,6 +24,7 @@ from knowledge.sync.roots import (
     FULL_RECONCILE_SECONDS,
     POLL_SECONDS,
     SyncRoot,
+    kept_here,
     list_roots,
     request_reconcile,
     set_watcher_state,
@@ -109,7 +110,7 @@ class SyncWatcher:
 
     def _folders(self) -> dict[int, Path]:
         out: dict[int, Path] = {}
-        roots = list_roots(self.quire.db)
+        roots = self._roots()
         with self.quire.db.read() as conn:
             for root in roots:
                 item = tree.load_item(conn, root.item_id)
@@ -117,10 +118,14 @@ class SyncWatcher:
                     out[root.id] = Path(item.source_path)
         return out
 
+    def _roots(self) -> list[SyncRoot]:
+        """The roots this machine keeps in sync: another machine's folder is never watched or scanned here."""
+        return [r for r in list_roots(self.quire.db) if kept_here(self.quire.db, r)]
+
     def _plan(self) -> dict[int, Path]:
         """Decide per root: watched or polled (with the reason); record it for the status."""
         folders = self._folders()
-        roots = {r.id: r for r in list_roots(self.quire.db)}
+        roots = {r.id: r for r in self._roots()}
         watched: dict[int, Path] = {}
         for root_id, folder in folders.items():
             reason = self.watch_failed or polling_reason(folder)
@@ -181,7 +186,7 @@ class SyncWatcher:
         now = time.monotonic()
         full = setting(self.quire.db, FULL_RECONCILE_SECONDS)
         poll = setting(self.quire.db, POLL_SECONDS)
-        for root in list_roots(self.quire.db):
+        for root in self._roots():
             every = poll if root.watcher_state == "polling" else full
             last = self._last_full.setdefault(root.id, now)
             if now - last >= every:
@@ -191,7 +196,8 @@ class SyncWatcher:
 
 def describe(root: SyncRoot) -> str:
     """One line for people: the state, pending changes, when it last synced, why it polls."""
-    parts = ["not watched (no worker running)" if root.state == "off" else root.state]
+    where = f" on {root.host}" if root.host else ""
+    parts = [f"not watched (no worker running{where})" if root.state == "off" else root.state]
     if root.pending_count:
         parts.append(f"{root.pending_count} change(s) pending review")
     if root.last_synced_at:
