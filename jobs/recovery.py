@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, and_, or_, select
@@ -163,23 +164,26 @@ def give_back(conn: Connection, queue: JobQueue, record: JobRecord) -> None:
     queue.transport.wake(conn, record.id)
 
 
-def release_held(queue: JobQueue, session_id: str) -> int:
+def release_held(queue: JobQueue, session_id: str, *, keep: Collection[int] = ()) -> int:
     """A stopping worker hands back every job it still runs (a graceful stop, never a crash): its type's
     ``on_release`` hook, then ``pending`` with the attempt kept (the thread still running it can no longer
     write) and a wake-up; no death is counted. If this fails, the jobs stay running under an ended session
-    and recovery takes them on the next start, as after a crash. The number handed back."""
+    and recovery takes them on the next start, as after a crash. The number handed back. ``keep``: jobs still
+    running here (after an outage, only a claim whose commit's answer was lost is handed back)."""
     try:
         with queue.db.write() as conn:
             held = conn.execute(
-                select(jobs).where(and_(jobs.c.status == "running", jobs.c.lease_owner == session_id))
+                select(jobs).where(
+                    and_(jobs.c.status == "running", jobs.c.lease_owner == session_id, jobs.c.id.not_in(list(keep)))
+                )
             ).all()
             for row in held:
                 give_back(conn, queue, JobRecord.from_row(row))
     except Exception:
-        log.warning("stopping: could not hand back running jobs; the next start recovers them", exc_info=True)
+        log.warning("could not hand back running jobs; recovery takes them over", exc_info=True)
         return 0
     if held:
-        log.info("stopping: handed back %d running job(s)", len(held))
+        log.info("handed back %d running job(s)", len(held))
     return len(held)
 
 

@@ -47,7 +47,7 @@ class RedisTransport(HueyWakes):
         )
         super().__init__(RedisHuey(QUEUE_NAME, connection_pool=pool, results=False, serializer=RefusingSerializer()))
         self._defer = defer
-        self.pushes = Link("queue of wake-ups (pushing)", outage_budget())
+        self.pushes = Link("queue, for wake-ups after a commit", outage_budget())
 
     def wake(self, conn: Connection, job_id: int) -> None:
         """Push a wake-up for ``job_id`` once the transaction open on ``conn`` has committed."""

@@ -90,7 +90,7 @@ class Worker:
         # The servers as this worker sees them (jobs/outage.py): an outage is waited out, up to a budget.
         budget = outage_budget() if outage_seconds is None else outage_seconds
         self.store = Link("store", budget)
-        self.wakes = Link("queue of wake-ups", budget)
+        self.wakes = Link("queue", budget)
         self.gave_up: OutageTooLong | None = None
         # Only the jobs pinned to this host (a team store's walks and scans of this machine's folders):
         # ``quire add`` runs its own folders' walks so that no other machine ever needs the folder.
@@ -114,8 +114,9 @@ class Worker:
         self.repairs = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._busy = 0
+        self._running: set[int] = set()  # the jobs this worker's executors run now
         self._busy_lock = threading.Lock()
+        self._outages_swept = 0
         self._threads: list[threading.Thread] = []
         self.completed = 0
         self.idle_looks = 0  # times an executor found nothing runnable and went to wait (tests)
@@ -233,12 +234,12 @@ class Worker:
                 self._wake.clear()
                 continue
             with self._busy_lock:
-                self._busy += 1
+                self._running.add(record.id)
             try:
                 self._execute(record)
             finally:
                 with self._busy_lock:
-                    self._busy -= 1
+                    self._running.discard(record.id)
 
     def _pause_holds(self) -> bool:
         try:
@@ -255,7 +256,7 @@ class Worker:
 
     def _idle(self) -> bool:
         with self._busy_lock:
-            if self._busy:
+            if self._running:
                 return False
         with self.queue.db.read() as conn:
             runnable = conn.execute(
@@ -401,6 +402,11 @@ class Worker:
                 self._wait_out(self.store, exc)
                 continue
             self.store.restored()
+            if self.store.outages > self._outages_swept:  # a claim whose answer the outage lost runs nowhere
+                self._outages_swept = self.store.outages
+                with self._busy_lock:
+                    running = set(self._running)
+                release_held(self.queue, self.session.id, keep=running)
             if self.repair_interval is not None and time.monotonic() >= next_repair:
                 self.periodic_repair()
                 next_repair = time.monotonic() + self.repair_interval

@@ -7,6 +7,8 @@ real servers are stopped and restarted in tests/engines/test_outages.py.
 * The queue away: the executor backs off the queue (one warning per outage), keeps scanning the ``jobs``
   table, and jobs still complete; the queue back, wake-ups are read again.
 * The store away mid-job: the outcome is recorded once it is back (the attempt is not lost, not repeated).
+* A claim that committed but whose answer the outage lost is handed back once the store returns (not left
+  running under this worker's renewed lease).
 * A handler whose connection died hands its job back (it runs again), never fails it.
 * The store away past the budget: ``run()`` raises ``OutageTooLong`` (``quire worker`` exits 75), never
   returns as after a clean stop.
@@ -49,6 +51,7 @@ class SwitchedStore:
         self.down = False
         self.up_after: int | None = None
         self.failures = 0
+        self.lose_a_claims_answer = False
 
     def _check(self) -> None:
         if not self.down:
@@ -63,6 +66,9 @@ class SwitchedStore:
         self._check()
         with self.db.write(store_lock=store_lock) as conn:
             yield conn
+        if not store_lock and self.lose_a_claims_answer:  # a claim (jobs.queue.claim_job) committed, but
+            self.lose_a_claims_answer = False  # the server went away before its answer reached the worker
+            raise lost_connection()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Any]:
@@ -143,7 +149,7 @@ def test_with_the_queue_away_the_worker_polls_the_table_and_logs_the_outage_once
         wait_until(lambda: len(rows(quire, "SELECT * FROM jobs WHERE status = 'completed'")) == 3, timeout=30,
                    what="the first jobs to complete with the queue away")  # fmt: skip
         wait_until(lambda: dead.reads >= 4, timeout=30, what="the executor to try the queue again after backoffs")
-        assert warnings_saying(caplog, "lost the queue of wake-ups") == 1  # once per outage, not per retry
+        assert warnings_saying(caplog, "lost the queue (") == 1  # once per outage, not per retry
         dead.healthy = True
         wait_until(lambda: not worker.wakes.down, timeout=30, what="the executor to read the queue again")
         later = enqueue(quire, 2, start=3)
@@ -151,7 +157,7 @@ def test_with_the_queue_away_the_worker_polls_the_table_and_logs_the_outage_once
                    what="the later jobs to complete")  # fmt: skip
     finally:
         worker.stop()
-    assert warnings_saying(caplog, "queue of wake-ups is back") == 1
+    assert warnings_saying(caplog, "the queue is back") == 1
     writes = rows(quire, "SELECT job_id, attempt FROM outage_writes ORDER BY job_id")
     assert [(r.job_id, r.attempt) for r in writes] == [(j, 1) for j in first + later]  # each once
 
@@ -176,6 +182,23 @@ def test_an_outcome_waits_for_the_store_to_come_back(quire: Quire, caplog: pytes
     ]
     assert store.failures == 4 and worker.store.outages == 1
     assert warnings_saying(caplog, "lost the store") == 1 and warnings_saying(caplog, "the store is back") == 1
+
+
+def test_a_claim_whose_answer_the_outage_lost_is_handed_back_once_the_store_returns(quire: Quire) -> None:
+    store = SwitchedStore(quire.db)
+    queue = prepared(quire, store)
+    store.lose_a_claims_answer = True
+    (job,) = enqueue(quire, 1)
+    worker = Worker(queue, poll_interval=0.01, repair_interval=None, lease_seconds=0.3, outage_seconds=600)
+    worker.start()
+    try:
+        wait_until(lambda: rows(quire, f"SELECT id FROM jobs WHERE id = {job} AND status = 'completed'"), timeout=30,
+                   what="the job no executor ran to be handed back and completed")  # fmt: skip
+    finally:
+        worker.stop()
+    (row,) = rows(quire, f"SELECT attempt FROM jobs WHERE id = {job}")
+    assert row.attempt == 2 and worker.store.outages == 1  # the lost claim is fenced out
+    assert [tuple(r) for r in rows(quire, "SELECT job_id, attempt FROM outage_writes")] == [(job, 2)]
 
 
 def test_a_job_whose_connection_died_is_handed_back_and_runs_again(quire: Quire) -> None:
