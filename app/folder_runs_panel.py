@@ -2,7 +2,8 @@
 
 * **Preview** (``knowledge.folder_runs.preview``): every file eligible or not, with the reason; how many
   files and folders the walk reached against the cap. A folder over the cap is refused, never
-  truncated; the panel then lists the sub-folders that would each fit (``folder_runs.fitting_subfolders``).
+  truncated; the panel then lists the sub-folders that would each fit (``folder_runs.fitting_subfolders``) and
+  the split plan, which **Start one run per sub-folder** starts in one go (``app/run_split.py``).
 * **Start** uses one idempotency key per approved preview, made when the preview arrives: a double
   click, a second press or a retry after an error sends the same key, so the service replays the one
   run instead of starting another. A new preview gets a new key.
@@ -53,6 +54,7 @@ from app.run_reads import (
     when,
 )
 from app.run_sources_model import SourcesModel
+from app.run_split import SplitActions, plan_rows, plan_text
 from app.run_tables import RowsModel, read_only_view
 from app.run_widgets import AUDIT_HEADERS, PREVIEW_HEADERS, RUN_HEADERS, DropZone
 from knowledge import folder_runs
@@ -62,11 +64,12 @@ from knowledge.library import Base, audit
 REFRESH_MS = 1000
 
 
-class FolderRunsPanel(QWidget, RunActions):
+class FolderRunsPanel(QWidget, RunActions, SplitActions):
     """See the module docstring."""
 
     previewed = Signal(object)  # PreviewOutcome
     run_started = Signal(object)  # StartResult
+    split_started = Signal(object)  # SplitStart
     runs_shown = Signal(list)  # list[RunSummary]
     run_shown = Signal(object)  # RunView
 
@@ -108,6 +111,7 @@ class FolderRunsPanel(QWidget, RunActions):
         self.preview_table = read_only_view(self.preview_model, 3)
         self.start_button = QPushButton("Start run")
         self.start_button.clicked.connect(self.start_run)
+        self._build_split_button()
         self.scope = QComboBox()
         self.scope.addItems(["Runs over this folder", "Runs into this base"])
         self.scope.currentIndexChanged.connect(lambda _i: self.refresh())
@@ -140,6 +144,7 @@ class FolderRunsPanel(QWidget, RunActions):
         layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
+        top.addWidget(self.split_button)
         top.addWidget(self.start_button)
         layout.addLayout(top)
         layout.addWidget(self.preview_table, 1)
@@ -261,8 +266,12 @@ class FolderRunsPanel(QWidget, RunActions):
         self.summary.setText(
             f"{outcome.refusal}. Sub-folders that would each fit under the cap of {split.cap}: {fits}"
             + ("" if split.complete else " (not every branch was searched)")
+            + ("" if outcome.plan is None else f". {plan_text(outcome.plan)}")
         )
-        self._show_preview_rows([[f.relative, "", "fits", f"{f.walked} files and folders"] for f in split.fitting])
+        if outcome.plan is not None:
+            self._show_preview_rows(plan_rows(outcome.plan))
+        else:
+            self._show_preview_rows([[f.relative, "", "fits", f"{f.walked} files and folders"] for f in split.fitting])
 
     def _show_preview_rows(self, rows: list[list[str]]) -> None:
         self.preview_model.replace(rows)
@@ -415,4 +424,5 @@ class FolderRunsPanel(QWidget, RunActions):
         fresh = self.preview_key is not None and self.preview_key != self.started_key
         self.start_button.setEnabled(ready and has_preview and fresh)
         self.start_button.setText("Run started" if has_preview and not fresh else "Start run")
+        self._update_split_button(ready)
         self._update_run_buttons()

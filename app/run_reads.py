@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app import team_store
 from knowledge import folder_runs
-from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunSummary, Split
+from knowledge.folder_runs import FolderTooLarge, Preview, Principal, RunSummary, Split, SplitPlan
 from knowledge.library import audit
 from knowledge.runtime import Quire
 
@@ -41,21 +41,28 @@ def size_text(size: int | None) -> str:
 
 @dataclass(frozen=True)
 class PreviewOutcome:
-    """A preview, or — for a folder over the cap — the refusal and where it could be split."""
+    """A preview, or — for a folder over the cap — the refusal, where it could be split (the sub-folders that
+    fit) and the plan that starts one run per sub-folder (None, with the reason in ``refusal``, if it has none)."""
 
     folder: Path
     base_id: int
     preview: Preview | None
     refusal: str | None = None
     split: Split | None = None
+    plan: SplitPlan | None = None
 
 
 def preview_folder(quire: Quire, principal: Principal, base_id: int, folder: Path) -> PreviewOutcome:
-    """Runs in an ``Op``: the service's preview, or its cap refusal with the sub-folders that fit."""
+    """Runs in an ``Op``: the service's preview, or its cap refusal with the sub-folders that fit and the split plan."""
     try:
         return PreviewOutcome(folder, base_id, folder_runs.preview(quire, principal, base_id, folder))
     except FolderTooLarge as exc:
-        return PreviewOutcome(folder, base_id, None, str(exc), folder_runs.fitting_subfolders(quire, folder))
+        refusal, fitting = str(exc), folder_runs.fitting_subfolders(quire, folder)
+    try:
+        plan: SplitPlan | None = folder_runs.plan_split(quire, folder)
+    except FolderTooLarge as no_plan:
+        refusal, plan = f"{refusal}; {no_plan}", None
+    return PreviewOutcome(folder, base_id, None, refusal, fitting, plan)
 
 
 ENTRIES_PER_READ = 500

@@ -7,11 +7,13 @@ as an agent principal, which may preview and read but not start, cancel or rever
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from app.cli.commands_core import opened, principal_of
-from app.cli.main import Output, UsageError
+from app.cli.main import EXIT_REFUSED, Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit
@@ -22,7 +24,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     rsub = run.add_subparsers(dest="run_command", metavar="ACTION", parser_class=type(run))
     rsub.required = True
 
-    p = rsub.add_parser("preview", parents=[common], help="what a run over FOLDER would ingest")
+    p = rsub.add_parser(
+        "preview",
+        parents=[common],
+        help="what a run over FOLDER would ingest; over the cap: refused (exit 5) with the runs `start --split` "
+        "would start",
+    )
     p.add_argument("base", help="base name or id")
     p.add_argument("folder", type=Path)
     p.set_defaults(func=cmd_preview)
@@ -38,6 +45,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--key",
         help="idempotency key (one FOLDER only): reusing it replays the same run instead of starting another "
         "(default: derived from base, folder, you and the files, so repeating the command replays its runs)",
+    )
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="one FOLDER over the cap: start one run per sub-folder (split again where one is over the cap; the "
+        "folder's own files are a run of their own), all in one transaction; a FOLDER within the cap is one run",
     )
     p.set_defaults(func=cmd_start)
 
@@ -85,11 +98,34 @@ def _preview_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _plan_text(d: dict[str, Any]) -> str:
+    lines = [f"`quire run start --split` would start {d['run_count']} runs of at most {d['cap']} files and folders:"]
+    lines += [f"  {r['label']}: {r['files']} file(s), {r['walked']} walked" for r in d["runs"]]
+    return "\n".join(lines)
+
+
 def cmd_preview(args: argparse.Namespace, out: Output) -> int:
+    """A folder over the cap is refused (exit 5) with the split plan: in the JSON error's ``split``, and below
+    the refusal on stderr."""
     with opened(args) as quire:
-        result = folder_runs.preview(quire, principal_of(args, quire), args.base, args.folder)
+        try:
+            result = folder_runs.preview(quire, principal_of(args, quire), args.base, args.folder)
+        except folder_runs.FolderTooLarge as refusal:
+            try:
+                plan = folder_runs.plan_split(quire, args.folder).as_dict()
+            except folder_runs.FolderTooLarge as no_plan:
+                raise folder_runs.FolderTooLarge(f"{refusal}; {no_plan}") from None
+            return _refused_with_plan(out, refusal, plan)
     out.emit(result.as_dict(), _preview_text)
     return 0
+
+
+def _refused_with_plan(out: Output, refusal: folder_runs.FolderTooLarge, plan: dict[str, Any]) -> int:
+    if out.as_json:
+        error = {"code": refusal.code, "message": str(refusal), "exit_code": EXIT_REFUSED, "split": plan}
+        print(json.dumps({"error": error}, sort_keys=True))
+    print(f"quire: {refusal}\n{_plan_text(plan)}", file=sys.stderr)
+    return EXIT_REFUSED
 
 
 def _started_text(d: dict[str, Any]) -> str:
@@ -102,6 +138,8 @@ def cmd_start(args: argparse.Namespace, out: Output) -> int:
     """One run per folder, each started (or replayed) in its own transaction. Several folders share one
     process (its start-up is most of what starting a run costs); if one fails, the runs before it stay
     started, and repeating the command replays them and goes on."""
+    if args.split:
+        return _start_split(args, out)
     if args.key is not None and len(args.folders) > 1:
         raise UsageError("--key names one run: give one FOLDER with it")
     started = []
@@ -116,6 +154,27 @@ def cmd_start(args: argparse.Namespace, out: Output) -> int:
             {"runs": started},
             lambda d: "\n".join(_started_text(r) for r in d["runs"]) + "\n`quire worker` runs them",
         )
+    return 0
+
+
+def _split_text(d: dict[str, Any]) -> str:
+    plan = d["split"]
+    head = (
+        f"{plan['folder']} is over the cap of {plan['cap']}: {plan['run_count']} runs, started in one transaction"
+        if plan["over_cap"]
+        else f"{plan['folder']} fits in one run (nothing to split)"
+    )
+    lines = [head] + [f"  {r['label']}: {_started_text(r)}" for r in d["runs"]]
+    return "\n".join(lines) + "\n`quire worker` runs them"
+
+
+def _start_split(args: argparse.Namespace, out: Output) -> int:
+    """Every run of the split plan, or none (one transaction); repeating the command replays them."""
+    if len(args.folders) > 1 or args.key is not None:
+        raise UsageError("--split starts the runs of one FOLDER, each with a key of its own: give one FOLDER, no --key")
+    with opened(args) as quire:
+        started = folder_runs.start_split(quire, principal_of(args, quire), args.base, args.folders[0])
+    out.emit(started.as_dict(), _split_text)
     return 0
 
 

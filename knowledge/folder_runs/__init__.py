@@ -16,6 +16,9 @@ Preview and start (the caller's thread)
   the original run and job ids (judged against the folder as it is now: a manifest source that was
   removed, moved out or excluded refuses the replay); anything else is a conflict. Without a key, the
   key is derived from base, folder, actor and manifest, so repeating the same command replays its run.
+* A folder over the cap can be taken in one gesture: :func:`plan_split` plans one run per sub-folder (split
+  again where a sub-folder is over the cap; a split folder's own files are a run of their own, chunked by the
+  cap), and :func:`start_split` starts them all in one transaction — every run or none.
 
 Execution (``knowledge.folder-run``, recovery ``retry``: a dead worker's claim is handed back by
 startup recovery or the stale-claim lease and the next attempt resumes the run)
@@ -86,6 +89,8 @@ from knowledge.folder_runs.rules import (
     RunFault,
 )
 from knowledge.folder_runs.split import FittingFolder, Split, fitting_subfolders
+from knowledge.folder_runs.split_plan import MAX_SPLIT_RUNS, PlannedRun, SplitPlan, plan_split
+from knowledge.folder_runs.split_start import SplitStart, start_split
 from knowledge.folder_runs.start import StartResult, derived_key, request_fingerprint, start_run
 from knowledge.folder_runs.unindexed import UNINDEXED_DISPOSITIONS, UnindexedSource, list_unindexed_sources
 from knowledge.principal import Principal
@@ -100,11 +105,13 @@ __all__ = [
     "DEFAULT_CAP",
     "FOLDER_NOT_FOUND",
     "JOB_TYPE",
+    "MAX_SPLIT_RUNS",
     "REVERTIBLE_RUN_STATUSES",
     "UNINDEXED_DISPOSITIONS",
     "CancelResult",
     "FittingFolder",
     "FolderTooLarge",
+    "PlannedRun",
     "Preview",
     "PreviewEntry",
     "Principal",
@@ -117,6 +124,8 @@ __all__ = [
     "SourceOutcome",
     "SourcesPage",
     "Split",
+    "SplitPlan",
+    "SplitStart",
     "StartResult",
     "UnindexedSource",
     "add_batch",
@@ -129,6 +138,7 @@ __all__ = [
     "fitting_subfolders",
     "list_runs",
     "list_unindexed_sources",
+    "plan_split",
     "preview",
     "register",
     "request_fingerprint",
@@ -140,6 +150,7 @@ __all__ = [
     "show_run",
     "sources_page",
     "start_run",
+    "start_split",
     "visible_folder",
 ]
 

@@ -19,7 +19,7 @@ from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTo
 from knowledge.ingest.chunking import chunker_version
 from knowledge.ingest.material import MAX_SOURCE_BYTES
 from knowledge.ingest.models import model_stamp
-from knowledge.ingest.walk import CapExceeded, Entry, walk
+from knowledge.ingest.walk import CapExceeded, Entry, Walk, walk
 from knowledge.library import blobs
 from knowledge.library.bases import Base
 from knowledge.principal import Principal
@@ -113,6 +113,13 @@ def build_preview(
         ) from None
     if "." in found.unreadable_dirs:
         raise NotFound(FOLDER_NOT_FOUND)
+    return preview_of_walk(quire, base, root, cap, found, limit, committed)
+
+
+def preview_of_walk(
+    quire: Quire, base: Base, root: Path, cap: int, found: Walk, limit: int, committed: Mapping[str, str]
+) -> Preview:
+    """The preview of what ``found`` walked below ``root``: every entry judged, and what the base covers."""
     eligible: list[PreviewEntry] = []
     ineligible: list[PreviewEntry] = []
     visible: set[str] = set()

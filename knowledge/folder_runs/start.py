@@ -96,8 +96,11 @@ def create_or_replay(
     *,
     proposed_by: str | None = None,
     retry_of: int | None = None,
+    split_of: str | None = None,
 ) -> StartResult:
-    """Under the write lock: replay the run ``key`` names (same request) or create it with ``plan``."""
+    """Under the write lock: replay the run ``key`` names (same request) or create it with ``plan``.
+
+    ``split_of`` names the folder a split started this run from (kept in the created entry)."""
     require_person_for_run(principal, "start")
     fingerprint = request_fingerprint(base.id, plan.folder, principal.label)
     with quire.db.write() as conn:
@@ -105,7 +108,8 @@ def create_or_replay(
         existing = conn.execute(select(folder_runs).where(folder_runs.c.idempotency_key == key)).first()
         if existing is not None:
             return _replay(conn, existing, fingerprint, plan, key, retry_of)
-        return _create(quire, conn, base, plan, principal, key, fingerprint, proposed_by, retry_of)
+        extra = {"proposed_by": proposed_by, "retry_of": retry_of, "split_of": split_of}
+        return _create(quire, conn, base, plan, principal, key, fingerprint, extra)
 
 
 def _replay(conn: Connection, row: Any, fingerprint: str, plan: Preview, key: str, retry_of: int | None) -> StartResult:
@@ -130,9 +134,10 @@ def _create(
     principal: Principal,
     key: str,
     fingerprint: str,
-    proposed_by: str | None,
-    retry_of: int | None,
+    extra: dict[str, Any],
 ) -> StartResult:
+    """The run, its manifest, its job and its created entry; ``extra``'s values that are set go in the entry."""
+    retry_of = extra.get("retry_of")
     now = time.time()
     run_id = create_run(
         conn,
@@ -176,8 +181,7 @@ def _create(
             **size_and_counts(conn, run_id, len(plan.eligible)),
             "walked": plan.walked,
             "unreadable_folders": len(plan.unreadable_folders),
-            **({"proposed_by": proposed_by} if proposed_by else {}),
-            **({"retry_of": retry_of} if retry_of is not None else {}),
+            **{name: value for name, value in extra.items() if value is not None and value != ""},
         },
         values={"job_id": job.job_id},
     )

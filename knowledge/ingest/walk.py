@@ -64,6 +64,7 @@ class Walk:
     entries: list[Entry] = field(default_factory=list)
     walked: int = 0  # files and directories reached (what the cap counts)
     unreadable_dirs: list[str] = field(default_factory=list)  # relative paths of folders it could not read
+    shallow: bool = False  # only the root's own entries: its sub-folders are reported, not entered
 
     def files(self) -> list[Entry]:
         return [e for e in self.entries if e.kind == "file"]
@@ -159,8 +160,16 @@ def _is_hidden(path: Path, hidden: tuple[Path, ...]) -> bool:
     return any(real == h or h in real.parents for h in hidden)
 
 
-def walk(root: Path, *, cap: int | None = None, hidden: Sequence[Path] = (), ignore: Sequence[str] = ()) -> Walk:
-    result = Walk(root)
+def walk(
+    root: Path,
+    *,
+    cap: int | None = None,
+    hidden: Sequence[Path] = (),
+    ignore: Sequence[str] = (),
+    shallow: bool = False,
+) -> Walk:
+    """Every entry below ``root`` by the rules above; ``shallow``: only its own (sub-folders not entered)."""
+    result = Walk(root, shallow=shallow)
     if not is_readable_dir(root):
         result.unreadable_dirs.append(".")
         return result
@@ -212,7 +221,7 @@ def _visit(
         if ignore is not None:
             excluded = ignore.own_exclusion()
         yield Entry(path, rel, "dir", excluded)
-        if excluded is None:
+        if excluded is None and not result.shallow:
             yield from _walk_dir(path, rel, rules.with_ignore(rel, ignore), result, cap, hidden)
         return
     if stat.S_ISLNK(st.st_mode) and _is_hidden(path, hidden):

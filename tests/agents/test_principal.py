@@ -119,6 +119,7 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "bases.confirm_endpoint": lambda: bases.confirm_endpoint(quire.db, b),
         "bases.delete_base": lambda: bases.delete_base(quire.db, quire.queue, b, quire.blobs_dir),
         "start.start_run": lambda: folder_runs.start_run(quire, who, b, w["folder"]),
+        "split_start.start_split": lambda: folder_runs.start_split(quire, who, b, w["folder"]),
         "start.create_or_replay": lambda: start.create_or_replay(
             quire, who, w["base"], folder_runs.preview(quire, PERSON, b, w["folder"]), "walked-key"
         ),
