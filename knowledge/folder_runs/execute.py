@@ -67,6 +67,7 @@ from knowledge.ingest.walk import VISIBLE, judge_path
 from knowledge.library import audit
 from knowledge.library.bases import load_base
 from knowledge.library.index_syncs import gathered
+from knowledge.store import machine_folders
 from knowledge.store.schema_runs import (
     TERMINAL_RUN_STATUSES,
     folder_runs,
@@ -104,7 +105,7 @@ def execute_run(quire: Quire, ctx: JobContext) -> dict[str, Any]:
         return {"run_id": run_id, "status": "terminal"}
     encodes: list[Future[Any]] = []  # this attempt's group encodes
     try:
-        fault = _payload_fault(ctx.payload, entered)
+        fault = _payload_fault(ctx.payload, entered) or _folder_fault(quire, entered)
         if fault is not None:
             raise RunFault(fault)
         with gathered(quire.db):  # one source per transaction: the derived files catch up every few seconds
@@ -130,6 +131,14 @@ def _payload_fault(payload: dict[str, Any], run: RunRecord) -> str | None:
     if payload.get("approved_by") != run.approved_by:
         return "authorization failure: the job does not carry the run's approval"
     return None
+
+
+def _folder_fault(quire: Quire, run: RunRecord) -> str | None:
+    """A run walks and reads a folder of this machine: only one a person here started it for (a job row naming
+    this machine is any team member's word)."""
+    if machine_folders.may_read(quire.db, quire.data_dir, run.folder):
+        return None
+    return f"authorization failure: the run's folder was {machine_folders.NOT_ADDED_HERE}"
 
 
 def _enter(quire: Quire, ctx: JobContext, run: RunRecord) -> RunRecord | None:

@@ -20,6 +20,7 @@ from knowledge.folder_runs.preview import build_preview
 from knowledge.folder_runs.principal import require_person_for_run
 from knowledge.folder_runs.start import StartResult, create_or_replay
 from knowledge.principal import Principal
+from knowledge.store import machine_folders
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -42,5 +43,6 @@ def retry_run(quire: Quire, principal: Principal, run_id: int) -> RetryResult:
         cap = descendant_cap(conn)
         earlier = lineage_commits(conn, run.id)
     root = visible_folder(quire, run.folder)
+    machine_folders.record_for(quire.db, quire.data_dir, [root])  # a person here retries it: this machine may read it
     plan = build_preview(quire, base, root, cap, committed={rel: c.sha256 for rel, c in earlier.items()})
     return create_or_replay(quire, principal, base, plan, retry_key(run.id), retry_of=run.id)

@@ -27,6 +27,7 @@ from knowledge.folder_runs.start import StartResult, create_or_replay, derived_k
 from knowledge.ingest.walk import VISIBLE, Walk, judge_path
 from knowledge.library.bases import Base
 from knowledge.principal import Principal
+from knowledge.store import machine_folders
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -53,6 +54,7 @@ def start_split(quire: Quire, principal: Principal, base_ref: str | int, folder:
     with quire.db.read() as conn:
         base = judge_destination(conn, base_ref)
     plan = plan_split(quire, folder)
+    machine_folders.record_for(quire.db, quire.data_dir, [plan.folder])  # a person here starts it: readable here
     previews = [_preview_of(quire, base, plan, planned) for planned in plan.runs]
     split_of = plan.folder if plan.over_cap else None
     results = []

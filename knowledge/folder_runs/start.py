@@ -21,6 +21,7 @@ from knowledge.folder_runs.rules import JOB_TYPE
 from knowledge.library import audit
 from knowledge.library.bases import Base
 from knowledge.principal import Principal
+from knowledge.store import machine_folders
 from knowledge.store.schema_runs import (
     folder_run_sources,
     folder_runs,
@@ -82,6 +83,7 @@ def start_run(
         base = judge_destination(conn, base_ref)
         cap = descendant_cap(conn)
     root = visible_folder(quire, folder)
+    machine_folders.record_for(quire.db, quire.data_dir, [root])  # a person here starts it: this machine may read it
     plan = build_preview(quire, base, root, cap)
     key = key.strip() if key is not None else derived_key(base.id, str(root), principal.label, plan)
     return create_or_replay(quire, principal, base, plan, key, proposed_by=proposed_by)

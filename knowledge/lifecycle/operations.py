@@ -74,6 +74,7 @@ from knowledge.lifecycle.scheduling import REINDEX_SUBTREE as REINDEX_SUBTREE
 from knowledge.lifecycle.scheduling import UNKNOWN_SIZE as UNKNOWN_SIZE
 from knowledge.lifecycle.scheduling import schedule_delete, schedule_reindex
 from knowledge.principal import require_person
+from knowledge.store import machine_folders
 from knowledge.store.schema import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
         changes.noop = True
         return changes
     plans = [_plan(i) for i in inputs]
+    machine_folders.record_for(quire.db, quire.data_dir, [p.source_path for p in plans])  # asked for here
     created: list[tuple[ItemId, _Planned]] = []
     rescheduled: list[Scheduled] = []
     with quire.db.write() as conn:

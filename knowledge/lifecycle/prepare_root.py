@@ -25,6 +25,7 @@ from knowledge.lifecycle.admission import Scheduled, schedule
 from knowledge.lifecycle.changes import Changes
 from knowledge.lifecycle.members import purge_members
 from knowledge.sources import PARSER_VERSIONS, is_supported, unsupported_reason
+from knowledge.store import machine_folders
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ def prepare_root(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     base = find_base(quire.db, base_id)
     if root is None or root.status == "deleting" or base is None:
         return {"skipped": "missing or deleting"}
+    if not machine_folders.may_read(quire.db, quire.data_dir, root.source_path):
+        log.warning("prepare-root job %s refused: its folder was %s", ctx.job_id, machine_folders.NOT_ADDED_HERE)
+        return {"refused": f"the folder was {machine_folders.NOT_ADDED_HERE}"}
     folder = Path(root.source_path or "")
     found = _walk_or_none(folder, quire.data_dir, ignore)
     if found is None:

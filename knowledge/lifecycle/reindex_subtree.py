@@ -14,6 +14,7 @@ from knowledge.library import tree
 from knowledge.library.bases import find_base
 from knowledge.lifecycle.admission import Scheduled, schedule
 from knowledge.lifecycle.changes import Changes
+from knowledge.store import machine_folders
 
 if TYPE_CHECKING:
     from knowledge.runtime import Quire
@@ -35,6 +36,10 @@ def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     with quire.db.read() as conn:
         if _deleting_or_missing(conn, root_ids):  # first check: delete won before we started
             return {"skipped": "deleting"}
+        unasked = _not_added_here(quire, conn, root_ids)
+    if unasked:  # a reindex re-reads files of this machine: only those a person here added
+        log.warning("reindex job %s refused: %d item(s) %s", ctx.job_id, unasked, machine_folders.NOT_ADDED_HERE)
+        return {"refused": f"{unasked} item(s) {machine_folders.NOT_ADDED_HERE}"}
     with ctx.write() as conn:
         if _deleting_or_missing(conn, root_ids):  # second check, under the write lock
             return {"skipped": "deleting"}
@@ -47,6 +52,13 @@ def reindex_subtree(quire: Quire, ctx: JobContext) -> dict[str, Any]:
     sizes = {r.id: r.size for r in roots if r.size is not None}
     schedule(quire, base, accepted, changes, sizes=sizes)
     return {"roots": len(accepted), "jobs": len(changes.job_ids)}
+
+
+def _not_added_here(quire: Quire, conn: Connection, root_ids: Sequence[int]) -> int:
+    """How many of the roots name a path on disk that no person on this machine added."""
+    roots = (tree.load_item(conn, i) for i in root_ids)
+    paths = [r.source_path for r in roots if r is not None and r.source_path]
+    return sum(not machine_folders.may_read(quire.db, quire.data_dir, p) for p in paths)
 
 
 def _reindex_roots(conn: Connection, roots: Sequence[tree.Item]) -> list[tree.Item]:

@@ -17,6 +17,7 @@ from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
+from knowledge.store import machine_folders
 
 NOT_ON_THIS_MACHINE = "not on this machine"
 NOT_VERIFIED = "original not verified"
@@ -39,6 +40,7 @@ def relocate_base(quire: Quire, base_ref: str | int, old_prefix: str, new_prefix
     new = _clean(new_prefix)
     if old == new:
         raise InvalidInput("the old and new locations are the same")
+    machine_folders.record_for(quire.db, quire.data_dir, [new])  # a person here vouches for the new location
     with quire.db.write() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_writable(base)

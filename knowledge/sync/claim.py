@@ -20,6 +20,7 @@ from jobs.sessions import live_session_ids
 from knowledge.errors import Conflict, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import failed_refusal, load_base, locked_refusal
+from knowledge.store import machine_folders
 from knowledge.sync.roots import (
     WAITING_FOR_BASE,
     SyncRoot,
@@ -84,6 +85,9 @@ def claim(quire: Quire, writer: Writer, root_id: int, owner: str) -> tuple[SyncR
             raise StoodDown("this folder is no longer kept in sync")
         if not kept_here(quire.db, root):  # its folder is on another machine: the path here is another folder
             raise StoodDown(elsewhere(root))
+        folder = tree.load_item(conn, root.item_id)
+        if not machine_folders.may_read(quire.db, quire.data_dir, folder.source_path if folder else None):
+            raise StoodDown(f"this folder was {machine_folders.NOT_ADDED_HERE}")
         if root.scan_owner is not None and root.scan_owner != owner:
             fresh = root.scan_started_at is not None and time.time() - root.scan_started_at < STALE_CLAIM_SECONDS
             if fresh and _session_of(root.scan_owner) in live_session_ids(conn):

@@ -19,7 +19,7 @@ from knowledge.errors import GuardRejected, InvalidInput, NotFound
 from knowledge.library import tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
-from knowledge.store import settings
+from knowledge.store import machine_folders, settings
 from knowledge.store.database import Database
 from knowledge.store.schema_sync import SYNC_MODES, sync_roots
 from knowledge.sync import pending
@@ -191,6 +191,7 @@ def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = 
                 f"{item.name!r} was imported and its original folder is not verified on this machine; "
                 "point the base at it with `quire base relocate` first"
             )
+        machine_folders.record_for(quire.db, quire.data_dir, [item.source_path])  # a person here vouches for it
         now, host = time.time(), this_host()
         existing = root_for_item(conn, item.id)
         if existing is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knowledge.library import tree
+from knowledge.store import machine_folders
 from knowledge.sync.roots import (
     FULL_RECONCILE_SECONDS,
     POLL_SECONDS,
@@ -114,7 +115,9 @@ class SyncWatcher:
         with self.quire.db.read() as conn:
             for root in roots:
                 item = tree.load_item(conn, root.item_id)
-                if item is not None and item.source_path and item.status != "deleting":
+                if item is None or not item.source_path or item.status == "deleting":
+                    continue
+                if machine_folders.may_read(self.quire.db, self.quire.data_dir, item.source_path):
                     out[root.id] = Path(item.source_path)
         return out
 

@@ -1,0 +1,112 @@
+"""The folders a person on this machine asked Quire to read, recorded in the machine's own data directory.
+
+On a team store a job row is any writer's word: a job pinned to another machine's host name (host names are
+readable in ``worker_sessions``, and ``QUIRE_HOST`` is whatever a client says) would make that machine's worker
+walk a path on its own disk and upload what it finds. So a job that reads a machine's files — a folder's walk, a
+reindex, a folder run, a sync scan — reads only a path equal to, or under, one recorded here, and a path is
+recorded only by a person's own gesture on this machine (add, turn sync on, start or retry a run, relocate). The
+record is ``machine_folders.json`` in the data directory: owner-only, replaced atomically, read bounded, written
+under a lock so two processes of this machine never lose each other's entries.
+
+A data directory's own store (SQLite) needs none of this: only this machine's person writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from knowledge.store.database import Database
+from knowledge.store.permissions import FILE_MODE, write_private_bytes
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "machine_folders.json"
+MAX_BYTES = 4 * 1024 * 1024  # tens of thousands of paths; a bigger file is not one Quire wrote
+
+
+def _normal(path: str | os.PathLike[str]) -> str:
+    return os.path.normpath(os.path.abspath(os.fspath(path)))
+
+
+def recorded(data_dir: Path) -> set[str]:
+    """The folders and files recorded on this machine (nothing when the record is missing or not Quire's)."""
+    path = data_dir / FILE_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        log.warning("the machine's folder record cannot be opened (%s): no folder counts as added here", exc)
+        return set()
+    with os.fdopen(fd, "rb") as fh:
+        if not _regular_and_bounded(os.fstat(fh.fileno())):
+            log.warning("the machine's folder record is not a regular file of at most %d bytes: ignored", MAX_BYTES)
+            return set()
+        raw = fh.read(MAX_BYTES + 1)
+    try:
+        folders = json.loads(raw).get("folders", [])
+    except (ValueError, AttributeError):
+        log.warning("the machine's folder record is not valid JSON: no folder counts as added here")
+        return set()
+    return {_normal(f) for f in folders if isinstance(f, str) and f.startswith("/")}
+
+
+def _regular_and_bounded(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_BYTES
+
+
+def is_recorded(data_dir: Path, path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a recorded folder or file, or lies under a recorded folder."""
+    wanted = _normal(path)
+    return any(wanted == f or wanted.startswith(f.rstrip("/") + "/") for f in recorded(data_dir))
+
+
+def record(data_dir: Path, paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Record ``paths`` as asked for by a person on this machine (idempotent)."""
+    wanted = {_normal(p) for p in paths}
+    if not wanted:
+        return
+    with _locked(data_dir):
+        known = recorded(data_dir)
+        if wanted <= known:
+            return
+        body = json.dumps({"folders": sorted(known | wanted)}, indent=1).encode()
+        staging = data_dir / f".{FILE_NAME}.{os.getpid()}.tmp"
+        write_private_bytes(staging, body)
+        os.replace(staging, data_dir / FILE_NAME)
+
+
+@contextlib.contextmanager
+def _locked(data_dir: Path) -> Iterator[None]:
+    fd = os.open(data_dir / f".{FILE_NAME}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+NOT_ADDED_HERE = "not added on this machine: a person here adds it, turns its sync on or starts its run"
+
+
+def may_read(db: Database, data_dir: Path, path: str | os.PathLike[str] | None) -> bool:
+    """Whether a job may read ``path`` on this machine: always on a data directory's own store; on a team
+    store only a path a person here recorded."""
+    if db.dialect_name != "postgresql":
+        return True
+    return path is not None and is_recorded(data_dir, path)
+
+
+def record_for(db: Database, data_dir: Path, paths: Iterable[str | os.PathLike[str] | None]) -> None:
+    """A person on this machine asked for ``paths``: record them (on a team store; a data directory's own
+    store needs no record)."""
+    if db.dialect_name == "postgresql":
+        record(data_dir, [p for p in paths if p is not None])
