@@ -32,6 +32,7 @@ class JobRecord:
     updated_at: float
     started_at: float | None
     finished_at: float | None
+    host: str | None = None  # the machine whose workers alone may claim it (a team store's pinned job)
 
     @classmethod
     def from_row(cls, row: Any) -> JobRecord:
@@ -58,6 +59,7 @@ class JobRecord:
             updated_at=m["updated_at"],
             started_at=m["started_at"],
             finished_at=m["finished_at"],
+            host=m.get("host"),
         )
 
     def as_dict(self) -> dict[str, Any]:

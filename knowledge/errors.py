@@ -1,6 +1,7 @@
 """One error root for the knowledge layer, with the specific kinds callers branch on.
 
-The CLI maps these to its exit codes (3 not found, 4 conflict, 5 refused/forbidden, 1 other) and the GUI
+The CLI maps these to its exit codes (3 not found, 4 conflict, 5 refused/forbidden, 6 a schema
+this Quire does not work on, 1 other) and the GUI
 shows ``str(error)``: messages are written for people and never carry stack traces or SQL.
 """
 
@@ -43,6 +44,12 @@ class StoreError(KnowledgeError):
     """The database could not do what was asked (locked for too long, disk full, corrupt)."""
 
     code = "store_error"
+
+
+class SchemaMismatch(StoreError):
+    """The store's schema is not the one this Quire works on: a newer Quire upgraded it (exit 6)."""
+
+    code = "schema_mismatch"
 
 
 class DataDirInUse(KnowledgeError):

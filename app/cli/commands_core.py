@@ -136,7 +136,7 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
         lambda d: with_more(
             "\n".join(
                 f"{r['id']:>6} {r['type']:<18} {r['status']:<10} attempt {r['attempt']} "
-                f"{r['progress_done']}/{r['progress_total']} {r['last_error'] or ''}"
+                f"{r['progress_done']}/{r['progress_total']} {job_machine(r)}{r['last_error'] or ''}"
                 for r in d["jobs"]
             )
             or "no jobs",
@@ -144,6 +144,15 @@ def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
         ),
     )
     return 0
+
+
+def job_machine(job: dict[str, Any]) -> str:
+    """A job's machine in ``quire jobs``, and for a pending pinned job why it waits."""
+    if not job.get("host"):
+        return ""
+    if job["status"] == "pending":
+        return f"on {job['host']}: waiting for a worker on {job['host']} "
+    return f"on {job['host']} "
 
 
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:

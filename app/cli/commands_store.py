@@ -27,6 +27,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     m.add_argument("directory", type=Path, metavar="DIR", help="the data directory to copy from")
     m.add_argument("url", nargs="?", metavar="URL", help="the team store (default: --store)")
     m.set_defaults(func=cmd_store_migrate)
+    s = actions.add_parser(
+        "status", parents=[common], help="schema version, live workers per machine, queue depth, jobs waiting"
+    )
+    s.set_defaults(func=cmd_store_status)
 
 
 def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
@@ -79,6 +83,78 @@ def cmd_store_migrate(args: argparse.Namespace, out: Output) -> int:
         source.close()
     out.emit({"store": redacted(url), "bases": [m.as_dict() for m in moved]}, _migrate_text)
     return 0
+
+
+def cmd_store_status(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.store.status import store_status
+
+    if args.store:
+        from knowledge.errors import NotFound
+        from knowledge.store.postgres import PostgresDatabase, redacted
+
+        db = PostgresDatabase(args.store)
+        try:
+            db.connect_check()
+            if not db.has_schema():
+                raise NotFound(
+                    f"{redacted(args.store)} is not a Quire team store yet; create it with `quire store init`"
+                )
+            report = {"store": redacted(args.store), "engine": "postgresql", **store_status(db)}
+        finally:
+            db.dispose()
+    else:
+        report = {"store": str(args.data_dir), "engine": "sqlite", **_data_dir_status(Path(args.data_dir))}
+    out.emit(report, _status_text)
+    return 0
+
+
+def _data_dir_status(data_dir: Path) -> dict[str, Any]:
+    """A data directory's status, read without migrating it (a newer Quire's file is reported, not refused)."""
+    from knowledge.store.database import DB_FILENAME, Database
+    from knowledge.store.status import store_status
+
+    if not (data_dir / DB_FILENAME).is_file():
+        from app.cli.commands_core import open_data_dir
+
+        with open_data_dir(data_dir) as quire:  # a new directory is made, as every command makes it
+            return store_status(quire.db)
+    db = Database.in_dir(data_dir)
+    try:
+        return store_status(db)
+    finally:
+        db.dispose()
+
+
+def _status_text(r: dict[str, Any]) -> str:
+    import time
+
+    schema = r["schema"]
+    if schema["newer"]:
+        state = f"upgraded by a newer Quire ({schema['newer'][-1]}): upgrade Quire"
+    elif schema["pending"]:
+        state = f"older than this Quire ({len(schema['pending'])} migration(s) to apply)"
+    else:
+        state = "current"
+    now = time.time()
+    workers = [
+        f"  {w['host']}: {w['workers']} worker(s), last heartbeat {max(0.0, now - w['last_heartbeat']):.0f} s ago"
+        for w in r["workers"]
+    ]
+    waiting = [
+        f"  {w['host']}: {w['jobs']} job(s)" + ("" if w["worker_running"] else " (no worker running there)")
+        for w in r["waiting"]
+    ]
+    return "\n".join(
+        [
+            f"store: {r['store']} ({'team store' if r['engine'] == 'postgresql' else 'data directory'})",
+            f"schema: {schema['last'] or 'none'} ({state})",
+            "workers:" + ("" if workers else " none running"),
+            *workers,
+            f"queue: {r['queue']['pending']} pending, {r['queue']['running']} running",
+            "waiting for a machine:" + ("" if waiting else " none"),
+            *waiting,
+        ]
+    )
 
 
 def _migrate_text(r: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """``quire [--data-dir DIR] [--store URL] [--queue URL] [--json] [--as-agent NAME] COMMAND``: parser, output
 and exit codes.
 
-Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 75 (EX_TEMPFAIL) a
+Exit codes are stable: 0 ok, 2 usage, 3 not found, 4 conflict, 5 refused or forbidden, 6 the store's schema
+was upgraded by a newer Quire (upgrade Quire), 75 (EX_TEMPFAIL) a
 server stayed away past the outage budget (``quire worker``, ``QUIRE_OUTAGE_SECONDS``: start it again), 1
 anything else.
 Every command prints JSON with ``--json`` (one document, or one JSON line per result where a command
@@ -36,10 +37,12 @@ from knowledge.errors import (
     KnowledgeError,
     MissingComponent,
     NotFound,
+    SchemaMismatch,
 )
 from knowledge.paths import resolve_data_dir
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
+EXIT_SCHEMA = 6  # the store's schema is newer than this Quire's: upgrade Quire
 EXIT_TEMPFAIL = 75  # sysexits.h EX_TEMPFAIL (jobs.outage.EXIT_TEMPFAIL): try again later
 
 
@@ -120,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def exit_code_for(exc: BaseException) -> int:
+    if isinstance(exc, SchemaMismatch):
+        return EXIT_SCHEMA
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, Forbidden | GuardRejected):

@@ -22,6 +22,7 @@ from knowledge.store import pg_guards, schema, schema_agents, schema_portable, s
 from knowledge.store.check_edit import edit_check
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
+from knowledge.store.schema_version import refuse_newer
 
 log = logging.getLogger(__name__)
 
@@ -390,7 +391,8 @@ def applied_migrations(conn: Connection) -> list[str]:
 
 
 def migrate(db: Database) -> list[str]:
-    """Apply every pending migration in order; return the names applied now."""
+    """Apply every pending migration in order; return the names applied now (a newer store: refused)."""
+    refuse_newer(db, [m.name for m in MIGRATIONS])
     if db.dialect_name == "postgresql" and _is_current(db):
         return []  # a team store at today's schema is opened without a write: a read-only role may open it
     _ensure_record_table(db)
