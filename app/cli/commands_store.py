@@ -31,6 +31,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "status", parents=[common], help="schema version, live workers per machine, queue depth, jobs waiting"
     )
     s.set_defaults(func=cmd_store_status)
+    g = actions.add_parser(
+        "grant", parents=[common], help="give a database role reader, writer or admin rights, now and on later bases"
+    )
+    g.add_argument("role", metavar="ROLE", help="an existing PostgreSQL login role (a person)")
+    g.add_argument("level", choices=("reader", "writer", "admin"), metavar="reader|writer|admin")
+    g.set_defaults(func=cmd_store_grant)
 
 
 def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
@@ -106,6 +112,33 @@ def cmd_store_status(args: argparse.Namespace, out: Output) -> int:
         report = {"store": str(args.data_dir), "engine": "sqlite", **_data_dir_status(Path(args.data_dir))}
     out.emit(report, _status_text)
     return 0
+
+
+def cmd_store_grant(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.errors import NotFound
+    from knowledge.store.pg_grants import check_role_name, grant
+    from knowledge.store.postgres import PostgresDatabase, redacted
+
+    if not args.store:
+        raise UsageError("store grant works on a team store: give it with --store URL (or QUIRE_STORE)")
+    check_role_name(args.role)
+    db = PostgresDatabase(args.store)
+    try:
+        db.connect_check()
+        if not db.has_schema():
+            raise NotFound(f"{redacted(args.store)} is not a Quire team store yet; create it with `quire store init`")
+        report = {"store": redacted(args.store), **grant(db, args.role, args.level)}
+    finally:
+        db.dispose()
+    out.emit(report, _grant_text)
+    return 0
+
+
+def _grant_text(r: dict[str, Any]) -> str:
+    text = f"{r['role']} is a {r['level']} of {r['store']}, on today's tables and on bases made later"
+    if r["not_covered"]:
+        text += f"; bases made later by {', '.join(r['not_covered'])} are not covered: grant again as a superuser"
+    return text
 
 
 def _data_dir_status(data_dir: Path) -> dict[str, Any]:

@@ -43,7 +43,8 @@ WORDS_FUNCTION = (
 
 def create_base_tables(conn: Connection, vec: str, fts: str, dimension: int) -> None:
     conn.exec_driver_sql(f"CREATE TABLE {vec} (rowid bigint PRIMARY KEY, embedding vector({int(dimension)}) NOT NULL)")
-    conn.exec_driver_sql(WORDS_FUNCTION)
+    if conn.exec_driver_sql("SELECT to_regprocedure('quire_tsv_words(tsvector)')").scalar() is None:
+        conn.exec_driver_sql(WORDS_FUNCTION)  # once: replacing it needs its owner, and admins make bases too
     conn.exec_driver_sql(
         f"CREATE TABLE {fts} (rowid bigint PRIMARY KEY, text text NOT NULL, "
         f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}', text)) STORED, "
