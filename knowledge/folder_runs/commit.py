@@ -30,6 +30,8 @@ from knowledge.ingest.material import Prepared, commit_prepared_many
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item, insert_item
+from knowledge.lifecycle.identity import find_live_file, is_stale
+from knowledge.lifecycle.scheduling import schedule_reindex
 from knowledge.store.database import after_commit
 from knowledge.store.schema import items
 from knowledge.store.schema_runs import folder_runs
@@ -135,6 +137,9 @@ def settle_source_in_tx(
             return outcome("source_unavailable", "it kept changing while it was read")
         raise SourceChanged
     assert work is not None and work.sha is not None
+    held = find_live_file(conn, run.base_id, str(root / source.relative_path))
+    if held is not None:
+        return _held_already(conn, settling, source, before, held, work.sha)
     if is_covered(conn, tools.base, work.sha):
         return outcome("already_covered", "the knowledge base already has the same content")
     if work.rejected is not None:
@@ -146,6 +151,20 @@ def settle_source_in_tx(
         raise SourceChanged
     ingest_agent(tools.quire, run.base_id, conn)  # still there and enabled, judged under the lock
     return _commit_source(conn, settling, source, work.prepared, before)
+
+
+def _held_already(
+    conn: Connection, settling: Settling, source: ManifestSource, before: Mapping[str, int], held: tree.Item, sha: str
+) -> str:
+    """The source already has a live item (added on its own, a folder's child, an earlier run's): it keeps
+    standing for the file (one live item per source) and is read again if its bytes are not what this run
+    read; the source settles ``already_covered`` with it."""
+    reason = "the knowledge base already has this file"
+    if is_stale(held, sha):
+        schedule_reindex(settling.tools.quire.queue, conn, settling.run.base_id, [held.id])
+        reason += "; it changed, so it is read again"
+    _settle(conn, settling, source, before, "already_covered", reason, item_id=held.id)
+    return "already_covered"
 
 
 def record_outcome(

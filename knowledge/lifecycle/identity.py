@@ -19,6 +19,18 @@ second process would hit, never the path a person's re-add takes:
   a held, current file is left alone; a held file that changed is reindexed, a new file the folder's walk
   lists becomes its child (:func:`create_covered_child`) and is scheduled, a folder inside is re-walked
   through the covering root. A path the folder does not list is added as a root of its own.
+
+Folder runs keep the same rule for files (a run's container carries no key: it holds exactly the run's
+approved sources, and a revert removes only what the run committed). Whatever came first, the item that
+already stands for a file keeps standing for it, and the later gesture re-reads it if it changed:
+
+* a run settles a source that already has a live file item (added on its own, a folder's child, an
+  earlier run's) ``already_covered`` with that item, and reindexes it when its bytes differ from what the
+  run read (:func:`find_live_file`, :func:`is_stale`): ``run D/sub`` after ``add D``, ``run D`` after
+  ``add D/sub/b.txt``, ``run D`` twice;
+* a folder's expansion makes no child for a file a run's item already stands for: the run holds it, and
+  a changed one is reindexed where it is (``prepare_root``): ``add D`` after ``run D/sub``. Once the run is
+  reverted, the folder's next walk takes the file.
 """
 
 from __future__ import annotations
@@ -81,6 +93,33 @@ def find_live_root(conn: Connection, base_id: int, key: str) -> tree.Item | None
         .limit(1)
     ).first()
     return None if row is None else tree.Item.from_row(row)
+
+
+def find_live_file(conn: Connection, base_id: int, key: str) -> tree.Item | None:
+    """The live file item of this base whose source is ``key`` wherever it hangs (a root, a folder's child, a
+    run's item; the oldest, if legacy duplicates exist)."""
+    row = conn.execute(
+        select(items)
+        .where(
+            and_(
+                items.c.base_id == base_id,
+                items.c.type == "file",
+                items.c.status != "deleting",
+                items.c.source_path == key,
+            )
+        )
+        .order_by(items.c.id)
+        .limit(1)
+    ).first()
+    return None if row is None else tree.Item.from_row(row)
+
+
+def is_stale(item: tree.Item, sha: str | None = None) -> bool:
+    """A terminal file item whose source changed since it was read (size or mtime, or bytes other than
+    ``sha``, the digest of what is on disk now): a reindex reads it again. An active one is being read."""
+    if item.status not in TERMINAL_STATUSES:
+        return False
+    return has_changed(item) or (sha is not None and item.content_sha256 not in (None, sha))
 
 
 def find_covering_root(conn: Connection, base_id: int, key: str) -> tree.Item | None:

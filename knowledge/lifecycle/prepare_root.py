@@ -23,7 +23,9 @@ from knowledge.library.ids import ItemId
 from knowledge.library.tree import NewItem, Reason, create_item
 from knowledge.lifecycle.admission import Scheduled, schedule
 from knowledge.lifecycle.changes import Changes
+from knowledge.lifecycle.identity import is_stale
 from knowledge.lifecycle.members import purge_members
+from knowledge.lifecycle.scheduling import schedule_reindex
 from knowledge.sources import PARSER_VERSIONS, is_supported, unsupported_reason
 from knowledge.store import machine_folders
 from knowledge.store.schema import items
@@ -107,9 +109,11 @@ class _Expansion:
     kept: int = 0
     reset: int = 0
     purged: int = 0
+    elsewhere: list[tree.Item] = field(default_factory=list)  # files another item of the base stands for
 
     def counts(self) -> dict[str, int]:
-        return {"created": self.created, "kept": self.kept, "reset": self.reset, "purged": self.purged}
+        counts = {"created": self.created, "kept": self.kept, "reset": self.reset, "purged": self.purged}
+        return {**counts, "held_elsewhere": len(self.elsewhere)}
 
 
 def _failure_for(entry: Entry) -> Reason | None:
@@ -137,6 +141,7 @@ def _unchanged(old: tree.Item, entry: Entry, base: Base) -> bool:
 
 def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: Walk) -> _Expansion:
     adopt_roots_below(conn, root, found)
+    elsewhere = files_held_elsewhere(conn, root)
     existing = {
         i.relative_path: i
         for i in tree.subtree_items(conn, [root.id])
@@ -165,6 +170,9 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
                 parents[entry.relative] = _create_child(conn, root, entry, "directory", parent_id, None)
                 plan.created += 1
             continue
+        if (old is None or old.is_container) and (other := elsewhere.get(str(entry.path))) is not None:
+            plan.elsewhere.append(other)  # a run's item stands for it: the run holds it, not this folder
+            continue
         failure = _failure_for(entry)
         if old is not None and not old.is_container:
             seen.add(old.id)
@@ -184,7 +192,30 @@ def _expand(quire: Quire, conn: Connection, base: Base, root: tree.Item, found: 
             if entry.size is not None:
                 plan.sizes[item_id] = entry.size
     plan.purged = _purge_children(quire, conn, base.id, [i for i in existing.values() if i.id not in seen])
+    stale = [i.id for i in plan.elsewhere if is_stale(i)]
+    if stale:  # read again where they are, in this transaction
+        schedule_reindex(quire.queue, conn, base.id, stale)
     return plan
+
+
+def files_held_elsewhere(conn: Connection, root: tree.Item) -> dict[str, tree.Item]:
+    """The live file items below this folder's path that hang outside its tree, by source: a folder run's
+    items (a run's container has no key, so it is never adopted), or a root the walk does not hold. The
+    folder makes no second item for them (one live item per source)."""
+    prefix = (root.source_path or "").rstrip("/") + "/"
+    rows = conn.execute(
+        select(items).where(
+            and_(
+                items.c.base_id == root.base_id,
+                items.c.type == "file",
+                items.c.status != "deleting",
+                items.c.root_id != root.id,
+                items.c.source_path.like(_like_prefix(prefix), escape="\\"),
+            )
+        )
+    ).all()
+    found = [tree.Item.from_row(r) for r in rows]
+    return {i.source_path: i for i in sorted(found, key=lambda i: -i.id) if i.source_path is not None}
 
 
 def adopt_roots_below(conn: Connection, root: tree.Item, found: Walk) -> list[ItemId]:
