@@ -179,6 +179,7 @@ def test_redis_restarted_mid_drain_two_workers_lose_nothing(
         report("a Redis restart", first_finish_after(quire, back) - back)  # type: ignore[operator]
         wait_until(lambda: all(w.said("the queue is back") for w in workers), timeout=60,
                    what="both workers to read wake-ups again")  # fmt: skip
+        print(f"wake-ups read again by both workers {time.time() - back:.2f} s after Redis came back", flush=True)
         wait_until(lambda: quire.transport.pending_messages() == 0, timeout=60, what="the new wake-ups to be read")
         assert all(w.process.poll() is None for w in workers), [w.log() for w in workers]  # still up
         reports = [w.stop() for w in workers]
