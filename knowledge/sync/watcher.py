@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.outage import Link, is_link_error, outage_budget
 from knowledge.library import tree
 from knowledge.store import machine_folders
 from knowledge.sync.roots import (
@@ -84,6 +85,7 @@ class SyncWatcher:
         self._thread: threading.Thread | None = None
         self._last_full: dict[int, float] = {}
         self.watch_failed: str | None = None  # set when the watcher could not start (e.g. watch limit)
+        self._store = Link("store, for the folder watcher", outage_budget())
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="quire-sync-watcher", daemon=True)
@@ -105,9 +107,14 @@ class SyncWatcher:
                 else:
                     self._stop.wait(REFRESH_SECONDS)
                 self._timers()
-            except Exception:  # the watcher is a hint source: log and go on (the timers still run)
+            except Exception as exc:  # the watcher is a hint source: log and go on (the timers still run)
+                if is_link_error(exc):  # the store restarts: wait it out, logged once per outage
+                    self._stop.wait(self._store.failed(exc))
+                    continue
                 log.exception("sync watcher loop failed")
                 self._stop.wait(REFRESH_SECONDS)
+            else:
+                self._store.restored()
 
     def _folders(self) -> dict[int, Path]:
         out: dict[int, Path] = {}

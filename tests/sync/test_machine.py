@@ -82,3 +82,28 @@ def test_roots_made_before_carry_no_machine_and_stay_local(tmp_path: Path) -> No
         assert conn.execute(text("SELECT host FROM sync_roots")).scalar_one() is None
     (root,) = sync.list_roots(db)
     assert root.host is None and sync.kept_here(db, root)
+
+
+def test_the_watcher_waits_out_a_lost_store_logging_it_once(
+    quire: Quire, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sqlalchemy import exc as sa_exc
+
+    watcher = SyncWatcher(quire)
+    calls: list[int] = []
+
+    def plan_while_the_store_is_away() -> dict[int, Path]:
+        calls.append(1)
+        if len(calls) <= 4:  # what a restarting PostgreSQL looks like to the driver
+            closed = Exception("server closed the connection")
+            raise sa_exc.OperationalError("SELECT 1", {}, closed, connection_invalidated=True)
+        watcher._stop.set()
+        return {}
+
+    monkeypatch.setattr(watcher, "_plan", plan_while_the_store_is_away)
+    monkeypatch.setattr("knowledge.sync.watcher.REFRESH_SECONDS", 0.0)
+    with caplog.at_level("WARNING"):
+        watcher._run()
+    assert len(calls) == 5
+    lost = [r for r in caplog.records if "lost the store" in r.getMessage()]
+    assert len(lost) == 1 and not [r for r in caplog.records if "sync watcher loop failed" in r.getMessage()]
