@@ -95,3 +95,27 @@ def test_one_live_item_per_source_whatever_the_order(quire: Quire, tmp_path: Pat
         assert len(_keyword(quire, word)) == 1, word
     active = scalar(quire, "SELECT count(*) FROM items WHERE status NOT IN ('completed', 'skipped', 'deleting')")
     assert active == 0
+
+
+def test_reverting_the_run_removes_only_its_items_and_the_folder_takes_the_files_next(
+    quire: Quire, tmp_path: Path
+) -> None:
+    make_base(quire)
+    root = write_tree(tmp_path / "D", TREE)
+    started = folder_runs.start_run(quire, PERSON, "kb", root / "sub")
+    drain(quire)
+    _add(quire, root)  # the folder leaves sub/b.txt and sub/c.txt to the run's items
+    run_items = {
+        r[0] for r in rows(quire, "SELECT source_path FROM items WHERE run_id = :r AND type = 'file'", r=started.run_id)
+    }
+    assert run_items == {str(root / "sub" / "b.txt"), str(root / "sub" / "c.txt")}
+    assert _live_files(quire) == Counter(str(p) for p in root.rglob("*") if p.is_file())
+
+    folder_runs.revert_run(quire, PERSON, started.run_id)
+    drain(quire)
+    assert _live_files(quire) == Counter([str(root / "a.txt")])  # the run's files went, the folder's stayed
+    assert _keyword(quire, OLD_WORD) == [] and _keyword(quire, "alfalfa") == ["a.txt"]
+
+    _add(quire, root)  # the folder re-walked: it takes the files the run no longer stands for
+    assert _live_files(quire) == Counter(str(p) for p in root.rglob("*") if p.is_file())
+    assert _keyword(quire, OLD_WORD) == ["b.txt"]
