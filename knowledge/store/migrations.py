@@ -333,6 +333,13 @@ def _sync_root_host_postgres(conn: Connection) -> None:
         conn.exec_driver_sql(ddl)
 
 
+def _items_source_index(conn: Connection) -> None:
+    """Items by source path: a folder run looks up, in every source's transaction, the live item that already
+    stands for its file (one live item per source); without this index each lookup scans the whole base.
+    Runs alike on both engines."""
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_source ON items (base_id, source_path)")
+
+
 def _frozen_link_targets(metadata: str | None) -> list[str]:
     try:
         fields = json.loads(metadata) if metadata else {}
@@ -375,6 +382,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0027_keyword_term_counts", _nothing, _keyword_term_counts_postgres),
     Migration("0028_folder_run_cancelled", _folder_run_cancelled, _folder_run_cancelled_postgres),
     Migration("0029_sync_root_host", _sync_root_host, _sync_root_host_postgres),
+    Migration("0031_items_source_path", _items_source_index, _items_source_index),
 ]
 
 
