@@ -116,9 +116,11 @@ class Quire:
         ``create=False`` (every command but ``quire store init``): a database without Quire's schema is
         refused as not found instead of being given one."""
         from jobs.redis_transport import PollingTransport, RedisTransport
-        from knowledge.errors import NotFound
+        from knowledge.errors import NotFound, SchemaMismatch
+        from knowledge.store.migrations import MIGRATIONS
         from knowledge.store.permissions import make_private_dir
         from knowledge.store.postgres import PostgresDatabase, redacted
+        from knowledge.store.schema_version import refuse_older
 
         make_private_dir(data_dir)
         db = PostgresDatabase(url)
@@ -126,6 +128,11 @@ class Quire:
         if not create and not db.has_schema():
             db.dispose()
             raise NotFound(f"{redacted(url)} is not a Quire team store yet; create it with `quire store init URL`")
+        try:
+            refuse_older(db, [m.name for m in MIGRATIONS])  # `quire store upgrade` migrates a store in use
+        except SchemaMismatch:
+            db.dispose()
+            raise
         migrate(db)
         transport: WakeTransport = PollingTransport()
         if queue_url is not None:

@@ -3,7 +3,8 @@
 Every other command reaches a team store with ``--store URL`` (or ``QUIRE_STORE``) and refuses a database
 that has no schema yet, pointing here; ``init`` is the one command that creates it (the pgvector extension,
 the tables, the same named migrations as a data directory's). Running it again on a current store changes
-nothing and says so.
+nothing and says so. ``upgrade`` is the one command that migrates a store holding bases to this Quire's
+schema; ``status`` reports a store without migrating it; ``grant`` gives a person's role its rights.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     m.add_argument("directory", type=Path, metavar="DIR", help="the data directory to copy from")
     m.add_argument("url", nargs="?", metavar="URL", help="the team store (default: --store)")
     m.set_defaults(func=cmd_store_migrate)
+    u = actions.add_parser("upgrade", parents=[common], help="bring a team store in use up to this Quire's schema")
+    u.add_argument("url", nargs="?", metavar="URL", help="the team store (default: --store)")
+    u.set_defaults(func=cmd_store_upgrade)
     s = actions.add_parser(
         "status", parents=[common], help="schema version, live workers per machine, queue depth, jobs waiting"
     )
@@ -40,8 +44,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
-    from knowledge.store.migrations import applied_migrations, migrate
+    from knowledge.store.migrations import MIGRATIONS, applied_migrations, migrate
     from knowledge.store.postgres import PostgresDatabase, is_store_url, redacted
+    from knowledge.store.schema_version import refuse_older
 
     url = args.url or args.store
     if url is None:
@@ -52,6 +57,8 @@ def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
     try:
         server = db.connect_check()
         existed = db.has_schema()
+        if existed:
+            refuse_older(db, [m.name for m in MIGRATIONS])  # a store in use is upgraded by `store upgrade`
         applied = migrate(db)
         with db.read() as conn:
             migrations = applied_migrations(conn)
@@ -65,6 +72,35 @@ def cmd_store_init(args: argparse.Namespace, out: Output) -> int:
         "schema": migrations[-1] if migrations else None,
     }
     out.emit(report, _init_text)
+    return 0
+
+
+def cmd_store_upgrade(args: argparse.Namespace, out: Output) -> int:
+    from knowledge.errors import NotFound
+    from knowledge.store.migrations import applied_migrations, migrate
+    from knowledge.store.postgres import PostgresDatabase, is_store_url, redacted
+
+    url = args.url or args.store
+    if url is None or not is_store_url(url):
+        raise UsageError("give the team store's URL: quire store upgrade postgresql://user@host/database")
+    db = PostgresDatabase(url)
+    try:
+        db.connect_check()
+        if not db.has_schema():
+            raise NotFound(f"{redacted(url)} is not a Quire team store yet; create it with `quire store init URL`")
+        applied = migrate(db)
+        with db.read() as conn:
+            schema = applied_migrations(conn)[-1]
+    finally:
+        db.dispose()
+    out.emit(
+        {"store": redacted(url), "applied": applied, "schema": schema},
+        lambda r: (
+            f"{r['store']} upgraded to {r['schema']} ({len(r['applied'])} migration(s) applied)"
+            if r["applied"]
+            else f"{r['store']} is at {r['schema']} already; nothing to do"
+        ),
+    )
     return 0
 
 

@@ -55,3 +55,19 @@ def refuse_newer(db: Database, known: list[str]) -> None:
     if unknown:
         where = "team store" if db.dialect_name == "postgresql" else "data directory"
         raise SchemaMismatch(f"this {where} was upgraded by a newer Quire (migration {unknown[-1]}); upgrade Quire")
+
+
+def refuse_older(db: Database, known: list[str]) -> None:
+    """Raise :class:`SchemaMismatch` for a team store that holds bases at an older schema: only ``quire store
+    upgrade`` migrates it (one deliberate step, not whichever client opens it first). A store without bases
+    (just created, or being created by another process) is migrated on opening as before."""
+    with db.read() as conn:
+        state = schema_state(conn, known)
+        if state.unknown or not state.applied or not state.missing:
+            return
+        if not conn.exec_driver_sql("SELECT EXISTS (SELECT 1 FROM bases)").scalar():
+            return
+    raise SchemaMismatch(
+        f"this team store is at an older schema ({state.last}, {len(state.missing)} migration(s) behind this "
+        "Quire): run `quire store upgrade`"
+    )

@@ -78,3 +78,38 @@ def test_an_older_quire_refuses_a_store_a_newer_one_upgraded(postgres_url: str, 
         assert "upgrade Quire" in message
     status = answered(run("--store", postgres_url, "store", "status", data_dir=local), secret)
     assert status["schema"]["newer"] == ["9999_from_the_future"] and status["schema"]["current"] is False
+
+
+LAST = "0029_sync_root_host"  # any migration after the baseline: removing its record makes the store older
+
+
+def test_only_store_upgrade_migrates_a_store_in_use(postgres_url: str, tmp_path: Path) -> None:
+    secret, local = secret_of(postgres_url), tmp_path / "local"
+    answered(run("store", "init", postgres_url, data_dir=local), secret)
+    answered(run("--store", postgres_url, "base", "create", "kb", "--precision", "fp32", data_dir=local), secret)
+    execute(postgres_url, "DELETE FROM schema_migrations WHERE name = %s", LAST)  # as an older Quire left it
+
+    for command in (("base", "list"), ("jobs",), ("store", "init")):
+        refused = answered(run("--store", postgres_url, *command, data_dir=local), secret, code=6)
+        assert refused["error"]["code"] == "schema_mismatch", (command, refused)
+        assert (
+            "older schema" in refused["error"]["message"] and "run `quire store upgrade`" in refused["error"]["message"]
+        )
+    status = answered(run("--store", postgres_url, "store", "status", data_dir=local), secret)
+    assert status["schema"]["pending"] == [LAST] and status["schema"]["current"] is False
+
+    upgraded = answered(run("--store", postgres_url, "store", "upgrade", data_dir=local), secret)
+    assert upgraded["applied"] == [LAST]
+    assert answered(run("--store", postgres_url, "store", "upgrade", data_dir=local), secret)["applied"] == []
+    assert [
+        b["name"] for b in answered(run("--store", postgres_url, "base", "list", data_dir=local), secret)["bases"]
+    ] == ["kb"]
+
+
+def test_a_store_without_bases_is_still_brought_up_on_opening(postgres_url: str, tmp_path: Path) -> None:
+    secret, local = secret_of(postgres_url), tmp_path / "local"
+    answered(run("store", "init", postgres_url, data_dir=local), secret)
+    execute(postgres_url, "DELETE FROM schema_migrations WHERE name = %s", LAST)
+    assert answered(run("--store", postgres_url, "base", "list", data_dir=local), secret)["bases"] == []
+    status = answered(run("--store", postgres_url, "store", "status", data_dir=local), secret)
+    assert status["schema"]["current"] is True
