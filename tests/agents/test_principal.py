@@ -53,6 +53,7 @@ SYSTEM_WRITES = {
     "import_stages.apply_blobs",
     "backup.run_auto_backup_if_due",  # the window's timer: a backup a person configured
     "migrations.migrate",
+    "pg_grants.grant",  # the store administrator's database rights (`quire store grant`; the server judges who may)
     "blobs.unlink_unrecorded",  # the after-commit removal of an owned file nobody references
     "roots.request_reconcile",  # folder sync's watcher and jobs (the worker's own)
     "roots.set_watcher_state",
