@@ -5,7 +5,8 @@ Contract
   "we recorded that it moved" commit or roll back together. It never opens a transaction of its own.
 * The log is append-only (database triggers refuse UPDATE and DELETE). Entries carry an action, the
   actor (a person ``person:NAME``, an agent ``agent:NAME``, the ``system`` for machine transitions,
-  or the base's ingest-agent identity for what it authored), the run and queue attempt they concern,
+  or the base's ingest-agent identity for what it authored; :func:`person_actor` names the person doing
+  a write — on a team store the server refuses any other person's name), the run and queue attempt they concern,
   and a JSON payload of counts — never a manifest, item or batch id.
 * *Read* entries record something a worker looked at (the folder walk meeting a folder it could not
   read). They belong to the read, not to the write that followed: when the source transaction that
@@ -25,6 +26,7 @@ from sqlalchemy import Connection, insert, select
 
 from jobs.sanitize import sanitize_reason
 from knowledge.errors import InvalidInput
+from knowledge.principal import acting_principal
 from knowledge.store.database import Database
 from knowledge.store.schema_runs import audit_log
 
@@ -54,12 +56,28 @@ SYNC_BATCH_APPLIED = "sync.batch.applied"
 SYNC_DISMISSED = "sync.pending.dismissed"
 SYNC_ACTIONS = frozenset({SYNC_BATCH_APPLIED, SYNC_DISMISSED})
 
+# A person's gestures on a base and its items: one entry per operation, counts in the payload (never item ids).
+ITEMS_ADDED = "items.added"
+ITEMS_DELETED = "items.deleted"
+ITEMS_REINDEXED = "items.reindexed"
+BASE_CREATED = "base.created"
+BASE_RENAMED = "base.renamed"
+BASE_LOCKED = "base.locked"
+BASE_UNLOCKED = "base.unlocked"
+BASE_DELETED = "base.deleted"
+SYNC_ENABLED = "sync.enabled"
+SYNC_DISABLED = "sync.disabled"
+PERSON_ACTIONS = frozenset(
+    {ITEMS_ADDED, ITEMS_DELETED, ITEMS_REINDEXED, BASE_CREATED, BASE_RENAMED, BASE_LOCKED, BASE_UNLOCKED, BASE_DELETED}
+) | frozenset({SYNC_ENABLED, SYNC_DISABLED})
+
 ACTIONS = (
     frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, RUN_RETRIED})
     | frozenset({RUN_CANCEL_REQUESTED, RUN_CANCELLED})
     | frozenset({BATCH_COMMITTED, WALK_UNREADABLE})
     | AGENT_ACTIONS
     | SYNC_ACTIONS
+    | PERSON_ACTIONS
 )
 READ_ACTIONS = frozenset({WALK_UNREADABLE})
 SYSTEM_ACTOR = "system"
@@ -122,6 +140,23 @@ def append(
     entry = PendingEntry(action, actor, base_id, run_id, attempt, dict(payload or {}))
     _insert(conn, entry)
     return entry
+
+
+def person_actor(conn: Connection) -> str:
+    """The person doing what ``conn`` writes, as an actor: ``person:NAME``. On a team store the role the server
+    says connected (the server checks it: ``knowledge.store.pg_people``); on a data directory the person the
+    caller acts as, else this machine's user — the name the CLI and the window give (``Quire.person_name``)."""
+    if conn.dialect.name == "postgresql":
+        return f"person:{conn.exec_driver_sql('SELECT session_user').scalar()}"
+    acting = acting_principal()
+    if acting is not None and not acting.is_agent:
+        return acting.label
+    import getpass
+
+    try:
+        return f"person:{getpass.getuser()}"
+    except Exception:  # no user name in this environment (a container without a passwd entry)
+        return "person:unknown"
 
 
 def copy_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:

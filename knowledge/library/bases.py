@@ -22,7 +22,7 @@ from jobs.queue import JobQueue
 from jobs.sanitize import sanitize_reason
 from jobs.schema import jobs
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
-from knowledge.library import blobs, index, tree
+from knowledge.library import audit, blobs, index, tree
 from knowledge.library.ids import BaseId
 from knowledge.principal import require_person
 from knowledge.store.database import Database
@@ -280,7 +280,9 @@ def create_base(
     }
     try:
         with db.write() as conn:
-            return load_base(conn, insert_base(conn, values))
+            base_id = insert_base(conn, values)
+            audit.append(conn, audit.BASE_CREATED, audit.person_actor(conn), base_id=base_id, payload={"name": clean})
+            return load_base(conn, base_id)
     except sa_exc.IntegrityError:
         raise Conflict(f"a knowledge base named {clean!r} already exists") from None
 
@@ -321,6 +323,8 @@ def rename_base(db: Database, ref: str | int, new_name: str) -> Base:
         with db.write() as conn:
             base = resolve_base(conn, ref)
             set_name(conn, base.id, clean)
+            renamed = {"from": base.name, "to": clean}
+            audit.append(conn, audit.BASE_RENAMED, audit.person_actor(conn), base_id=base.id, payload=renamed)
             return load_base(conn, base.id)
     except sa_exc.IntegrityError:
         raise Conflict(f"a knowledge base named {clean!r} already exists") from None
@@ -360,6 +364,8 @@ def set_locked(db: Database, ref: str | int, locked: bool) -> Base:
     with db.write() as conn:
         base = resolve_base(conn, ref)
         conn.execute(update(bases).where(bases.c.id == base.id).values(locked=int(locked), updated_at=time.time()))
+        action = audit.BASE_LOCKED if locked else audit.BASE_UNLOCKED
+        audit.append(conn, action, audit.person_actor(conn), base_id=base.id, payload={"name": base.name})
         return load_base(conn, base.id)
 
 
@@ -382,8 +388,10 @@ def delete_base(db: Database, queue: JobQueue, ref: str | int, blobs_root: Path)
     require_person("delete a knowledge base")
     with db.write() as conn:
         base = resolve_base(conn, ref)
-        queue.cancel_base(conn, base.id)
+        cancelled = queue.cancel_base(conn, base.id)
         remove_base(conn, base.id, blobs_root)
+        payload = {"name": base.name, "counts": {"jobs_cancelled": len(cancelled)}}
+        audit.append(conn, audit.BASE_DELETED, audit.person_actor(conn), base_id=base.id, payload=payload)
         return base
 
 

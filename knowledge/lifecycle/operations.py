@@ -13,6 +13,8 @@ semantics match (base guards, outermost-selection collapse, idempotency keys).
   transaction: if it fails nothing changed. Delete works on failed bases and preempts active work
   (a job that later reaches a deleting item drops its result).
 * ``reindex_items`` only admits terminal subtrees and writes no status: the job does the resetting.
+* Each of them files one audit entry for the person in its write transaction (``items.added``, ``items.deleted``,
+  ``items.reindexed``: counts and the job, never item ids).
 * Every operation returns a ``Changes`` value (:mod:`knowledge.lifecycle.changes`); views refresh from it
   instead of re-reading everything. What an accepted item is scheduled as, and what happens when an enqueue
   fails, is :mod:`knowledge.lifecycle.admission`'s.
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import tree
+from knowledge.library import audit, tree
 from knowledge.library.bases import (
     Base,
     assert_base_can_run_runtime_operation,
@@ -201,10 +203,21 @@ def add_items(quire: Quire, base_ref: str | int, inputs: Sequence[ItemInput], *,
             changes.created.append(item_id)
             changes.statuses[item_id] = plan.status
             changes.outcomes.append(AddOutcome(plan.shown, CREATED, item_id))
+        _audit_added(conn, base.id, changes)
     sizes = {i: p.size for i, p in created if p.size is not None}
     accepted = [Scheduled(i, p.type, p.invalid_reason) for i, p in created] + rescheduled
     schedule(quire, base, accepted, changes, sizes=sizes)
     return changes
+
+
+def _audit_added(conn: Connection, base_id: int, changes: Changes) -> None:
+    """One entry for the whole add, in its transaction: how many inputs came to each outcome."""
+    counts: dict[str, int] = {}
+    for outcome in changes.outcomes:
+        key = f"{outcome.outcome}_refreshed" if outcome.refreshed else outcome.outcome
+        counts[key] = counts.get(key, 0) + 1
+    payload = {"counts": counts, "inputs": len(changes.outcomes)}
+    audit.append(conn, audit.ITEMS_ADDED, audit.person_actor(conn), base_id=base_id, payload=payload)
 
 
 def _answered_by_existing(
@@ -300,6 +313,8 @@ def delete_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) -> 
         marked, job_id = schedule_delete(quire.queue, conn, base.id, root_ids)
         changes.statuses = {i: "deleting" for i in marked}
         changes.job_ids.append(job_id)
+        payload = {"counts": {"selected": len(root_ids), "deleting": len(marked)}, "job": int(job_id)}
+        audit.append(conn, audit.ITEMS_DELETED, audit.person_actor(conn), base_id=base.id, payload=payload)
         return changes
 
 
@@ -328,5 +343,8 @@ def reindex_items(quire: Quire, base_ref: str | int, item_ids: Sequence[int]) ->
             return changes
         assert_subtrees_can_reindex(conn, roots)
         root_ids = sorted(r.id for r in roots)
-        changes.job_ids.append(schedule_reindex(quire.queue, conn, base.id, root_ids))
+        job_id = schedule_reindex(quire.queue, conn, base.id, root_ids)
+        changes.job_ids.append(job_id)
+        payload = {"counts": {"selected": len(root_ids)}, "job": int(job_id)}
+        audit.append(conn, audit.ITEMS_REINDEXED, audit.person_actor(conn), base_id=base.id, payload=payload)
         return changes

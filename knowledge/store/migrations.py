@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, text
 
 from knowledge.errors import StoreError
-from knowledge.store import pg_guards, schema, schema_agents, schema_portable, schema_runs, schema_sync
+from knowledge.store import pg_guards, pg_people, schema, schema_agents, schema_portable, schema_runs, schema_sync
 from knowledge.store.check_edit import edit_check
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
@@ -382,6 +382,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0027_keyword_term_counts", _nothing, _keyword_term_counts_postgres),
     Migration("0028_folder_run_cancelled", _folder_run_cancelled, _folder_run_cancelled_postgres),
     Migration("0029_sync_root_host", _sync_root_host, _sync_root_host_postgres),
+    Migration("0030_server_says_who", _nothing, pg_people.create_people_guards),
     Migration("0031_items_source_path", _items_source_index, _items_source_index),
 ]
 

@@ -34,6 +34,7 @@ from sqlalchemy.schema import CreateTable
 from jobs import schema as job_schema
 from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
 from knowledge.store.pg_guards import create_guards
+from knowledge.store.pg_people import create_people_guards
 
 BASELINE_THROUGH = "0023_folder_run_deaths"
 
@@ -91,6 +92,7 @@ def create_baseline(conn: Connection, migration_names: list[str]) -> None:
     for ddl in INDEXES:
         conn.exec_driver_sql(ddl)
     create_guards(conn)
+    create_people_guards(conn)  # a person's name in a row is the connected role's
     now = time.time()
     conn.execute(
         text("INSERT INTO schema_migrations (name, applied_at) VALUES (:n, :t)"),

@@ -16,7 +16,7 @@ from jobs.sanitize import sanitize_optional
 from jobs.schema import LIVE_STATUSES, jobs
 from jobs.sessions import this_host
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import tree
+from knowledge.library import audit, tree
 from knowledge.library.bases import assert_base_writable, resolve_base
 from knowledge.principal import require_person
 from knowledge.store import machine_folders, settings
@@ -209,6 +209,8 @@ def enable_sync(quire: Quire, base_ref: str | int, item_id: int, *, mode: str = 
         root = root_for_item(conn, item.id)
         assert root is not None
         schedule_reconcile(quire, conn, root)
+        payload = {"root": root.id, "mode": mode, "host": host}
+        audit.append(conn, audit.SYNC_ENABLED, audit.person_actor(conn), base_id=base.id, payload=payload)
     return root
 
 
@@ -223,6 +225,7 @@ def disable_sync(quire: Quire, base_ref: str | int, item_id: int) -> bool:
             return False
         pending.forget_root(conn, root.id)
         conn.execute(delete(sync_roots).where(sync_roots.c.id == root.id))
+        audit.append(conn, audit.SYNC_DISABLED, audit.person_actor(conn), base_id=base.id, payload={"root": root.id})
         return True
 
 
