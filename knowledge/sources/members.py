@@ -37,6 +37,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from knowledge.sources import archive
 from knowledge.sources.formats import OLE_SIGNATURE, Format
@@ -344,14 +345,40 @@ def _eml_attachments(data: bytes) -> list[tuple[str | None, bytes]]:
     with failing_as("e-mail message could not be read (malformed structure)"):
         message = BytesParser(policy=policy.default).parsebytes(data)
         assert isinstance(message, EmailMessage)
-        for part in message.iter_attachments():
-            content = part.get_content()
-            filename = part.get_filename()
-            if isinstance(content, EmailMessage):  # a forwarded message: read as a message of its own
-                pairs.append((filename or f"{content.get('Subject') or 'attached message'}.eml", bytes(content)))
-            elif filename:
-                pairs.append((filename, content.encode("utf-8") if isinstance(content, str) else bytes(content)))
+        for attached in message.iter_attachments():
+            for part in _leaves(attached):
+                content = _part_content(part)
+                filename = part.get_filename()
+                if isinstance(content, EmailMessage):  # a forwarded message: read as a message of its own
+                    subject = content.get("Subject") or "attached message"
+                    pairs.append((filename or f"{subject}.eml", bytes(content)))
+                elif filename:
+                    pairs.append((filename, content.encode("utf-8") if isinstance(content, str) else bytes(content)))
     return pairs
+
+
+MAX_PART_DEPTH = 4  # multipart inside an attachment: its files are the message's; deeper nesting is refused
+
+
+def _leaves(part: Any, depth: int = 0) -> Iterator[Any]:
+    """An attachment's parts that hold content: itself, or the leaves of a multipart attachment (a bundle of
+    files sent as one part), at most :data:`MAX_PART_DEPTH` levels deep."""
+    if not part.is_multipart() or part.get_content_maintype() == "message":  # a forwarded message stays whole
+        yield part
+        return
+    if depth >= MAX_PART_DEPTH:
+        raise SourceRejected("too_large", f"e-mail parts are nested more than {MAX_PART_DEPTH} levels deep")
+    for sub in part.iter_parts():
+        yield from _leaves(sub, depth + 1)
+
+
+def _part_content(part: Any) -> Any:
+    """A part's content; a charset Python does not know keeps the raw bytes rather than failing the message."""
+    try:
+        return part.get_content()
+    except (LookupError, UnicodeError):
+        payload = part.get_payload(decode=True)
+        return payload if isinstance(payload, bytes) else b""
 
 
 def _msg_attachments(data: bytes, found: Unpacked) -> list[tuple[str | None, bytes]]:

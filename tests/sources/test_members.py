@@ -77,3 +77,38 @@ def test_a_member_over_the_file_limit_is_refused_by_itself() -> None:
     found = unpack(zip_of({"big.txt": b"word " * 1000, "small.txt": b"ok"}), "x.zip", max_bytes=1000)
     assert by_name(found.members) == {"small.txt": b"ok"}
     assert [(r.name, r.code) for r in found.refused] == [("big.txt", "too_large")]
+
+
+NESTED = b"""From: Ada <ada@example.org>\r
+To: Grace <grace@example.org>\r
+Subject: Bundle\r
+MIME-Version: 1.0\r
+Content-Type: multipart/mixed; boundary="outer"\r
+\r
+--outer\r
+Content-Type: text/plain\r
+\r
+The bundle is attached.\r
+--outer\r
+Content-Type: multipart/mixed; boundary="inner"\r
+Content-Disposition: attachment\r
+\r
+--inner\r
+Content-Type: text/plain\r
+\r
+A note inside the bundle.\r
+--inner\r
+Content-Type: text/markdown; charset=x-unknown-charset\r
+Content-Disposition: attachment; filename="plan.md"\r
+\r
+# The zorvanite plan\r
+--inner--\r
+--outer--\r
+"""
+
+
+def test_an_attachment_that_is_itself_multipart_gives_its_files_and_the_message_its_body() -> None:
+    found = attachments(NESTED, "m.eml", max_bytes=LIMIT)
+    assert by_name(found.members) == {"plan.md": b"# The zorvanite plan"}  # unknown charset: raw bytes kept
+    message = parse_bytes(NESTED, name="bundle.eml")
+    assert "The bundle is attached." in message.text and [m.name for m in message.members] == ["plan.md"]
