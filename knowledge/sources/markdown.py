@@ -38,7 +38,7 @@ _FIRST_KEY = re.compile(r"^\s*(#.*)?$|^[A-Za-z_][\w-]*[ \t]*:")
 _BLOCK_SCALAR = frozenset({"", "|", ">", "|-", ">-", "|+", ">+"})
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_INLINE_CODE = re.compile(r"(`+).+?\1")
+_BACKTICKS = re.compile(r"`+")
 _TAG = re.compile(r"(?<![^\s(\[,;])#([\w/-]*[^\W\d][\w/-]*)")
 _WIKI_LINK = re.compile(r"!?\[\[([^\[\]|#^\n]+)(?:[#^][^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 
@@ -151,10 +151,37 @@ def vault_marks(body: str) -> tuple[list[str], list[str]]:
     for line in prose_lines(body):
         if "#" not in line and "[[" not in line:
             continue
-        line = _INLINE_CODE.sub(" ", line)
+        line = without_code_spans(line)
         tags.extend(_TAG.findall(line))  # "# Heading" is no tag: a tag's "#" is followed by its name
         links.extend(target.strip() for target in _WIKI_LINK.findall(line) if target.strip())
     return tags, links
+
+
+def without_code_spans(line: str) -> str:
+    """``line`` with each inline code span (a run of backticks, up to the next run of the same length) made one
+    space. Linear in the line: every run is looked at once, and each knows the next run of its length (a
+    backtracking pattern took cubic time on a long line of unmatched backticks)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    if len(runs) < 2:
+        return line
+    next_same: list[int | None] = [None] * len(runs)
+    last_of_length: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        length = runs[i][1] - runs[i][0]
+        next_same[i] = last_of_length.get(length)
+        last_of_length[length] = i
+    kept: list[str] = []
+    at, i = 0, 0
+    while i < len(runs):
+        close = next_same[i]
+        if close is None:
+            i += 1
+            continue
+        kept.append(line[at : runs[i][0]])
+        kept.append(" ")
+        at, i = runs[close][1], close + 1
+    kept.append(line[at:])
+    return "".join(kept)
 
 
 def _once(values: list[str]) -> list[str]:
