@@ -34,7 +34,7 @@ def test_quire_audit_names_the_role_behind_an_add_and_a_delete(postgres_url: str
     secret, local = secret_of(postgres_url), tmp_path / "local"
     answered(run("store", "init", postgres_url, data_dir=local), secret)
     answered(run("--store", postgres_url, "base", "create", "kb", "--precision", "fp32", data_dir=local), secret)
-    alice_url = make_role(postgres_url, f"alice_{n}", "pw-alice-2", writes=True)
+    alice_url = make_role(postgres_url, f"sw_alice_{n}", "pw-alice-2", writes=True)
     (tmp_path / "lone.md").write_text("A lighthouse keeper trims the wick before the fog rolls in.\n")
 
     added = answered(run("--store", alice_url, "add", "kb", str(tmp_path / "lone.md"), data_dir=local), "pw-alice-2")
@@ -43,9 +43,9 @@ def test_quire_audit_names_the_role_behind_an_add_and_a_delete(postgres_url: str
 
     shown = answered(run("--store", postgres_url, "audit", data_dir=local), secret)["entries"]
     mine = [(e["action"], e["actor"]) for e in shown if e["action"].startswith("items.")]
-    assert mine == [("items.added", f"person:alice_{n}"), ("items.deleted", f"person:alice_{n}")], shown
+    assert mine == [("items.added", f"person:sw_alice_{n}"), ("items.deleted", f"person:sw_alice_{n}")], shown
     (created,) = [e for e in shown if e["action"] == "base.created"]
-    assert created["actor"].startswith("person:") and created["actor"] != f"person:alice_{n}"  # the store's owner
+    assert created["actor"].startswith("person:") and created["actor"] != f"person:sw_alice_{n}"  # the store's owner
     added_entry = next(e for e in shown if e["action"] == "items.added")
     assert added_entry["payload"]["counts"] == {"created": 1}
 
@@ -55,13 +55,13 @@ def test_a_writer_cannot_file_a_row_under_another_persons_name(postgres_url: str
     secret, local = secret_of(postgres_url), tmp_path / "local"
     answered(run("store", "init", postgres_url, data_dir=local), secret)
     answered(run("--store", postgres_url, "base", "create", "kb", "--precision", "fp32", data_dir=local), secret)
-    make_role(postgres_url, f"alice_{n}", "pw-alice-3", writes=True)
-    bob_url = make_role(postgres_url, f"bob_{n}", "pw-bob-3", writes=True)
+    make_role(postgres_url, f"sw_alice_{n}", "pw-alice-3", writes=True)
+    bob_url = make_role(postgres_url, f"sw_bob_{n}", "pw-bob-3", writes=True)
     ((base_id,),) = rows(postgres_url, "SELECT id FROM bases")
-    alice, bob = f"person:alice_{n}", f"person:bob_{n}"
+    alice, bob = f"person:sw_alice_{n}", f"person:sw_bob_{n}"
 
     with psycopg.connect(bob_url, autocommit=True) as conn:
-        for forged in (alice, f"Person: alice_{n}"):
+        for forged in (alice, f"Person: sw_alice_{n}"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="the server says who"):
                 conn.execute(_ITEM, (base_id, forged))
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="the server says who"):
