@@ -22,7 +22,7 @@ from knowledge.runtime import Quire
 from knowledge.store.machine_folders import FILE_NAME, NOT_ADDED_HERE
 from tests.knowledge.helpers import drain, make_base
 from tests.support.files import write_tree
-from tests.sync.helpers import keyword_hits
+from tests.sync.helpers import keyword_hits, synced_folder
 
 pytestmark = pytest.mark.engines
 
@@ -82,11 +82,7 @@ def test_a_synced_root_re_pointed_at_another_machine_is_not_scanned_there(
     folder = write_tree(tmp_path / "alice-notes", {"a.txt": "Alice's note about the dibblerite survey."})
     alice = machine(postgres_url, tmp_path, "alice", "alice", monkeypatch)
     try:
-        make_base(alice)
-        (item_id,) = add_items(alice, "kb", [PathInput(folder)]).created
-        drain(alice)
-        root = sync.enable_sync(alice, "kb", item_id)
-        drain(alice)
+        _item_id, root = synced_folder(alice, folder)
         with alice.db.write() as conn:  # a writer re-points the root at bob, where the path is bob's own folder
             conn.execute(text("UPDATE sync_roots SET host = 'bob' WHERE id = :r"), {"r": root.id})
     finally:

@@ -12,12 +12,11 @@ import pytest
 from knowledge import sync
 from knowledge.compose import open_team_quire
 from knowledge.errors import GuardRejected
-from knowledge.lifecycle import PathInput, add_items
 from knowledge.runtime import Quire
 from knowledge.sync.watcher import SyncWatcher
-from tests.knowledge.helpers import drain, make_base
+from tests.knowledge.helpers import drain
 from tests.support.files import write_tree
-from tests.sync.helpers import keyword_hits, live_paths
+from tests.sync.helpers import keyword_hits, live_paths, synced_folder
 
 pytestmark = pytest.mark.engines
 
@@ -35,11 +34,7 @@ def test_another_machine_never_scans_a_folder_synced_on_the_first(
     folder = write_tree(tmp_path / "shared-path", A_FILES)
     a = machine(postgres_url, tmp_path, "machine-a", monkeypatch)
     try:
-        make_base(a)
-        item_id = add_items(a, "kb", [PathInput(folder)]).created[0]
-        drain(a)
-        root = sync.enable_sync(a, "kb", item_id)
-        drain(a)
+        item_id, root = synced_folder(a, folder)
         assert root.host == "machine-a"
     finally:
         a.close()
