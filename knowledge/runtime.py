@@ -192,7 +192,7 @@ class Quire:
     @property
     def is_team_store(self) -> bool:
         """Whether the store is shared by machines (PostgreSQL): workers may run anywhere."""
-        return self.db.dialect_name == "postgresql"
+        return self.db.shared_by_machines
 
     def run_pinned_here(self, *, timeout: float | None = None) -> int:
         """On a team store, run the jobs pinned to this machine until none is left — the walks of its folders,

@@ -86,6 +86,8 @@ class Database:
     """
 
     dialect_name: ClassVar[str] = "sqlite"
+    # Whether machines share this store (a team store): its rows are other machines' and members' word.
+    shared_by_machines: ClassVar[bool] = False
 
     # Test guard, process-wide (off in the product): the thread that may not open a write, the modules
     # whose calls it applies to, and the stacks of the writes it refused.

@@ -100,7 +100,7 @@ NOT_ADDED_HERE = "not added on this machine: a person here adds it, turns its sy
 def may_read(db: Database, data_dir: Path, path: str | os.PathLike[str] | None) -> bool:
     """Whether a job may read ``path`` on this machine: always on a data directory's own store; on a team
     store only a path a person here recorded."""
-    if db.dialect_name != "postgresql":
+    if not db.shared_by_machines:
         return True
     return path is not None and is_recorded(data_dir, path)
 
@@ -108,5 +108,5 @@ def may_read(db: Database, data_dir: Path, path: str | os.PathLike[str] | None) 
 def record_for(db: Database, data_dir: Path, paths: Iterable[str | os.PathLike[str] | None]) -> None:
     """A person on this machine asked for ``paths``: record them (on a team store; a data directory's own
     store needs no record)."""
-    if db.dialect_name == "postgresql":
+    if db.shared_by_machines:
         record(data_dir, [p for p in paths if p is not None])

@@ -109,6 +109,7 @@ class PostgresDatabase(Database):
     """The team store's database: ``Database``'s transactions on PostgreSQL (see the module docstring)."""
 
     dialect_name: ClassVar[str] = "postgresql"
+    shared_by_machines: ClassVar[bool] = True
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -144,7 +144,7 @@ def kept_here(db: Database, root: SyncRoot) -> bool:
     team store's root belongs to the machine a person turned sync on at (another machine's folder at the same
     path is another folder), and a root made before roots carried one to none; a data directory's roots are
     all its own (only this machine's person writes that store, even if the machine was renamed since)."""
-    return db.dialect_name != "postgresql" or root.host == this_host()
+    return not db.shared_by_machines or root.host == this_host()
 
 
 def elsewhere(root: SyncRoot) -> str:

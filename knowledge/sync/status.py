@@ -81,7 +81,7 @@ def worker_hosts(conn: Connection) -> set[str]:
 def as_watched(db: Database, root: SyncRoot, hosts: set[str]) -> SyncRoot:
     """``root`` as it stands: its watcher state is what the last worker recorded, and that worker may have
     stopped since; with no worker on its machine (any machine, for a data directory) nobody watches it."""
-    watched = root.host in hosts if db.dialect_name == "postgresql" else bool(hosts)
+    watched = root.host in hosts if db.shared_by_machines else bool(hosts)
     return root if watched else replace(root, watcher_state="off", watcher_reason=None)
 
 
