@@ -253,13 +253,17 @@ class Quire:
 
     def _remote_encoder(self, embedder: dict[str, Any]) -> Encoder:
         from knowledge.ingest.remote import RemoteConfig, RemoteEncoder
+        from knowledge.ingest.remote_turns import shared_turns
 
         config = RemoteConfig.from_json(embedder)
         key = "remote:" + json.dumps(embedder, sort_keys=True)
         with self._encoders_lock:
             if key not in self._encoders:
-                # no remote call while this thread holds a write transaction: a slow endpoint would hold the lock
-                remote = RemoteEncoder(config, in_transaction=lambda: self.db.current_write() is not None)
+                # no remote call while this thread holds a write transaction: a slow endpoint would hold the lock;
+                # the endpoint's rate and cap are counted in the store, across every process that opens it
+                remote = RemoteEncoder(
+                    config, in_transaction=lambda: self.db.current_write() is not None, turn=shared_turns(self.db)
+                )
                 self._encoders[key] = cast("Encoder", remote)
             return self._encoders[key]
 

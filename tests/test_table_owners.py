@@ -45,6 +45,8 @@ TABLE_OWNERS: dict[str, str] = {
     "sync_pending": "knowledge.sync.pending",
     "jobs": "jobs.queue",
     "worker_sessions": "jobs.sessions",
+    "endpoint_pace": "knowledge.store.endpoint_turns",
+    "endpoint_slots": "knowledge.store.endpoint_turns",
 }
 
 SHARED_FOR_NOW: dict[str, set[str]] = {}

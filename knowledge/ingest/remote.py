@@ -19,9 +19,10 @@ Contract of every call (an external call is bounded in time, tries and bytes, an
 * **Everything else fails the request at once** as ``embedder_unavailable``: a redirect (never followed, so
   the key goes nowhere else), 401/403 (the key), other 4xx, an answer that is too large, not JSON, the wrong
   number of vectors, the wrong length, or not finite (NaN, Inf) or zero.
-* **Rate limit**: a token bucket per endpoint and process (``rate_per_second``, burst ``burst``).
-* **Concurrency cap**: at most ``max_concurrency`` requests in flight per endpoint and process
-  (a semaphore, held only around the request itself, never while backing off).
+* **Rate limit and concurrency cap**, per endpoint across every process of the store: ``rate_per_second``
+  (burst ``burst``) and at most ``max_concurrency`` requests in flight, however many workers, searches and
+  commands call it (``knowledge.ingest.remote_turns``). A turn is held only around the request itself, never
+  while backing off.
 * **No call inside a transaction**: the caller passes a check (``Quire`` passes "no write transaction is
   open on this thread"); a call made inside one raises instead of holding SQLite's lock over the network.
 * **The key** is read from the environment at call time, sent as a bearer token, never stored or logged,
@@ -33,16 +34,14 @@ Vectors come back L2-normalised (the index compares unit vectors), in input orde
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import hashlib
 import json
 import logging
 import os
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -50,7 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from knowledge.errors import InvalidInput, KnowledgeError
-from knowledge.ingest import remote_http
+from knowledge.ingest import remote_http, remote_turns
+from knowledge.store.endpoint_turns import Allowance
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ _BYTES_PER_NUMBER = 32  # a JSON float with its separator ("-1.2345678901234567e
 _BYTES_PER_VECTOR = 256  # its object around it
 _BYTES_PER_ANSWER = 64 * 1024  # the envelope (model name, usage)
 _DETAIL_CHARS = 160
+_HOLD_MARGIN = 5.0  # seconds past a request's own deadline before its turn counts as a dead holder's
 
 
 class EmbedderUnavailable(KnowledgeError):
@@ -133,6 +134,12 @@ class RemoteConfig:
         return _BYTES_PER_ANSWER + count * (_BYTES_PER_VECTOR + numbers * _BYTES_PER_NUMBER)
 
     @property
+    def allowance(self) -> Allowance:
+        """The endpoint's rate, burst and cap; a request holds its turn for its deadline and a margin at most."""
+        s = self.settings
+        return Allowance(self.url, s.rate_per_second, s.burst, s.max_concurrency, s.timeout + _HOLD_MARGIN)
+
+    @property
     def fingerprint(self) -> str:
         where = hashlib.sha256(self.endpoint.encode("utf-8")).hexdigest()[:12]  # as Base.model_fingerprint
         return f"http:{self.model}:{self.dimension}:{where}"
@@ -162,44 +169,6 @@ def validate_endpoint(endpoint: str, *, sends_key: bool = False) -> str:
     return remote_http.check_endpoint(endpoint, sends_key=sends_key)
 
 
-# -- rate limit and concurrency, shared per endpoint in the process ------------------------------
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up; ``take`` waits for one."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate, self.burst = rate, float(burst)
-        self._tokens = float(burst)
-        self._at = time.monotonic()
-        self._lock = threading.Lock()
-
-    def take(self) -> None:
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-                self._at = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                wait = (1 - self._tokens) / self.rate
-            time.sleep(wait)  # pacing a rate, not synchronisation
-
-
-_LIMITS: dict[tuple[str, float, int, int], tuple[TokenBucket, threading.BoundedSemaphore]] = {}
-_LIMITS_LOCK = threading.Lock()
-
-
-def _limits(config: RemoteConfig) -> tuple[TokenBucket, threading.BoundedSemaphore]:
-    s = config.settings
-    key = (config.url, s.rate_per_second, s.burst, s.max_concurrency)
-    with _LIMITS_LOCK:
-        if key not in _LIMITS:
-            _LIMITS[key] = (TokenBucket(s.rate_per_second, s.burst), threading.BoundedSemaphore(s.max_concurrency))
-        return _LIMITS[key]
-
-
 # -- the client ----------------------------------------------------------------------------------
 
 
@@ -213,9 +182,16 @@ class _Retryable(Exception):
 class EmbeddingClient:
     """Bounded calls to one endpoint (see the module docstring)."""
 
-    def __init__(self, config: RemoteConfig, *, in_transaction: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        config: RemoteConfig,
+        *,
+        in_transaction: Callable[[], bool] = lambda: False,
+        turn: remote_turns.TurnTaker = remote_turns.local_turn,
+    ) -> None:
         self.config = config
         self.in_transaction = in_transaction
+        self.turn = turn
         self.requests = 0  # HTTP requests sent (tries included)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
@@ -245,12 +221,10 @@ class EmbeddingClient:
         )
 
     def _call(self, texts: list[str]) -> Vectors:
-        bucket, slots = _limits(self.config)
         headers, key = self._headers()
-        bucket.take()
         body = json.dumps({"model": self.config.model, "input": texts}).encode("utf-8")
         timeout, cap = self.config.settings.timeout, self.config.max_answer_bytes(len(texts))
-        with _held(slots):
+        with self.turn(self.config.allowance):
             self.requests += 1
             try:
                 answer = remote_http.post(self.config.url, body, headers, timeout=timeout, max_bytes=cap)
@@ -342,15 +316,6 @@ def _detail(body: bytes, key: str | None) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
-@contextlib.contextmanager
-def _held(slots: threading.BoundedSemaphore) -> Iterator[None]:
-    slots.acquire()
-    try:
-        yield
-    finally:
-        slots.release()
-
-
 def _backoff(s: CallSettings, attempt: int, retry_after: float | None) -> float:
     if retry_after is not None:
         return min(max(retry_after, 0.0), s.backoff_max)
@@ -373,9 +338,15 @@ def _retry_after(value: str | None) -> float | None:
 class RemoteEncoder:
     """The ``Encoder`` interface (encode_documents, encode_query, fingerprint, dimension) over the client."""
 
-    def __init__(self, config: RemoteConfig, *, in_transaction: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        config: RemoteConfig,
+        *,
+        in_transaction: Callable[[], bool] = lambda: False,
+        turn: remote_turns.TurnTaker = remote_turns.local_turn,
+    ) -> None:
         self.config = config
-        self.client = EmbeddingClient(config, in_transaction=in_transaction)
+        self.client = EmbeddingClient(config, in_transaction=in_transaction, turn=turn)
         self.calls = 0
         self.encoded_texts = 0
         self.truncated_texts = 0

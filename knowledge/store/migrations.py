@@ -35,11 +35,15 @@ class Migration:
     apply_postgres: Callable[[Connection], None] | None = None
 
 
+def _run_all(conn: Connection, statements: tuple[str, ...] | list[str]) -> None:
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+
 def _initial(conn: Connection) -> None:
     """The job layer's tables, huey's, and the first knowledge tables, as frozen DDL: later changes to
     ``schema.py`` (a column a later migration adds) must never leak into what 0001 creates."""
-    for ddl in INITIAL_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, INITIAL_DDL)
 
 
 def _vector_cache(conn: Connection) -> None:
@@ -48,8 +52,7 @@ def _vector_cache(conn: Connection) -> None:
 
 def _folder_runs(conn: Connection) -> None:
     """Folder runs, their manifest, outcomes and ingest batches, and the audit log (frozen DDL)."""
-    for ddl in schema_runs.FOLDER_RUNS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_runs.FOLDER_RUNS_DDL)
 
 
 def _binary_vectors(conn: Connection) -> None:
@@ -83,8 +86,7 @@ def _items_updated_index(conn: Connection) -> None:
 
 def _agent_proposals(conn: Connection) -> None:
     """Pending proposals agents file and a person accepts or dismisses (frozen DDL)."""
-    for ddl in schema_agents.AGENT_PROPOSALS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_agents.AGENT_PROPOSALS_DDL)
 
 
 def _search_vectors(conn: Connection) -> None:
@@ -117,8 +119,7 @@ def _search_vectors(conn: Connection) -> None:
 
 def _base_imports(conn: Connection) -> None:
     """Imports in progress (``knowledge.portable``): a base being imported stays hidden until done."""
-    for ddl in schema_portable.BASE_IMPORTS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_portable.BASE_IMPORTS_DDL)
 
 
 def _items_source_identity(conn: Connection) -> None:
@@ -154,8 +155,7 @@ def _items_attempts(conn: Connection) -> None:
 def _folder_run_retry(conn: Connection) -> None:
     """A person may retry a failed folder run: ``folder_runs.retries``, the status trigger allowing exactly
     failed → pending with it, and one terminal entry per retry (frozen DDL in ``schema_runs``)."""
-    for ddl in schema_runs.FOLDER_RUN_RETRY_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_runs.FOLDER_RUN_RETRY_DDL)
 
 
 def _base_embedder(conn: Connection) -> None:
@@ -219,23 +219,20 @@ def _items_deaths(conn: Connection) -> None:
 def _folder_run_deaths(conn: Connection) -> None:
     """A folder run counts worker deaths per source (``folder_run_in_flight``) and settles a source that
     was in flight across two of them ``quarantined`` (the CHECK widened in place; frozen DDL)."""
-    for ddl in schema_runs.FOLDER_RUN_DEATHS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_runs.FOLDER_RUN_DEATHS_DDL)
     old, new = "'already_covered', 'rejected', ", "'already_covered', 'rejected', 'quarantined', "
     edit_check(conn, "folder_run_outcomes", old, new)
 
 
 def _sync_roots(conn: Connection) -> None:
     """Synced folders: roots with their cursors, pending changes of review roots (frozen DDL)."""
-    for ddl in schema_sync.SYNC_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_sync.SYNC_DDL)
 
 
 def _folder_run_retry_of(conn: Connection) -> None:
     """A failed run is retried as a new run (``folder_runs.retry_of``), statuses move forward only, and a
     retry's source the failed run committed is stored as the disposition ``already_committed``."""
-    for ddl in schema_runs.FOLDER_RUN_RETRY_OF_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_runs.FOLDER_RUN_RETRY_OF_DDL)
     old, new = "'rejected', 'skipped')", "'rejected', 'skipped', 'already_committed')"
     edit_check(conn, "folder_run_outcomes", old, new)
 
@@ -246,8 +243,7 @@ def _team_sources(conn: Connection) -> None:
     columns = {r[1] for r in conn.execute(text("PRAGMA table_info(jobs)")).all()}
     if "host" not in columns:
         conn.exec_driver_sql("ALTER TABLE jobs ADD COLUMN host TEXT")
-    for ddl in schema.BLOB_CONTENTS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema.BLOB_CONTENTS_DDL)
 
 
 def _team_sources_postgres(conn: Connection) -> None:
@@ -293,8 +289,7 @@ def _item_links(conn: Connection) -> None:
     module applied when this was written (split on `` | ``, backslashes as slashes, outer slashes and
     blanks dropped, case folded). Runs alike on both engines (on a team store made after it was written the
     baseline already has the table)."""
-    for ddl in schema.ITEM_LINKS_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema.ITEM_LINKS_DDL)
     rows = conn.execute(
         text("SELECT id, base_id, metadata FROM items WHERE metadata LIKE :m AND type != 'directory'"),
         {"m": '%"links"%'},
@@ -312,25 +307,21 @@ def _folder_run_cancelled(conn: Connection) -> None:
     """A person may cancel a run: the status ``cancelled`` (the CHECK widened in place), pending | running →
     cancelled → reverted, and ``cancelled`` among the one terminal entry a run files (frozen DDL)."""
     edit_check(conn, "folder_runs", "'failed', 'reverted')", "'failed', 'reverted', 'cancelled')")
-    for ddl in schema_runs.FOLDER_RUN_CANCELLED_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_runs.FOLDER_RUN_CANCELLED_DDL)
 
 
 def _folder_run_cancelled_postgres(conn: Connection) -> None:
     """The same on a team store (no status CHECK there: the trigger and the terminal entries' index)."""
-    for ddl in pg_guards.FOLDER_RUN_CANCELLED_PG_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, pg_guards.FOLDER_RUN_CANCELLED_PG_DDL)
 
 
 def _sync_root_host(conn: Connection) -> None:
     """A synced root carries the machine that keeps it in sync (NULL on roots made before: local on SQLite)."""
-    for ddl in schema_sync.SYNC_ROOT_HOST_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_sync.SYNC_ROOT_HOST_DDL)
 
 
 def _sync_root_host_postgres(conn: Connection) -> None:
-    for ddl in schema_sync.SYNC_ROOT_HOST_PG_DDL:
-        conn.exec_driver_sql(ddl)
+    _run_all(conn, schema_sync.SYNC_ROOT_HOST_PG_DDL)
 
 
 def _items_source_index(conn: Connection) -> None:
@@ -338,6 +329,12 @@ def _items_source_index(conn: Connection) -> None:
     stands for its file (one live item per source); without this index each lookup scans the whole base.
     Runs alike on both engines."""
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS items_base_source ON items (base_id, source_path)")
+
+
+def _endpoint_turns(conn: Connection) -> None:
+    """A remote endpoint's pace and requests in flight, shared by every process of the store (frozen DDL; a
+    team store created after it has the tables from its baseline, hence IF NOT EXISTS). Alike on both engines."""
+    _run_all(conn, schema.ENDPOINT_TURNS_DDL)
 
 
 def _frozen_link_targets(metadata: str | None) -> list[str]:
@@ -384,6 +381,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0029_sync_root_host", _sync_root_host, _sync_root_host_postgres),
     Migration("0030_server_says_who", _nothing, pg_people.create_people_guards),
     Migration("0031_items_source_path", _items_source_index, _items_source_index),
+    Migration("0032_endpoint_turns", _endpoint_turns, _endpoint_turns),
 ]
 
 

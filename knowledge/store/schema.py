@@ -208,3 +208,27 @@ settings = Table(
     Column("key", String, primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+# Turns at a remote embedding endpoint, shared by every process of the store (``knowledge.store.endpoint_turns``;
+# migration ``0032_endpoint_turns``): the pace of its requests and the requests in flight.
+endpoint_pace = Table(
+    "endpoint_pace",
+    metadata,
+    Column("endpoint", String, primary_key=True),  # the endpoint and its limits, hashed
+    Column("next_at", Float, nullable=False),  # the pace's theoretical arrival time (seconds since the epoch)
+)
+
+endpoint_slots = Table(
+    "endpoint_slots",
+    metadata,
+    Column("endpoint", String, primary_key=True),
+    Column("slot", Integer, primary_key=True),  # 0 .. max_concurrency - 1
+    Column("holder", String, nullable=False),  # machine:pid:random, so only its taker ends a turn
+    Column("until", Float, nullable=False),  # a holder that died frees its slot then
+)
+
+ENDPOINT_TURNS_DDL: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS endpoint_pace (endpoint VARCHAR NOT NULL PRIMARY KEY, next_at FLOAT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS endpoint_slots (endpoint VARCHAR NOT NULL, slot INTEGER NOT NULL, "
+    "holder VARCHAR NOT NULL, until FLOAT NOT NULL, PRIMARY KEY (endpoint, slot))",
+)

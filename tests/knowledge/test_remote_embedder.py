@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from knowledge.ingest import remote
+from knowledge.ingest import remote, remote_turns
 from knowledge.ingest.embedding import Encoder, default_model_spec
 from knowledge.ingest.remote import CallSettings, EmbedderUnavailable, RemoteConfig, RemoteEncoder
 from knowledge.library import bases
@@ -138,7 +138,7 @@ def test_the_token_bucket_keeps_to_its_rate(threads: int) -> None:
     from 1) is never taken sooner than ``(k - burst) / rate`` after the first. A lower bound only, so a
     loaded machine cannot fail it; a bucket that stops pacing does."""
     rate, burst, per_thread = 50.0, 5, 10
-    bucket = remote.TokenBucket(rate, burst)
+    bucket = remote_turns.TokenBucket(rate, burst)
     taken: list[float] = []
     lock = threading.Lock()
 

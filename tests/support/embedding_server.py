@@ -12,6 +12,7 @@ import hashlib
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -80,6 +81,7 @@ class Behaviour:
     requests: int = 0
     hung_up: int = 0  # answers the client stopped reading (trickle, oversize stream)
     auth_seen: list[str | None] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request's arrival
     inputs_seen: list[list[str]] = field(default_factory=list)
 
 
@@ -139,6 +141,7 @@ def _handler(behaviour: Behaviour, vectors: Vectors) -> type[BaseHTTPRequestHand
                 behaviour.in_flight += 1
                 behaviour.max_in_flight = max(behaviour.max_in_flight, behaviour.in_flight)
                 behaviour.auth_seen.append(self.headers.get("Authorization"))
+                behaviour.arrivals.append(time.monotonic())
                 behaviour.inputs_seen.append(texts or [])
                 behaviour.arrived.notify_all()
             self._counted = True
