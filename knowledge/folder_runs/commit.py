@@ -29,6 +29,7 @@ from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
 from knowledge.ingest.material import Prepared, commit_prepared_many
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
+from knowledge.library.folders import TreeTop, ensure_folders
 from knowledge.library.tree import NewItem, create_item, insert_item
 from knowledge.lifecycle.identity import find_live_file, is_stale
 from knowledge.lifecycle.scheduling import schedule_reindex
@@ -216,6 +217,10 @@ def _commit_source(
     """Item, search material, owned-copy records, batch, outcome and its audit entry: one transaction."""
     ctx, run, agent = settling.ctx, settling.run, settling.agent
     container = _ensure_container(conn, ctx, run, agent)
+    # the file hangs where it lies in the folder: its sub-folders are items too, made with their first file
+    placed = ensure_folders(conn, TreeTop(run.base_id, container, run.folder, agent, run.id), source.relative_path)
+    if placed.created:
+        tree.attach_job(conn, placed.created, ctx.job_id)
     path = Path(run.folder) / source.relative_path
     item = insert_item(
         conn,
@@ -224,7 +229,7 @@ def _commit_source(
             "file",
             path.name,
             "processing",
-            parent_id=container,
+            parent_id=placed.parent_id,
             root_id=container,
             source_path=str(path),
             relative_path=source.relative_path,

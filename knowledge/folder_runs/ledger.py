@@ -193,7 +193,16 @@ def run_containers(conn: Connection, run_id: int) -> list[int]:
 
 
 def _reconcile_containers(conn: Connection, run_id: int) -> None:
+    """The run is over: its folder items take their children's status, deepest first, its container last
+    (they stay in progress while the run executes)."""
     for container in run_containers(conn, run_id):
+        rows = conn.execute(
+            select(items.c.id, items.c.relative_path).where(  # by root: the items_root index
+                and_(items.c.root_id == container, items.c.type == "directory", items.c.id != container)
+            )
+        ).all()
+        for row in sorted(rows, key=lambda r: -str(r.relative_path or "").count("/")):
+            tree.reconcile_container(conn, row.id)
         tree.reconcile_container(conn, container)
 
 

@@ -45,6 +45,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 from jobs.schema import jobs
 from knowledge.ingest.walk import EXCLUDED, VISIBLE, judge_path
 from knowledge.library import tree
+from knowledge.library.folders import TreeTop, ensure_folders
 from knowledge.library.ids import ItemId
 from knowledge.store.schema import TERMINAL_STATUSES, items
 
@@ -211,25 +212,8 @@ def create_covered_child(
     """A new file inside a covering folder becomes its child (with any folders between them that the folder
     does not hold yet), ``processing`` (or terminal for ``invalid``), for the caller to schedule."""
     relative = relative_below(covering, key)
-    folder = Path(covering.source_path or "/")
-    parent_id = covering.id
-    parts = relative.split("/")[:-1]
-    for depth in range(1, len(parts) + 1):
-        sub = "/".join(parts[:depth])
-        row = conn.execute(
-            select(items.c.id).where(
-                and_(
-                    items.c.root_id == covering.id,
-                    items.c.relative_path == sub,
-                    items.c.type == "directory",
-                    items.c.status != "deleting",
-                )
-            )
-        ).first()
-        if row is not None:
-            parent_id = ItemId(int(row.id))
-        else:
-            parent_id = _child(conn, covering, "directory", folder / sub, sub, parent_id, None)
+    top = TreeTop(covering.base_id, covering.id, covering.source_path or "/", covering.owner, covering.run_id)
+    parent_id = ensure_folders(conn, top, relative).parent_id
     child = _child(conn, covering, "file", Path(key), relative, parent_id, invalid)
     tree.reconcile_above(conn, [child])
     return child
