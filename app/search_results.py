@@ -48,6 +48,15 @@ def hit_tooltip(hit: Hit) -> str:
     return f"{where}\nLinked from: {', '.join(b.name for b in hit.linked_from)}"
 
 
+def document_text(hit: Hit) -> str:
+    """The Document cell: the document's path below the top of its tree (``doc/python3/changelog.gz``), so
+    two files of one name in different folders read differently; a note says it is one."""
+    inside = bool(hit.path) and hit.path != hit.item_name  # below a root (a folder's file, an archive's member)
+    if not hit.source_path and not inside:
+        return f"{hit.item_name} (note)"
+    return hit.path or Path(hit.source_path or hit.item_name).name
+
+
 def relevance_bar(fraction: float, width: int = 8) -> str:
     filled = max(1, round(fraction * width)) if fraction > 0 else 0
     return "\u2588" * filled + "\u2591" * (width - filled)
@@ -146,8 +155,7 @@ class SearchResultsModel(QAbstractTableModel):
         if column == SNIPPET:
             return hit.snippet
         if column == SOURCE:
-            name = Path(hit.source_path).name if hit.source_path else f"{hit.item_name} (note)"
-            return name if row.first else "\u21b3 same document"
+            return document_text(hit) if row.first else "\u21b3 same document"
         if column == LOCATION:
             where = hit.location.describe() or f"chunk {hit.ordinal + 1}"
             return f"{where} · OCR" if hit.ocr else where  # read from a scan or an image

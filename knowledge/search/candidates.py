@@ -26,9 +26,14 @@ Ranked = list[tuple[Candidate, float]]
 # chunks by id, joined to their items; those of deleting items are never visible
 _VISIBLE_CHUNKS = "FROM chunks c JOIN items i ON i.id = c.item_id WHERE c.id IN :ids AND i.status != 'deleting'"
 _VISIBLE = text(f"SELECT c.id, c.item_id {_VISIBLE_CHUNKS}").bindparams(bindparam("ids", expanding=True))
+# with what the document's path below its root is made of (its root's name, and its parent's place for a file
+# inside a file, such as an archive's member, which has no path of its own): two lookups by id per hit
 _HIT_ROWS = text(
     "SELECT c.id, c.item_id, c.ordinal, c.text, c.page, c.line_start, c.line_end, i.name, i.source_path, "
-    f"i.metadata {_VISIBLE_CHUNKS}"
+    "i.metadata, i.relative_path, i.root_id, i.parent_id, r.name AS root_name, p.name AS parent_name, "
+    "p.relative_path AS parent_relative "
+    "FROM chunks c JOIN items i ON i.id = c.item_id LEFT JOIN items r ON r.id = i.root_id "
+    "LEFT JOIN items p ON p.id = i.parent_id WHERE c.id IN :ids AND i.status != 'deleting'"
 ).bindparams(bindparam("ids", expanding=True))
 
 
@@ -45,6 +50,19 @@ def hit_rows(conn: Connection, chunk_ids: Sequence[int]) -> dict[int, Any]:
     if not chunk_ids:
         return {}
     return {r.id: r for r in conn.execute(_HIT_ROWS, {"ids": list(chunk_ids)}).all()}
+
+
+def path_below_root(row: Any) -> str:
+    """A hit row's document as a person finds it in its tree: its path from the top item of its tree, that
+    item's name included (``doc/python3/changelog.gz``, not ``changelog.gz``); a root's is its name."""
+    if row.root_id is None or row.root_id == row.item_id or row.root_name is None:
+        return str(row.name)
+    if row.relative_path:
+        return f"{row.root_name}/{row.relative_path}"
+    if row.parent_id == row.root_id or row.parent_name is None:  # inside a file that is its tree's root
+        return f"{row.root_name}/{row.name}"
+    inside = row.parent_relative or row.parent_name  # inside a file of the tree (an archive's member)
+    return f"{row.root_name}/{inside}/{row.name}"
 
 
 def over_fetch(depth: int) -> int:

@@ -57,7 +57,7 @@ from knowledge.errors import InvalidInput
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.chunk_view import ChunkView
 from knowledge.library.links import Backlink, backlinks
-from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, visible
+from knowledge.search.candidates import Candidate, Ranked, hit_rows, over_fetch, path_below_root, visible
 from knowledge.search.keyword import keyword_candidates
 from knowledge.search.keyword_query import query_terms
 from knowledge.search.listing import FILTER_MODE, listed
@@ -95,6 +95,7 @@ class Hit(ChunkView):
 
     score: float
     mode: str
+    path: str = ""  # the document's path below the top of its tree, that top's name first: what tells it apart
     snippet: str = ""
     highlights: list[tuple[int, int]] = field(default_factory=list)  # spans inside ``snippet``
     linked_from: list[Backlink] = field(default_factory=list)  # notes whose [[wiki links]] name this document
@@ -102,6 +103,7 @@ class Hit(ChunkView):
     def as_dict(self) -> dict[str, Any]:
         return {
             **self.which(),
+            "path": self.path or self.item_name,
             "score": round(self.score, 6),
             "location": self.location.as_dict(),
             "text": self.text,
@@ -295,4 +297,6 @@ def _identifiers_first(ranked: Ranked, counts: dict[int, int]) -> Ranked:
 
 def _hit(row: Any, score: float, mode: str, terms: Sequence[str], phrases: Sequence[str]) -> Hit:
     snippet, spans = make_snippet(row.text, terms, phrases=phrases)
-    return Hit(**ChunkView.fields(row), score=score, mode=mode, snippet=snippet, highlights=spans)
+    return Hit(
+        **ChunkView.fields(row), path=path_below_root(row), score=score, mode=mode, snippet=snippet, highlights=spans
+    )
