@@ -244,12 +244,27 @@ class Quire:
             from knowledge.library.bases import assert_endpoint_confirmed
 
             assert_endpoint_confirmed(base)  # an imported endpoint is called only after a person confirmed it
+            self._assert_endpoint_confirmed_here(base)
             return self._remote_encoder(base.embedder)
         from knowledge.ingest.models import EncoderChoice
 
         choice = EncoderChoice(base.model_id, base.precision, base.backend)
         with self._encoders_lock:  # two first searches on two threads must not build two encoders
             return self._encoder_locked(choice, query=query)
+
+    def _assert_endpoint_confirmed_here(self, base: Base) -> None:
+        """On a team store the endpoint and key variable are any writer's word: this machine sends texts (and
+        the key it holds under that name) only where a person here confirmed."""
+        from knowledge.library.bases import EndpointUnconfirmed
+        from knowledge.store import machine_folders
+
+        assert base.embedder is not None
+        if not machine_folders.endpoint_confirmed(self.db, self.data_dir, base.embedder):
+            raise EndpointUnconfirmed(
+                f"knowledge base {base.name!r} embeds through {base.embedder.get('endpoint')!r} with the key "
+                f"variable {base.embedder.get('api_key_env') or '(none)'}, which no one on this machine confirmed; "
+                f"nothing is sent to it from here until you run `quire base confirm-endpoint {base.name}` here"
+            )
 
     def _remote_encoder(self, embedder: dict[str, Any]) -> Encoder:
         from knowledge.ingest.remote import RemoteConfig, RemoteEncoder

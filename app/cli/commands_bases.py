@@ -14,6 +14,7 @@ from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import lifecycle
 from knowledge.ingest import DEFAULT_MODEL_ID, CallSettings, remote_embedder_config
 from knowledge.library import bases
+from knowledge.store import machine_folders
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -164,6 +165,7 @@ def _create_remote_base(args: argparse.Namespace, out: Output) -> int:
             chunk_overlap=args.chunk_overlap,
             embedder=config.as_json(),
         )
+        machine_folders.confirm_endpoint_here(quire.db, quire.data_dir, config.as_json())  # a person here chose it
     out.emit(created.as_dict(), _base_text)
     return 0
 
@@ -211,6 +213,8 @@ def cmd_base_rename(args: argparse.Namespace, out: Output) -> int:
 def cmd_base_confirm_endpoint(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         base = bases.confirm_endpoint(quire.db, args.base)
+        assert base.embedder is not None
+        machine_folders.confirm_endpoint_here(quire.db, quire.data_dir, base.embedder)  # on a team store: for here
     out.emit(base.as_dict(), lambda d: f"{d['name']}: texts will be sent to {d['embedder']['endpoint']}")
     return 0
 
