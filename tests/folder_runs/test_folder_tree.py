@@ -7,13 +7,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from knowledge import folder_runs
 from knowledge.lifecycle import operations
 from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import quire_cli
 from tests.folder_runs.helpers import PERSON, drain, make_base, rows, scalar
+from tests.support.engine_fixtures import ENGINES, engine_quire
 from tests.support.files import write_tree
+
+# the data directory, or a team store for the tests parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 
 # two files named changelog.txt in different sub-folders, both mentioning one rare word; folders three deep
 NESTED_TREE = {
@@ -48,6 +54,7 @@ def _path_of(items: dict[int, tuple[int | None, int | None, str, str, str | None
     return "/".join(reversed(names))
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)  # the folders' lookup and the hits' joins, on both engines
 def test_a_runs_items_keep_their_sub_folders_and_a_revert_takes_them_all(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
     folder = write_tree(tmp_path / "doc", NESTED_TREE)
