@@ -240,6 +240,7 @@ def _commit_source(
     p.item = item
     tools = settling.tools
     commit_prepared_many(conn, tools.quire.blobs_dir, tools.base, [p], time.time(), new_items=True)
+    _reconcile_folders(conn, placed.parent_id, container)
     batch_id = add_batch(
         conn, run_id=run.id, source_id=source.id, item_id=item.id, attempt=ctx.attempt, created_at=time.time()
     )
@@ -254,6 +255,16 @@ def _commit_source(
         payload=settling.tally.payload(settled),
     )
     return COMMITTED
+
+
+def _reconcile_folders(conn: Connection, folder: int, container: int) -> None:
+    """The file's sub-folders, up to (not including) the run's container, follow their files while the run goes
+    on, so a folder's progress moves; the container stays in progress until the run ends."""
+    while folder != container:
+        above = tree.reconcile_container(conn, folder)  # its parent when its status changed, else None
+        if above is None:
+            return
+        folder = above
 
 
 _CONTAINER = (

@@ -117,3 +117,35 @@ def test_a_later_run_and_an_added_folder_show_paths_below_their_own_tops(quire: 
     drain(quire)
     paths = sorted(h.as_dict()["path"] for h in search(quire, "kb", WORD, mode="keyword", limit=10))
     assert paths == ["changelog.txt", "perl/changelog.txt", "python3/changelog.txt"]
+
+
+def test_a_sub_folder_follows_its_files_while_the_run_goes_on(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen from inside each source's transaction: once a sub-folder's files are committed it is complete (so the
+    tree's percentages move during a long run), while the run's container stays in progress until the end."""
+    from knowledge.folder_runs import commit
+
+    make_base(quire)
+    folder = write_tree(tmp_path / "doc", NESTED_TREE)
+    seen: list[dict[str, str]] = []
+    original = commit._commit_source
+
+    def committing(conn, settling, source, p, before):  # type: ignore[no-untyped-def]
+        done = original(conn, settling, source, p, before)
+        statuses = conn.exec_driver_sql(
+            "SELECT coalesce(relative_path, '.'), status FROM items WHERE type = 'directory'"
+        ).all()
+        seen.append({str(r[0]): str(r[1]) for r in statuses})
+        return done
+
+    monkeypatch.setattr(commit, "_commit_source", committing)
+    folder_runs.start_run(quire, PERSON, "kb", folder, key="tree")
+    drain(quire)
+    assert len(seen) == len(NESTED_TREE)
+    assert all(snapshot["."] == "processing" for snapshot in seen)  # the container: in progress to the end
+    assert {rel: status for rel, status in seen[-1].items() if rel != "."} == {
+        "perl": "completed", "perl/extra": "completed", "perl/extra/deep": "completed", "python3": "completed",
+    }  # fmt: skip
+    # and before the last file: a folder whose files were in reads completed while the run went on
+    assert any(status == "completed" for snapshot in seen[:-1] for rel, status in snapshot.items() if rel != ".")
