@@ -137,7 +137,12 @@ def search_base(
                 "citation": citation(base.id, h.item_id, h.ordinal),
                 "chunk_id": h.chunk_id,
                 "uri": f"quire://chunks/{base.id}/{h.chunk_id}",
-                "item": {"id": h.item_id, "name": h.item_name, "uri": f"quire://items/{base.id}/{h.item_id}"},
+                "item": {
+                    "id": h.item_id,
+                    "name": h.item_name,
+                    "path": h.path or h.item_name,  # below the top of its tree: two READMEs read apart
+                    "uri": f"quire://items/{base.id}/{h.item_id}",
+                },
                 "source_path": h.source_path,
                 "location": {"page": h.page, "line_start": h.line_start, "line_end": h.line_end},
                 "score": h.score,

@@ -62,6 +62,7 @@ def test_lists_tools_and_resources_searches_and_reads_a_chunk_with_neighbours(qu
 
     hits = got["found"]["hits"]  # type: ignore[index]
     assert hits and hits[0]["item"]["name"] == "logbook.md"  # the real model ranks the logbook first
+    assert hits[0]["item"]["path"] == "src-kb/logbook.md"  # where it lies below the top of its tree (the folder added)
     top = hits[0]
     assert top["citation"].startswith(f"quire:{base.id}:{top['item']['id']}:")
     assert top["source_path"].endswith("logbook.md") and "lighthouse" in top["text"].lower()
