@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
 from knowledge.ingest.locations import Locator
 from knowledge.ingest.models import model_stamp
+from knowledge.ingest.nesting import tree_budget
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
@@ -40,6 +41,7 @@ from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, p
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS, is_container
 from knowledge.sources.model import Member, Refused
+from knowledge.sources.nesting import admit
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -253,8 +255,19 @@ def prepare_many(
             if isinstance(result, ParseFailed):
                 outcomes[item.id] = Rejected(item, result.code, result.message)
             else:
-                outcomes[item.id] = chunk_parsed(base, item, result, raw, raw_sha, mtime, model_path)
+                doc = _within_budget(quire, base, item, result, len(raw))
+                outcomes[item.id] = chunk_parsed(base, item, doc, raw, raw_sha, mtime, model_path)
     return [outcomes[item.id] for item in todo]
+
+
+def _within_budget(quire: Quire, base: Base, item: Item, doc: ParsedDocument, size: int) -> ParsedDocument:
+    """A container's members within its file's nesting budget as the rows stand now (the commit counts again
+    under the write lock), so no owned copy is written for a member that will not be made."""
+    if not doc.members and not doc.refused:
+        return doc
+    with quire.db.read() as conn:
+        kept, refused = admit(tree_budget(conn, base.id, item.id, size), doc.members, doc.refused)
+    return replace(doc, members=tuple(kept), refused=tuple(refused))
 
 
 def _read_many(

@@ -27,6 +27,7 @@ SKIP_CODES = frozenset(
         "not_regular_file",  # a device, pipe or socket
         "symlink_not_followed",  # a link to a folder, or one pointing outside the folder
         "encrypted",  # locked with a password Quire does not have (an encrypted archive member)
+        "nested_too_deep",  # a container more levels below the file added than are unpacked
     }
 )
 

@@ -13,6 +13,9 @@ that nothing will advance.
   reads the copy (``material.read_item_bytes``).
 * **Refused members** (links, devices, bombs, encrypted, over a limit) are children born ``skipped`` or
   ``failed`` with their reason, so the archive says what it did not read.
+* **One budget per file added** (``knowledge.sources.nesting``): levels, descendants, bytes and ratio over
+  the whole tree below the file, read from the rows in this transaction (``ingest.nesting.tree_budget``), so
+  it holds across the jobs that expand the nested containers one by one.
 * **The archive follows its children** once it has some (``tree.reconcile_container``): active while a
   member is, ``failed`` (``children_failed``) if one failed, ``completed`` when all are done.
 * **Deleting** the archive deletes its subtree (``delete-subtree``, members before the archive row).
@@ -26,12 +29,14 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from jobs.queue import JobQueue
+from knowledge.ingest.nesting import tree_budget
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import Reason
 from knowledge.lifecycle.admission import schedule_leaves_in
 from knowledge.sources.model import Member, Refused
+from knowledge.sources.nesting import admit
 
 
 def replace_members(
@@ -48,6 +53,8 @@ def replace_members(
     purge_members(conn, blobs_dir, base.id, container_id)
     container = tree.load_item(conn, container_id)
     assert container is not None
+    budget = tree_budget(conn, base.id, container_id, container.size or 0)
+    members, refused = admit(budget, members, refused)  # the whole tree's budget, counted under the write lock
     sizes: dict[ItemId, int] = {}
     for member in members:
         sha = blobs.sha256_bytes(member.data)

@@ -20,9 +20,9 @@ members included):
   reached without unpacking the stream);
 * a member over ``max_bytes`` (a file's size limit) is refused by itself (``too_large``); all members
   together over ``archive.MAX_UNPACKED_BYTES`` refuse the container (``too_large``);
-* an archive inside an archive is unpacked one level (its members named ``inner.zip/x``); one level
-  deeper is refused by itself (``unsupported_type``). An mbox or a message inside an archive is a member
-  like any other file (a message's attachments are its own children, read when it is).
+* an archive, mailbox or message inside an archive is a member like any other file: it becomes a child
+  item and is unpacked when that child is read, within the budget of the whole tree below the file added
+  (``knowledge.sources.nesting``: two container levels, descendants, bytes and ratio over all levels).
 
 An encrypted ZIP member is ``encrypted`` (skipped: there is no password to ask for); a damaged container
 is ``parse_error``. Reasons name the member by its safe name, never a path on this machine.
@@ -95,7 +95,7 @@ def container_kind(name: str) -> str | None:
 
 
 def unpack(data: bytes, name: str, *, max_bytes: int) -> Unpacked:
-    """The members of the container ``name`` (by its suffix), nested archives one level deep (module doc).
+    """The members of the container ``name`` (by its suffix); archives inside are members (module doc).
     Raises ``SourceRejected`` for a container that cannot be read at all or breaks a whole-container limit."""
     kind = container_kind(name)
     if kind is None:
@@ -105,34 +105,9 @@ def unpack(data: bytes, name: str, *, max_bytes: int) -> Unpacked:
     for item in _entries(data, name, kind, max_bytes, budget):
         if isinstance(item, Refused):
             found.refused.append(item)
-            continue
-        inner = container_kind(item.name)
-        if inner is None or inner == "mbox":
+        else:  # an archive or mailbox inside is a member too: its own child, unpacked in turn (nesting.py)
             found.members.append(item)
-            continue
-        _unpack_nested(item, inner, max_bytes, budget, found)
     return found
-
-
-def _unpack_nested(outer: Member, kind: str, max_bytes: int, budget: _Budget, found: Unpacked) -> None:
-    budget.bytes -= len(outer.data)  # the nested archive's bytes count as its members, not twice
-    try:
-        entries = list(_entries(outer.data, outer.name, kind, max_bytes, budget))
-    except SourceRejected as exc:
-        if exc.code == "too_large" and budget.entries > MAX_MEMBERS:
-            raise
-        found.refused.append(Refused(outer.name, exc.code, exc.reason))
-        return
-    for item in entries:
-        if isinstance(item, Refused):
-            found.refused.append(Refused(f"{outer.name}/{item.name}", item.code, item.reason))
-        elif container_kind(item.name) not in (None, "mbox"):
-            budget.bytes -= len(item.data)
-            found.refused.append(
-                Refused(f"{outer.name}/{item.name}", "unsupported_type", "an archive two levels deep is not unpacked")
-            )
-        else:
-            found.members.append(Member(f"{outer.name}/{item.name}", item.data))
 
 
 def _entries(data: bytes, name: str, kind: str, max_bytes: int, budget: _Budget) -> Iterator[Member | Refused]:

@@ -39,6 +39,7 @@ RejectCode = Literal[
     "no_text",
     "decompression_bomb",
     "encrypted",
+    "nested_too_deep",
 ]
 REJECT_CODES: frozenset[str] = frozenset(get_args(RejectCode))
 

@@ -128,12 +128,20 @@ def test_too_many_entries_and_too_much_in_all_refuse_the_container(monkeypatch: 
     assert refused.value.code == "too_large"
 
 
-def test_nested_one_level_only() -> None:
+def test_an_archive_inside_is_a_member_and_the_tree_budget_stops_the_third_level() -> None:
+    """Unpacking never recurses by itself: an inner archive is a member (a child item, expanded by a job of
+    its own), and the budget of the whole tree (nesting.admit, read from the stored tree) refuses an archive
+    that would sit three containers below the file added."""
+    from knowledge.sources.nesting import TreeBudget, admit
+
     deep = zip_of({"x.txt": b"deepest"})
-    inner = zip_of({"deep.zip": deep, "y.txt": b"inner"})
-    found = unpack(zip_of({"inner.zip": inner}), "x.zip", max_bytes=LIMIT)
-    assert [(m.name, m.data) for m in found.members] == [("inner.zip/y.txt", b"inner")]
-    assert [(r.name, r.code) for r in found.refused] == [("inner.zip/deep.zip", "unsupported_type")]
+    found = unpack(zip_of({"inner.zip": zip_of({"deep.zip": deep, "y.txt": b"inner"})}), "x.zip", max_bytes=LIMIT)
+    assert [m.name for m in found.members] == ["inner.zip"]
+    second = unpack(found.members[0].data, "inner.zip", max_bytes=LIMIT).members
+    kept, refused = admit(TreeBudget(depth=2, descendants=2, expanded=1000, packed=1000), second, [])
+    assert [(m.name, m.data) for m in kept] == [("y.txt", b"inner")]
+    assert [(r.name, r.code) for r in refused] == [("deep.zip", "nested_too_deep")]
+    assert admit(TreeBudget(depth=1, descendants=1, expanded=1000, packed=1000), second, [])[0] == second
 
 
 def test_encrypted_member_is_skipped_and_damaged_archives_fail() -> None:
@@ -164,3 +172,21 @@ def test_safe_name_refuses_what_is_not_a_plain_relative_name(raw: str) -> None:
 def test_safe_name_normalises_the_rest() -> None:
     assert members.safe_name("./docs//a\\b.txt") == "docs/a/b.txt"
     assert members.safe_name("..hidden/..x") == "..hidden/..x"  # dots inside a name are no parent step
+
+
+def test_members_exactly_at_the_ratio_floor_add_up_and_a_cap_leaves_one_marker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each member of exactly 1 MiB is under the strict per-member floor; their sum is not. Past a bound the
+    rest are one refused child with the count, never one row each."""
+    from knowledge.sources.model import Member, Refused
+    from knowledge.sources.nesting import TreeBudget, admit
+
+    ones = [Member(f"z{i}.txt", b"\0" * archive.RATIO_FLOOR) for i in range(8)]
+    assert not any(members._bomb(len(m.data), 1024) for m in ones)  # why they slipped through before
+    kept, refused = admit(TreeBudget(depth=0, descendants=0, expanded=0, packed=9000), ones, [])
+    assert [m.name for m in kept] == ["z0.txt"]
+    assert [(r.name, r.code) for r in refused] == [("(7 more not unpacked)", "decompression_bomb")]
+    monkeypatch.setattr("knowledge.sources.nesting.MAX_DESCENDANTS", 5)
+    links = [Refused(f"l{i}", "symlink_not_followed", "a link") for i in range(6)]
+    kept, refused = admit(TreeBudget(depth=1, descendants=3, expanded=0, packed=10**9), ones[:1], links)
+    assert len(kept) == 1 and [r.name for r in refused] == ["l0", "(5 more not unpacked)"]
+    assert refused[-1].code == "too_large" and "more than 5 files in all" in refused[-1].reason

@@ -82,6 +82,7 @@ def test_source_rejected_shape() -> None:
     assert {
         "too_large", "empty", "binary", "unsupported_type", "invalid_encoding", "unreadable",
         "not_regular_file", "parse_error", "no_text", "decompression_bomb", "symlink_not_followed", "encrypted",
+        "nested_too_deep",
     } == REJECT_CODES  # fmt: skip
 
 

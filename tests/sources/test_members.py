@@ -25,10 +25,13 @@ def test_a_zip_holding_a_pdf_and_notes_in_a_folder_and_a_nested_zip() -> None:
         "x.zip",
         max_bytes=LIMIT,
     )
-    assert by_name(found.members) == {
+    assert by_name(found.members) == {  # the inner zip is a member: its own child, unpacked in its turn
         "report.pdf": pdf,
         "docs/a.txt": b"plain words",
-        "inner.zip/deep/notes.md": b"# Inner\n\nThe vantrelish note.\n",
+        "inner.zip": inner,
+    }
+    assert by_name(unpack(inner, "inner.zip", max_bytes=LIMIT).members) == {
+        "deep/notes.md": b"# Inner\n\nThe vantrelish note.\n"
     }
     assert found.refused == []
     parsed = parse_bytes(by_name(found.members)["report.pdf"], name="report.pdf")  # read like a file

@@ -1,0 +1,49 @@
+"""The nesting budget of a container item, read from the stored tree (``knowledge.sources.nesting``).
+
+Each expansion of a container runs in its own job, so nothing is carried from job to job but the rows: the
+container's level is its number of member steps up to the file added (the first ancestor with a path of
+its own: members have none, ``tree.create_member``), and what the tree already holds is the items below
+that file and their owned copies' sizes. Read before the members' copies are written (a snapshot) and again
+inside the commit that creates them, where the store's one write lock makes the count exact even when
+sibling containers of one file are expanded by jobs at the same time.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+
+from knowledge.sources.nesting import TreeBudget
+
+_UP = text(
+    "WITH RECURSIVE up(id, parent_id, source_path, type, size, depth) AS ("
+    " SELECT id, parent_id, source_path, type, size, 0 FROM items WHERE id = :id"
+    " UNION ALL SELECT i.id, i.parent_id, i.source_path, i.type, i.size, up.depth + 1"
+    " FROM items i JOIN up ON i.id = up.parent_id WHERE up.source_path IS NULL AND up.depth < 64)"
+    " SELECT id, source_path, type, size FROM up ORDER BY depth"
+)
+# the file added's members, all levels, the container being expanded counted but not its members (re-derived)
+_BELOW = text(
+    "WITH RECURSIVE down(id, sha) AS ("
+    " SELECT id, blob_sha256 FROM items WHERE base_id = :base AND parent_id = :top"
+    " UNION ALL SELECT i.id, i.blob_sha256 FROM items i JOIN down ON i.parent_id = down.id"
+    " WHERE i.base_id = :base AND down.id != :skip)"
+    " SELECT count(*), coalesce(sum(b.size), 0) FROM down LEFT JOIN blobs b ON b.sha256 = down.sha"
+)
+
+
+def tree_budget(conn: Connection, base_id: int, item_id: int, own_size: int) -> TreeBudget:
+    """The budget seen from the container ``item_id`` (its earlier members not counted: they are replaced).
+    ``own_size`` is its bytes as just read, the file added's size when it is that file."""
+    chain = conn.execute(_UP, {"id": item_id}).all()
+    depth = 0
+    for row in chain[1:]:
+        if row.type != "file":  # a folder: the member below it was a file added after all
+            break
+        depth += 1
+        if row.source_path is not None:
+            break
+    if depth == 0:
+        return TreeBudget(0, 0, 0, own_size)
+    top = chain[depth]
+    count, size = conn.execute(_BELOW, {"base": base_id, "top": top.id, "skip": item_id}).one()
+    return TreeBudget(depth, int(count), int(size), int(top.size or 0))
