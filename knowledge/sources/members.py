@@ -42,6 +42,7 @@ from typing import Any
 from knowledge.sources import archive
 from knowledge.sources.formats import OLE_SIGNATURE, Format
 from knowledge.sources.model import Member, ParsedDocument, Refused, SourceRejected, failing_as
+from knowledge.sources.tar_headers import BoundedTarInfo
 
 MAX_MEMBERS = 10_000
 MAX_NAME_CHARS = 255
@@ -228,7 +229,8 @@ def _tar_bytes(data: bytes, name: str) -> bytes:
 
 def _tar_entries(data: bytes, max_bytes: int, budget: _Budget) -> Iterator[Member | Refused]:
     with failing_as("tar archive is damaged or not a tar archive"):
-        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")  # noqa: SIM115 - read member by member below
+        # tar_headers.BoundedTarInfo checks each extended header before tarfile parses it
+        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:", tarinfo=BoundedTarInfo)  # noqa: SIM115
     with tf:
         while True:
             with failing_as("tar archive is damaged (bad header)"):
