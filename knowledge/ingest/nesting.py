@@ -31,9 +31,14 @@ _BELOW = text(
 )
 
 
-def tree_budget(conn: Connection, base_id: int, item_id: int, own_size: int) -> TreeBudget:
+Tally = dict[int, tuple[int, int]]  # per file added (its item id): (items, bytes) below it, in one transaction
+
+
+def tree_budget(conn: Connection, base_id: int, item_id: int, own_size: int, tally: Tally | None = None) -> TreeBudget:
     """The budget seen from the container ``item_id`` (its earlier members not counted: they are replaced).
-    ``own_size`` is its bytes as just read, the file added's size when it is that file."""
+    ``own_size`` is its bytes as just read, the file added's size when it is that file. ``tally`` (one
+    transaction's, after the container's earlier members are gone) spares a recount for the sibling
+    containers of one file committed together: :func:`note` adds what each one made."""
     chain = conn.execute(_UP, {"id": item_id}).all()
     depth = 0
     for row in chain[1:]:
@@ -45,5 +50,20 @@ def tree_budget(conn: Connection, base_id: int, item_id: int, own_size: int) -> 
     if depth == 0:
         return TreeBudget(0, 0, 0, own_size)
     top = chain[depth]
-    count, size = conn.execute(_BELOW, {"base": base_id, "top": top.id, "skip": item_id}).one()
-    return TreeBudget(depth, int(count), int(size), int(top.size or 0))
+    known = None if tally is None else tally.get(top.id)
+    if known is None:
+        count, size = conn.execute(_BELOW, {"base": base_id, "top": top.id, "skip": item_id}).one()
+        known = (int(count), int(size))
+        if tally is not None:
+            tally[top.id] = known
+    return TreeBudget(depth, known[0], known[1], int(top.size or 0), top=int(top.id))
+
+
+def note(tally: Tally, budget: TreeBudget, items: int, size: int) -> None:
+    """The container committed ``items`` rows of ``size`` bytes below its file added."""
+    key = budget.top if budget.depth else None
+    if key is not None:
+        count, total = tally.get(key, (0, 0))
+        tally[key] = (count + items, total + size)
+    else:  # the file added itself: its members are the whole tree
+        tally.clear()

@@ -29,6 +29,7 @@ from knowledge.ingest.material import (
 )
 from knowledge.ingest.models import model_spec
 from knowledge.ingest.narrowing import Culprits, embed_narrowed
+from knowledge.ingest.nesting import Tally
 from knowledge.ingest.parse_worker import ParseWorker
 from knowledge.ingest.pipeline import ENCODE_STAGE
 from knowledge.ingest.remote import EmbedderUnavailable
@@ -231,9 +232,10 @@ def _commit_outcomes(
             )
     prepared = [o for o in mine if isinstance(o, Prepared)]
     commit_prepared_many(conn, quire.blobs_dir, base, prepared, time.time())
+    tally: Tally = {}  # sibling containers of one file added share one count of its tree
     for p in prepared:
         if p.members or p.refused:
-            replace_members(conn, quire.queue, quire.blobs_dir, base, p.item.id, p.members, p.refused)
+            replace_members(conn, quire.queue, quire.blobs_dir, base, p.item.id, p.members, p.refused, tally)
     written = [o.item.id for o in mine]
     tree.clear_deaths(conn, written)
     tree.reconcile_above(conn, written)

@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from jobs.queue import JobQueue
-from knowledge.ingest.nesting import tree_budget
+from knowledge.ingest.nesting import Tally, note, tree_budget
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
 from knowledge.library.ids import ItemId
@@ -47,13 +47,17 @@ def replace_members(
     container_id: int,
     members: Sequence[Member],
     refused: Sequence[Refused],
+    tally: Tally | None = None,
 ) -> int:
     """Inside the container's commit transaction: drop its earlier children, create ``members`` with their
-    index jobs and ``refused`` (terminal), and reconcile the container from them; returns the members made."""
-    purge_members(conn, blobs_dir, base.id, container_id)
+    index jobs and ``refused`` (terminal), and reconcile the container from them; returns the members made.
+    ``tally``: the transaction's running totals per file added (``ingest.nesting.tree_budget``)."""
+    tally = {} if tally is None else tally
+    if purge_members(conn, blobs_dir, base.id, container_id):
+        tally.clear()  # rows went: count again
     container = tree.load_item(conn, container_id)
     assert container is not None
-    budget = tree_budget(conn, base.id, container_id, container.size or 0)
+    budget = tree_budget(conn, base.id, container_id, container.size or 0, tally)
     members, refused = admit(budget, members, refused)  # the whole tree's budget, counted under the write lock
     sizes: dict[ItemId, int] = {}
     for member in members:
@@ -62,6 +66,7 @@ def replace_members(
         sizes[tree.create_member(conn, container, member.name, sha, None)] = len(member.data)
     for refusal in refused:
         tree.create_member(conn, container, refusal.name, None, Reason(refusal.code, refusal.reason))
+    note(tally, budget, len(sizes) + len(refused), sum(sizes.values()))
     schedule_leaves_in(queue, conn, base.id, list(sizes), sizes)
     tree.reconcile_container(conn, container_id)
     return len(sizes)

@@ -41,6 +41,7 @@ class TreeBudget:
     descendants: int  # items under the file added, outside the container's own members
     expanded: int  # their bytes
     packed: int  # the file added's own size
+    top: int = 0  # the file added's item id (0 when the container is that file)
 
 
 def admit(
