@@ -1,4 +1,5 @@
-"""A saved e-mail message (``.eml``, RFC 5322) through the standard library's :mod:`email` (``policy.default``).
+"""A saved e-mail message (``.eml``, RFC 5322) through the standard library's :mod:`email` (``policy.default``,
+its headers bounded first: :mod:`knowledge.sources.mail_headers`).
 
 The text is a short header block (``Subject``, ``From``, ``To``, ``Cc``, ``Date`` as the message shows them,
 so a search for a sender or a subject word finds the message) followed by the body. The body is the
@@ -12,13 +13,12 @@ message's children (:func:`with_attachments`), each read like a file.
 
 from __future__ import annotations
 
-from email import policy
 from email.message import EmailMessage, MIMEPart
-from email.parser import BytesParser
 from pathlib import PurePosixPath
 
 from knowledge.sources.census import blank_metadata
 from knowledge.sources.formats import Format
+from knowledge.sources.mail_headers import parse_message
 from knowledge.sources.model import MetadataValue, ParsedDocument, SourceRejected, failing_as
 from knowledge.sources.textutil import Block, clean_value, document, join_blocks
 
@@ -30,8 +30,7 @@ def parse_eml(data: bytes, fmt: Format) -> ParsedDocument:
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise SourceRejected("binary", "file looks like binary data, not an e-mail message")
     with failing_as("e-mail message could not be read (malformed structure)"):
-        message = BytesParser(policy=policy.default).parsebytes(data)
-        assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage
+        message = parse_message(data)  # headers bounded first: the parser is superlinear in them
         fields = _header_fields(message)
         body = _body_text(message)
     return with_attachments(message_document("mail", fields, body, fmt.mime), data, "message.eml")

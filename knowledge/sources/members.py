@@ -314,14 +314,13 @@ def attachments(data: bytes, name: str, *, max_bytes: int) -> Unpacked:
 
 
 def _eml_attachments(data: bytes) -> list[tuple[str | None, bytes]]:
-    from email import policy
     from email.message import EmailMessage
-    from email.parser import BytesParser
+
+    from knowledge.sources.mail_headers import parse_message
 
     pairs: list[tuple[str | None, bytes]] = []
     with failing_as("e-mail message could not be read (malformed structure)"):
-        message = BytesParser(policy=policy.default).parsebytes(data)
-        assert isinstance(message, EmailMessage)
+        message = parse_message(data)  # headers bounded first (mail_headers.py)
         for attached in message.iter_attachments():
             for part in _leaves(attached):
                 content = _part_content(part)
