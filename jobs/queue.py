@@ -77,15 +77,15 @@ class JobQueue:
         self.transport = transport
         self.registry = registry
         self.session = session
-        self._session_registered = False
         # Called in the enqueuing transaction after a job becomes runnable; the composition root uses it to
         # ring the worker's doorbell once that transaction commits (jobs/doorbell.py).
         self.on_enqueue: Callable[[Connection], None] | None = None
 
     def ensure_session(self, conn: Connection) -> None:
-        if not self._session_registered:
-            self.session.register(conn)
-            self._session_registered = True
+        """This process's session row, in the caller's transaction. Looked up every time (one read by key), never
+        remembered: a transaction that registered it may roll back, and a claim naming a session whose row is
+        gone would be refused by the database's key on every try."""
+        self.session.register(conn)
 
     def enqueue(
         self,

@@ -104,3 +104,18 @@ def test_cancel_pending_job(q: Quire) -> None:
     q.make_worker(poll_interval=0.01).run(until_idle=True, timeout=30)
     record = q.queue.get(job.job_id)
     assert record.status == "cancelled" and record.attempt == 0
+
+
+def test_a_session_registered_in_a_rolled_back_transaction_is_registered_again(q: Quire) -> None:
+    """The first enqueue of a process registers its session in the caller's transaction; when that transaction
+    rolls back, the session row goes with it, and the next enqueue and the worker's claims must make it again
+    (remembering "registered" made every claim fail on the key, retried for minutes as if the store were down)."""
+    with q.db.read() as conn:
+        assert conn.execute(text("SELECT count(*) FROM worker_sessions")).scalar_one() == 0
+    with pytest.raises(RuntimeError), q.db.write() as conn:
+        q.queue.enqueue(conn, "test.steps", {"steps": 1})
+        raise RuntimeError("the caller's transaction fails after its enqueue")
+    with q.db.write() as conn:
+        job = q.queue.enqueue(conn, "test.steps", {"steps": 1}).job_id
+    assert q.make_worker(poll_interval=0.01).run(until_idle=True, timeout=60) == 1
+    assert q.queue.get(job).status == "completed"
