@@ -347,16 +347,17 @@ def _check_queue(transport: Any, queue_url: str) -> None:
     from redis.exceptions import AuthenticationError, ConnectionError, RedisError, TimeoutError
 
     from knowledge.errors import Forbidden, StoreError
-    from knowledge.store.postgres import redacted
+    from knowledge.store.postgres import redacted, scrubbed
 
     try:
         transport.huey.storage.conn.ping()
     except AuthenticationError as exc:
         transport.close()
-        raise Forbidden(f"the queue {redacted(queue_url)} refused the connection: {exc}") from None
+        said = scrubbed(str(exc), queue_url)
+        raise Forbidden(f"the queue {redacted(queue_url)} refused the connection: {said}") from None
     except (ConnectionError, TimeoutError) as exc:
-        where = redacted(queue_url)
-        log.warning("cannot reach the queue %s (%s); jobs wait in the store for workers that poll it", where, exc)
+        where, said = redacted(queue_url), scrubbed(str(exc), queue_url)
+        log.warning("cannot reach the queue %s (%s); jobs wait in the store for workers that poll it", where, said)
     except RedisError as exc:
         transport.close()
-        raise StoreError(f"cannot reach the queue {redacted(queue_url)}: {exc}") from None
+        raise StoreError(f"cannot reach the queue {redacted(queue_url)}: {scrubbed(str(exc), queue_url)}") from None

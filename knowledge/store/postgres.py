@@ -20,6 +20,7 @@ a URL is ever shown or logged.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -41,13 +42,16 @@ def is_store_url(value: str) -> bool:
     return urlsplit(value).scheme.lower() in SCHEMES
 
 
-# query parameters that carry a secret in a libpq or Redis URL (``?password=…`` works in both)
-SECRET_PARAMETERS = frozenset({"password", "passwd", "pass", "sslpassword", "sslkey", "secret", "token", "key"})
+# query parameters that carry a secret in a libpq or Redis URL (``?password=…`` works in both), or a path to one
+SECRET_PARAMETERS = frozenset(
+    {"password", "passwd", "pass", "pwd", "sslpassword", "ssl_password", "passfile", "sslkey", "secret", "token", "key"}
+)
 
 
 def redacted(url: str) -> str:
     """The URL without its password, in its user part or its query: the only form a store or queue URL is ever
     printed, logged or stored in. A URL too malformed to take apart keeps only its scheme."""
+    url = _libpq_userinfo_redacted(url)
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -57,6 +61,41 @@ def redacted(url: str) -> str:
     if parts.password is not None:
         netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{port}" if port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, _redacted_query(parts.query), parts.fragment))
+
+
+def _libpq_userinfo_redacted(url: str) -> str:
+    """libpq takes the user part up to the first ``@`` before any ``/``, so a password holding an unescaped ``?``
+    or ``#`` (``alice:12?3#4@db``) is all password to it, where :func:`urlsplit` would cut it and show the rest."""
+    scheme, sep, rest = url.partition("://")
+    at, slash = rest.find("@"), rest.find("/")
+    userinfo = rest[:at] if at != -1 and (slash == -1 or at < slash) else ""
+    if not sep or ":" not in userinfo or not any(c in userinfo for c in "?#"):
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***{rest[at:]}"
+
+
+def secrets_of(url: str) -> set[str]:
+    """Every secret ``url`` carries (its password, the values of its secret parameters), as written and
+    percent-decoded: what must be taken out of any message that might echo them."""
+    found: set[str] = set()
+    rest = url.partition("://")[2]
+    at, slash = rest.find("@"), rest.find("/")
+    if at != -1 and (slash == -1 or at < slash) and ":" in rest[:at]:  # libpq's reading of the user part
+        found.add(rest[:at].split(":", 1)[1])
+    with contextlib.suppress(ValueError):  # and Python's (redis-py reads URLs with urllib)
+        found.add(urlsplit(url).password or "")
+    for pair in urlsplit(url).query.split("&") if "?" in url else ():
+        name, sep, value = pair.partition("=")
+        if sep and value and unquote(name).strip().lower() in SECRET_PARAMETERS:
+            found.add(value)
+    return {form for secret in found for form in (secret, unquote(secret)) if form}
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's or server's message) with every secret of ``url`` replaced by ``***``."""
+    for secret in sorted(secrets_of(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _redacted_query(query: str) -> str:
@@ -94,9 +133,7 @@ def connection_problem(exc: BaseException, url: str) -> KnowledgeError:
     said = str(getattr(exc, "orig", None) or exc).strip()
     said = said.split("FATAL:", 1)[1] if "FATAL:" in said else said.removeprefix("connection failed: ")
     said = " ".join(said.split())
-    password = urlsplit(url).password
-    if password:
-        said = said.replace(password, "***")
+    said = scrubbed(said, url)
     where = redacted(url)
     if any(marker in said for marker in _REFUSALS):
         return Forbidden(f"the team store {where} refused the connection: {said}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.store.postgres import redacted
+from knowledge.store.postgres import connection_problem, redacted
 from tests.conftest import quire_cli
 from tests.support.servers import free_port
 
@@ -25,6 +25,12 @@ SECRET = "hunter2-in-the-url"
         ("rediss://127.0.0.1/0?password=pw", "rediss://127.0.0.1/0?password=***"),
         ("postgresql://db/quire?sslmode=require", "postgresql://db/quire?sslmode=require"),
         ("postgresql://alice:pw@db:notaport/quire", "postgresql://(unreadable URL, not shown)"),
+        ("postgresql://db/quire?passfile=/home/alice/.pgpass", "postgresql://db/quire?passfile=***"),
+        ("rediss://h/0?ssl_password=pw&pwd=pw", "rediss://h/0?ssl_password=***&pwd=***"),
+        # libpq reads the user part up to its "@": an unescaped ? or # is password, not a query or a fragment
+        ("postgresql://alice:1234#5@db/quire", "postgresql://alice:***@db/quire"),
+        ("postgresql://alice:12?34@db/quire", "postgresql://alice:***@db/quire"),
+        ("postgresql://db:5432/quire?user=a@b", "postgresql://db:5432/quire?user=a@b"),
     ],
 )  # fmt: skip
 def test_redacted_hides_every_place_a_password_goes(url: str, shown: str) -> None:
@@ -50,3 +56,11 @@ def test_a_queue_url_with_a_password_parameter_is_never_printed(data_dir: Path) 
     done = quire_cli("--store", store, "--queue", bad_queue, "base", "list", data_dir=data_dir)
     assert done.returncode == 2
     assert SECRET not in done.stdout + done.stderr and "password=***" in done.stdout + done.stderr
+
+
+def test_a_drivers_message_loses_every_secret_of_the_url() -> None:
+    url = "postgresql://alice:p%40ss@db/quire?sslpassword=s%26x&passfile=/home/alice/.pgpass"
+    echoed = RuntimeError("connection failed: bad key passphrase s&x (p@ss, s%26x) reading /home/alice/.pgpass")
+    said = str(connection_problem(echoed, url))
+    assert not any(secret in said for secret in ("p@ss", "p%40ss", "s&x", "s%26x", "/home/alice")), said
+    assert "db/quire" in said and "***" in said
