@@ -42,9 +42,10 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
-from knowledge.errors import Forbidden, MissingComponent, StoreError
+from knowledge.errors import Conflict, Forbidden, MissingComponent, StoreError
 from knowledge.store import apsw_dbapi
 from knowledge.store.native import load_vec_extension
+from knowledge.store.schema_identity import LIVE_FILE_SOURCE_INDEX
 
 log = logging.getLogger(__name__)
 
@@ -297,9 +298,17 @@ def _refused(exc: sa_exc.DatabaseError) -> Forbidden:
     )
 
 
+def _second_live_file(exc: sa_exc.IntegrityError) -> bool:
+    """The database refused a second live file item for one source (``schema_identity``): PostgreSQL names
+    the index, SQLite the columns of its unique key."""
+    said = str(exc.orig) if exc.orig is not None else str(exc)
+    return LIVE_FILE_SOURCE_INDEX in said or "UNIQUE constraint failed: items.base_id, items.source_path" in said
+
+
 @contextlib.contextmanager
 def _mapped_errors() -> Iterator[None]:
-    """Turn lock timeouts, full disks and corruption into an actionable StoreError."""
+    """Turn lock timeouts, full disks and corruption into an actionable StoreError; a refused right into
+    ``Forbidden``, a second live item for one file into ``Conflict``."""
     try:
         yield
     except sa_exc.OperationalError as exc:
@@ -310,6 +319,10 @@ def _mapped_errors() -> Iterator[None]:
             raise StoreError("the disk is full; free some space and try again") from exc
         raise
     except sa_exc.DatabaseError as exc:
+        if isinstance(exc, sa_exc.IntegrityError) and _second_live_file(exc):
+            raise Conflict(
+                "the knowledge base already has a live item for that file (one item per source); nothing was changed"
+            ) from exc
         if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
             raise _refused(exc) from None
         if "malformed" in str(exc) or "not a database" in str(exc):

@@ -22,6 +22,7 @@ from knowledge.store import pg_guards, pg_people, schema, schema_agents, schema_
 from knowledge.store.check_edit import edit_check
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
+from knowledge.store.schema_identity import one_live_file_per_source
 from knowledge.store.schema_version import refuse_newer
 
 log = logging.getLogger(__name__)
@@ -382,6 +383,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0030_server_says_who", _nothing, pg_people.create_people_guards),
     Migration("0031_items_source_path", _items_source_index, _items_source_index),
     Migration("0032_endpoint_turns", _endpoint_turns, _endpoint_turns),
+    Migration("0033_items_live_file_source", one_live_file_per_source, one_live_file_per_source),
 ]
 
 

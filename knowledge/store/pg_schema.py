@@ -35,6 +35,7 @@ from jobs import schema as job_schema
 from knowledge.store import schema, schema_agents, schema_portable, schema_runs, schema_sync
 from knowledge.store.pg_guards import create_guards
 from knowledge.store.pg_people import create_people_guards
+from knowledge.store.schema_identity import LIVE_FILE_SOURCE_DDL
 
 BASELINE_THROUGH = "0023_folder_run_deaths"
 
@@ -72,6 +73,7 @@ INDEXES: tuple[str, ...] = (
     "CREATE INDEX items_base_updated ON items (base_id, updated_at)",
     "CREATE UNIQUE INDEX items_live_root_source ON items (base_id, source_key) "
     "WHERE source_key IS NOT NULL AND parent_id IS NULL AND status != 'deleting'",
+    LIVE_FILE_SOURCE_DDL,  # one live file item per source path (migration 0033 makes it on older stores)
     "CREATE INDEX items_parent ON items (parent_id)",
     "CREATE INDEX items_root ON items (root_id)",
     "CREATE INDEX items_root_relative ON items (root_id, relative_path)",
