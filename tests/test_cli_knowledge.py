@@ -38,7 +38,7 @@ def test_base_lifecycle_and_exit_codes(tmp_path: Path) -> None:
     ok(d, "base", "lock", "Articles")
     deleted = ok(d, "delete", "Articles", str(note))  # delete is allowed at any time (SPEC §3), locked too
     assert deleted["statuses"] == {str(note): "deleting"}
-    ok(d, "base", "unlock", "Articles")
+    assert ok(d, "base", "show", "Articles")["locked"]  # and a locked base is deleted whole: a lock guards content
     ok(d, "base", "delete", str(created["id"]))
     assert ok(d, "base", "list")["bases"] == []
 

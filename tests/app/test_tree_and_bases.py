@@ -60,6 +60,9 @@ def test_bases_sidebar_creates_renames_locks_and_deletes_after_confirmation(
     assert "Delete the knowledge base 'Reading'" in prompter.asked[-1]
     assert window.ctx.base is not None  # declined: nothing happened
 
+    panel.toggle_lock()  # a locked base is deleted too: the lock guards its content, not its removal
+    qtbot.waitUntil(lambda: window.ctx.base is not None and window.ctx.base.locked, timeout=10_000)
+    assert panel.delete_button.isEnabled()
     prompter.confirm_answers = [True]
     panel.delete_base()
     qtbot.waitUntil(lambda: window.ctx.bases == [] and window.ctx.base is None, timeout=10_000)

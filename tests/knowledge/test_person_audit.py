@@ -78,6 +78,16 @@ def test_base_changes_are_audited(quire: Quire) -> None:
     assert entries(quire, audit.BASE_RENAMED)[0].payload["to"] == "papers"
 
 
+def test_a_locked_base_is_deleted_and_audited(quire: Quire) -> None:
+    base = make_base(quire, "kb")
+    bases.set_locked(quire.db, base.id, True)  # a lock guards the base's content, never its removal
+    bases.delete_base(quire.db, quire.queue, base.id, quire.data_dir / "blobs")
+    assert [b.name for b in bases.list_bases(quire.db)] == []
+    assert [(e.action, e.actor, e.payload["name"]) for e in entries(quire, audit.BASE_DELETED)] == [
+        (audit.BASE_DELETED, PERSON, "kb")
+    ]
+
+
 def test_quire_audit_shows_an_add_and_a_delete(tmp_path: Path) -> None:
     data = tmp_path / "data"
     note = tmp_path / "n.bin"
