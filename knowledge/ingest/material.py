@@ -31,7 +31,7 @@ from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
 from knowledge.ingest.locations import Locator
 from knowledge.ingest.models import model_stamp
-from knowledge.ingest.nesting import tree_budget
+from knowledge.ingest.nesting import compressed_limits, tree_budget
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
@@ -41,7 +41,7 @@ from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, p
 from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS, is_container
 from knowledge.sources.model import Member, Refused
-from knowledge.sources.nesting import admit
+from knowledge.sources.nesting import TREE_RATIO_REASON, admit
 from knowledge.store.schema import items
 
 if TYPE_CHECKING:
@@ -247,12 +247,16 @@ def prepare_many(
     with stats.timed("read"):
         outcomes, to_parse = _read_many(quire, base, todo, model_path)
     with stats.timed("parse"):
+        # a compressed member unpacks within its file's tree budget
+        limits = compressed_limits(quire.db, base.id, [(i, len(raw)) for i, raw, _s, _m in to_parse], MAX_SOURCE_BYTES)
         parsed = parser.parse_many(
-            [(item.name, raw, MAX_SOURCE_BYTES, base.ocr_language) for item, raw, _sha, _m in to_parse]
+            [(i.name, raw, limits.get(i.id, MAX_SOURCE_BYTES), base.ocr_language) for i, raw, _s, _m in to_parse]
         )
     with stats.timed("chunk"):
         for (item, raw, raw_sha, mtime), result in zip(to_parse, parsed, strict=True):
-            if isinstance(result, ParseFailed):
+            if isinstance(result, ParseFailed) and result.code == "too_large" and item.id in limits:
+                outcomes[item.id] = Rejected(item, "decompression_bomb", TREE_RATIO_REASON)
+            elif isinstance(result, ParseFailed):
                 outcomes[item.id] = Rejected(item, result.code, result.message)
             else:
                 doc = _within_budget(quire, base, item, result, len(raw))

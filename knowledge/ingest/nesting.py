@@ -10,9 +10,16 @@ sibling containers of one file are expanded by jobs at the same time.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, text
 
+from knowledge.library.tree import Item
+from knowledge.sources import archive
+from knowledge.sources.formats import COMPRESSIONS, suffix_of
 from knowledge.sources.nesting import TreeBudget
+from knowledge.store.database import Database
 
 _UP = text(
     "WITH RECURSIVE up(id, parent_id, source_path, type, size, depth) AS ("
@@ -23,12 +30,15 @@ _UP = text(
 )
 # the file added's members, all levels, the container being expanded counted but not its members (re-derived)
 _BELOW = text(
-    "WITH RECURSIVE down(id, sha) AS ("
-    " SELECT id, blob_sha256 FROM items WHERE base_id = :base AND parent_id = :top"
-    " UNION ALL SELECT i.id, i.blob_sha256 FROM items i JOIN down ON i.parent_id = down.id"
+    "WITH RECURSIVE down(id, sha, text_sha, name) AS ("
+    " SELECT id, blob_sha256, text_sha256, name FROM items WHERE base_id = :base AND parent_id = :top"
+    " UNION ALL SELECT i.id, i.blob_sha256, i.text_sha256, i.name FROM items i JOIN down ON i.parent_id = down.id"
     " WHERE i.base_id = :base AND down.id != :skip)"
-    " SELECT count(*), coalesce(sum(b.size), 0) FROM down LEFT JOIN blobs b ON b.sha256 = down.sha"
-)
+    " SELECT count(*), coalesce(sum(b.size), 0) + coalesce(sum(t.size), 0) FROM down"
+    " LEFT JOIN blobs b ON b.sha256 = down.sha"
+    " LEFT JOIN blobs t ON t.sha256 = down.text_sha AND (lower(down.name) LIKE '%.gz'"
+    " OR lower(down.name) LIKE '%.bz2' OR lower(down.name) LIKE '%.xz')"
+)  # a compressed member's bytes are what it unpacked to as well: its text copy's size
 
 
 Tally = dict[int, tuple[int, int]]  # per file added (its item id): (items, bytes) below it, in one transaction
@@ -67,3 +77,32 @@ def note(tally: Tally, budget: TreeBudget, items: int, size: int) -> None:
         tally[key] = (count + items, total + size)
     else:  # the file added itself: its members are the whole tree
         tally.clear()
+
+
+def compressed_limits(db: Database, base_id: int, todo: Sequence[tuple[Item, int]], default: int) -> dict[int, int]:
+    """The unpacked size each compressed member of ``todo`` (item, its packed size) may reach, where the
+    tree's budget makes it less than ``default``: what is left of the tree's ratio and bytes, shared among
+    the batch's compressed members of one file in proportion to their sizes (they are parsed together,
+    before any of them is counted)."""
+    tally: Tally = {}
+    found: list[tuple[int, int, TreeBudget]] = []
+    candidates = [
+        (item, size) for item, size in todo if item.source_path is None and suffix_of(item.name) in COMPRESSIONS
+    ]
+    if not candidates:
+        return {}
+    with db.read() as conn:
+        for item, size in candidates:
+            budget = tree_budget(conn, base_id, item.id, size, tally)
+            if budget.depth:
+                found.append((item.id, size, budget))
+    packed: Counter[int] = Counter()
+    for _id, size, budget in found:
+        packed[budget.top] += size
+    limits: dict[int, int] = {}
+    for item_id, size, b in found:
+        room = min(max(archive.RATIO_FLOOR, archive.MAX_RATIO * b.packed), archive.MAX_UNPACKED_BYTES) - b.expanded
+        limit = max(room * size // max(packed[b.top], 1), 0)  # shared in proportion to their packed sizes
+        if limit < default:
+            limits[item_id] = limit
+    return limits

@@ -13,7 +13,9 @@ from the stored tree at each expansion (``knowledge.ingest.nesting.tree_budget``
 * **bytes**: the members' bytes over the whole tree at most ``archive.MAX_UNPACKED_BYTES`` (``too_large``);
 * **ratio**: the whole tree's bytes past ``archive.RATIO_FLOOR`` and more than ``archive.MAX_RATIO`` times
   the file's own size is a bomb (``decompression_bomb``) — judged on the sum, so members each exactly at the
-  floor (never judged by themselves: the floor is a strict bound) cannot add up unseen.
+  floor (never judged by themselves: the floor is a strict bound) cannot add up unseen. A compressed member
+  (``x.txt.gz`` in a zip) counts what it unpacked to (its text copy), and is unpacked only within what is
+  left (``knowledge.ingest.nesting.compressed_limits``, shared by size among those parsed together).
 
 A member that breaks a bound stops the expansion there: the members before it are kept, and the rest are
 one refused child saying how many were left out and why (never one row per member left out).
@@ -31,6 +33,10 @@ from knowledge.sources.model import Member, Refused, RejectCode
 MAX_LEVELS = 2
 MAX_DESCENDANTS = 10_000
 _MIB = 1024 * 1024
+TREE_RATIO_REASON = (
+    f"the file added expands more than {archive.MAX_RATIO} times in all, nested containers and compressed "
+    "members counted; looks like a decompression bomb"
+)
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,7 @@ def _stop(count: int, size: int, packed: int) -> tuple[RejectCode, str] | None:
         limit = archive.MAX_UNPACKED_BYTES // _MIB
         return "too_large", f"the file added holds more than {limit} MB in all, nested containers counted"
     if size > archive.RATIO_FLOOR and size > archive.MAX_RATIO * max(packed, 1):
-        return "decompression_bomb", (
-            f"the file added expands more than {archive.MAX_RATIO} times in all, nested containers counted; "
-            "looks like a decompression bomb"
-        )
+        return "decompression_bomb", TREE_RATIO_REASON
     return None
 
 

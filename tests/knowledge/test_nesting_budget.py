@@ -4,6 +4,7 @@ tree, not from the job that happened to unpack the level above."""
 
 from __future__ import annotations
 
+import gzip
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -114,6 +115,16 @@ def test_members_of_exactly_one_mebibyte_are_judged_on_the_whole_tree(quire: Qui
     assert kept <= max(100 * len(top), _MIB) + len(top)  # what was unpacked stays within the whole-tree ratio
 
 
+def test_compressed_members_of_exactly_one_mebibyte_count_on_the_whole_tree(quire: Quire, tmp_path: Path) -> None:
+    make_base(quire)
+    top = zip_of({f"log{i}.txt.gz": gzip.compress(b"\0" * _MIB, 9) for i in range(12)})
+    assert len(top) * 100 < 12 * _MIB  # 12 MiB from a few KB; each member alone exactly at the floor
+    _add(quire, tmp_path / "logs.zip", top)
+
+    codes = {code for _i, _n, _s, code, level in _tree(quire) if level == 1}
+    assert codes == {"decompression_bomb"}, codes
+
+
 def test_ordinary_nested_content_is_read_in_full(quire: Quire, tmp_path: Path) -> None:
     make_base(quire)
     mail = _mail("Minutes", "the gorvelish meeting", {"minutes.txt": b"the plostarine budget passed"})
@@ -121,6 +132,7 @@ def test_ordinary_nested_content_is_read_in_full(quire: Quire, tmp_path: Path) -
         {
             "notes/a.txt": b"the vantrelish tide table",
             "notes/b.txt": b"the quillomet survey",
+            "notes/c.log.gz": gzip.compress(b"the yandorel compressed log line\n" * 2000),  # 66 KB from ~200 B
             "inbox.mbox": _mbox(mail),
             "inner.zip": zip_of({"deep.txt": b"the brimquel deep file"}),
         }
@@ -137,5 +149,6 @@ def test_ordinary_nested_content_is_read_in_full(quire: Quire, tmp_path: Path) -
         ("gorvelish", "message 0001.eml"),
         ("plostarine", "minutes.txt"),
         ("brimquel", "deep.txt"),
+        ("yandorel", "notes/c.log.gz"),
     ):
         assert _found(quire, word)[:1] == [name], word
