@@ -18,8 +18,10 @@ from knowledge.search import search
 from knowledge.sources import nesting
 from tests.knowledge.helpers import drain, make_base
 from tests.sources.builders import zip_of
+from tests.support.engine_fixtures import ENGINES, engine_quire
 
 pytestmark = pytest.mark.model
+quire = pytest.fixture(params=ENGINES)(engine_quire)  # the tree's count runs in SQL on both engines
 _MIB = 1024 * 1024
 
 
