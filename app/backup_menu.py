@@ -125,7 +125,10 @@ class BackupMenu(QObject):
 
     def _restored(self, result: dict[str, Any]) -> None:
         self._done()
+        refused = int(result.get("blobs_refused_count", 0))
+        named = "; ".join(result.get("blobs_refused", [])[:3]) + ("; …" if refused > 3 else "")
         self.ctx.info(
             f"Restored into {result['data_dir']} ({result['blobs']} owned files); open it with "
             f"quire gui --data-dir {result['data_dir']}"
+            + (f". {refused} owned file(s) refused, not copied: {named}" if refused else "")
         )

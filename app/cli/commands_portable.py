@@ -181,8 +181,12 @@ def restore_text(r: dict[str, Any]) -> str:
         lines.append(f"  {r['blobs_missing']} owned file(s) missing from the backup")
     if r["blobs_invalid"]:
         lines.append(f"  refused owned-copy names that are not hashes: {', '.join(r['blobs_invalid'])}")
-    for reason in r["blobs_refused"]:
-        lines.append(f"  refused an owned file: {reason}")
+    refused = r.get("blobs_refused_count", len(r["blobs_refused"]))
+    if refused:
+        lines.append(f"  {refused} owned file(s) refused, not copied:")
+        lines.extend(f"    {reason}" for reason in r["blobs_refused"])
+        if refused > len(r["blobs_refused"]):
+            lines.append(f"    and {refused - len(r['blobs_refused'])} more")
     if r["originals_unverified"]:
         lines.append(
             f"  {r['originals_unverified']} original(s) not verified: reindex reads the owned copies and sync "

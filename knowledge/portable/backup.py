@@ -223,14 +223,15 @@ def restore_backup(backup: Path, data_dir: Path, *, force: bool = False) -> dict
     make_private_dir(data_dir)
     _copy_database(source / DB_FILENAME, data_dir / DB_FILENAME, source.name)
     held = restore_rules.hold_back(data_dir)  # before any blob, worker or window can use the copy
-    restored, refused = _restore_blobs(source, data_dir)
+    restored, refused, refused_count = _restore_blobs(source, data_dir)
     return {
         "restored_from": str(source),
         "data_dir": str(data_dir),
         "blobs": restored,
         "blobs_missing": len(checked.blobs_missing),
         "blobs_invalid": checked.blobs_invalid,
-        "blobs_refused": refused,
+        "blobs_refused": refused,  # the first 20 reasons, each naming the copy by its hash (never a path)
+        "blobs_refused_count": refused_count,
         "moved_aside": moved_aside,
         **held.as_dict(),
     }
@@ -261,14 +262,15 @@ def _copy_database(source_db: Path, target_db: Path, backup_name: str) -> None:
         raise
 
 
-def _restore_blobs(source: Path, data_dir: Path) -> tuple[int, list[str]]:
+def _restore_blobs(source: Path, data_dir: Path) -> tuple[int, list[str], int]:
     """Copy the backup's blob files into the new data directory: only hash-named regular files inside the
-    backup's ``blobs/`` (never through a link); the rest is skipped and named in the report."""
+    backup's ``blobs/`` (never through a link); the rest is skipped and named in the report (the first 20
+    reasons, and how many were refused)."""
     restored = 0
     refused: list[str] = []
     blob_root = source / "blobs"
     if not blob_root.is_dir() or blob_root.is_symlink():
-        return 0, refused
+        return 0, refused, 0
     for sha in _listed_blobs(source / DB_FILENAME):
         if not blobs.is_blob_name(sha):
             continue  # reported by check_backup as blobs_invalid
@@ -280,7 +282,7 @@ def _restore_blobs(source: Path, data_dir: Path) -> tuple[int, list[str]]:
         if data is not None:
             blobs.write_file(data_dir / "blobs", sha, data)
             restored += 1
-    return restored, refused[:20]
+    return restored, refused[:20], len(refused)
 
 
 # -- keeping the last N, and automatic backups (off by default) ---------------------------------

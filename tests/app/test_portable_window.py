@@ -125,6 +125,18 @@ def test_file_menu_backs_up_and_restores(
     finally:
         again.close()
 
+    # an owned copy in the backup turned into a link is refused, and the window says which
+    (copy,) = [p for p in (made / "blobs").rglob("*") if p.is_file()][:1]
+    copy.unlink()
+    copy.symlink_to(tmp_path / "elsewhere")
+    prompter.folders = [made, tmp_path / "restored-again"]
+    menu.restore_action.trigger()
+    qtbot.waitUntil(lambda: "restored-again" in status.currentMessage(), timeout=60_000)
+    assert (
+        f"1 owned file(s) refused, not copied: the owned copy {copy.parent.name}{copy.name[:10]}"
+        in status.currentMessage()
+    )
+
 
 def test_the_window_takes_automatic_backups_when_configured(
     qtbot: QtBot, open_window: WindowFactory, data_dir: Path, tmp_path: Path

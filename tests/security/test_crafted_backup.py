@@ -114,6 +114,12 @@ def test_links_inside_a_backup_are_never_followed(quire: Quire, tmp_path: Path, 
     assert all("link" in reason for reason in report["blobs_refused"])
     assert files_holding(target, SECRET) == []
     outside.assert_untouched()
+    plain = quire_cli("restore", str(backup), data_dir=tmp_path / "plain")  # what a person reads says it too
+    assert plain.returncode == 0, plain.stderr
+    assert "2 owned file(s) refused, not copied:" in plain.stdout
+    for sha in (linked_file, linked_dir):
+        assert f"the owned copy {sha[:12]}… " in plain.stdout and "link" in plain.stdout
+    assert str(outside.root) not in plain.stdout
 
 
 @pytest.mark.parametrize(
