@@ -1,4 +1,4 @@
-"""The cell range an XLSX sheet spans, found from its XML before calamine reads it.
+"""The cell range an XLSX or ODS sheet spans, found from its XML before calamine reads it.
 
 calamine builds each sheet as a dense grid from its first to its last value cell, allocating the whole
 grid at once: a sheet holding ``A1`` and ``XFD1048576`` asks for 17 billion cells (hundreds of GB) and
@@ -9,6 +9,11 @@ whose grid would exceed the cell limit is refused as ``too_large`` before calami
 
 The count is cautious: any ``<c>`` with content counts as a value (an empty one calamine drops), so a
 refused sheet may be a little smaller than counted, never larger.
+
+An ODS sheet is judged from ``content.xml`` the same way (:class:`_OdsWalked`): a row or cell may stand
+for many (``number-rows-repeated``, ``number-columns-repeated``), so 1.5 KB can describe 90 million cells
+that calamine would allocate; a cell with a value type or content is a value, an empty ``<table-cell/>``
+(LibreOffice's padding to the sheet's end) is not.
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ _REF = re.compile(rb"""(?<![\w:.-])r\s*=\s*["']([A-Za-z]*)([0-9]+)["']""")
 _REFERENCED = re.compile(rb"""<c\s[^>]*?(?<=\s)r\s*=\s*["']([A-Z]{1,3})([0-9]{1,7})["'][^>]*?(/?)>""")
 _TAG_ENDS = (b" ", b">", b"/", b"\t", b"\n", b"\r")
 _PREFIXED = re.compile(rb"<[\w.-]+:c[\s/>]")
+# A sheet's start or end, a row's start or end, a cell's start (a cell's end says nothing: not matched).
+_ODS_TAG = re.compile(
+    rb"<(?:(/)(?:[\w.-]+:)?(table|table-row)|(?:[\w.-]+:)?(table|table-row|(?:covered-)?table-cell))(?=[\s/>])([^>]*)>"
+)
+_ROWS_REPEATED = re.compile(rb"number-rows-repeated\s*=\s*[\"']([0-9]+)")
+_COLUMNS_REPEATED = re.compile(rb"number-columns-repeated\s*=\s*[\"']([0-9]+)")
 
 
 class _Corners:
@@ -97,6 +108,46 @@ class _Walked(_Corners):
         return True
 
 
+class _OdsWalked(_Corners):
+    """An ODS ``content.xml``: each sheet's rows and cells, repeats counted; the largest sheet's grid."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+        self.row = self.column = 0
+        self.repeat = 1
+
+    def feed(self, text: bytes) -> bool:
+        for closing, ended, started, attrs in _ODS_TAG.findall(text):
+            name, empty = ended or started, attrs.endswith(b"/")
+            if name == b"table":
+                self.largest, self.row = self.size(), 0
+                self.cells, self.top, self.left, self.bottom, self.right = 0, 1 << 62, 1 << 62, -1, -1
+            elif name == b"table-row":
+                if closing:
+                    self.row += self.repeat
+                elif empty:
+                    self.row += _repeats(_ROWS_REPEATED, attrs)
+                else:
+                    self.repeat, self.column = _repeats(_ROWS_REPEATED, attrs), 0
+            else:
+                width = _repeats(_COLUMNS_REPEATED, attrs) if b"repeated" in attrs else 1
+                if not empty or b"value-type" in attrs:
+                    self.cells += width * self.repeat
+                    self.top, self.bottom = min(self.top, self.row), max(self.bottom, self.row + self.repeat - 1)
+                    self.left, self.right = min(self.left, self.column), max(self.right, self.column + width - 1)
+                self.column += width
+        return True
+
+    def size(self) -> int:
+        return max(self.largest, super().size())
+
+
+def _repeats(pattern: re.Pattern[bytes], attrs: bytes) -> int:
+    found = pattern.search(attrs)
+    return max(1, int(found.group(1))) if found is not None else 1
+
+
 def _column(letters: bytes, current: int) -> int:
     if not letters:
         return current
@@ -110,7 +161,10 @@ def check_sheet_extents(data: bytes, label: str, max_cells: int) -> None:
     """Refuse (``too_large``) a package any of whose parts lays out a sheet grid over ``max_cells``."""
     with failing_as(f"{label} is damaged (unreadable ZIP directory)"), zipfile.ZipFile(io.BytesIO(data)) as zf:
         for member in zf.infolist():
-            if not member.is_dir() and _grid_size(zf, member, max_cells) > max_cells:
+            if label == "ODS":  # calamine reads an ODS workbook's sheets from content.xml alone
+                if member.filename == "content.xml" and (_scan(zf, member, _OdsWalked(), max_cells) or 0) > max_cells:
+                    raise SourceRejected("too_large", f"a sheet spans more than {max_cells:,} cells")
+            elif not member.is_dir() and _grid_size(zf, member, max_cells) > max_cells:
                 raise SourceRejected("too_large", f"a sheet spans more than {max_cells:,} cells (a cell lies far off)")
 
 
@@ -119,7 +173,9 @@ def _grid_size(zf: zipfile.ZipFile, member: zipfile.ZipInfo, max_cells: int) -> 
     return referenced if referenced is not None else _scan(zf, member, _Walked(), max_cells) or 0
 
 
-def _scan(zf: zipfile.ZipFile, member: zipfile.ZipInfo, corners: _Referenced | _Walked, max_cells: int) -> int | None:
+def _scan(
+    zf: zipfile.ZipFile, member: zipfile.ZipInfo, corners: _Referenced | _Walked | _OdsWalked, max_cells: int
+) -> int | None:
     carry = b""
     with zf.open(member) as stream:
         while chunk := stream.read(_CHUNK):

@@ -8,7 +8,7 @@ number as the spreadsheet shows it, so a hit's location is "sheet 2, row 14".
 Cell values are what the file stores (calamine reads cached formula results; formulas themselves are
 not read). Hidden sheets and chart sheets are skipped. A sheet whose used range would exceed
 ``MAX_CELLS`` is refused as ``too_large`` before any row is built: one stray cell at XFD1048576 makes a
-dense range of 17 billion cells. For XLSX that is judged from the sheet XML before calamine reads it
+dense range of 17 billion cells. That is judged from the sheet XML before calamine reads it
 (:mod:`knowledge.sources.sheet_extent`), since calamine allocates the whole range at once and aborts.
 """
 
@@ -33,8 +33,7 @@ MAX_CELLS = 5_000_000
 def parse_spreadsheet(data: bytes, fmt: Format) -> ParsedDocument:
     label = "ODS" if fmt.mime.endswith("spreadsheet") else "XLSX"
     check_package(data, label)
-    if label == "XLSX":
-        check_sheet_extents(data, label, MAX_CELLS)
+    check_sheet_extents(data, label, MAX_CELLS)
     with failing_as(f"{label} is damaged or not a spreadsheet"):
         workbook = CalamineWorkbook.from_filelike(io.BytesIO(data))
         sheets = [

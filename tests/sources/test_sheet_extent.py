@@ -18,10 +18,12 @@ import xlsxwriter
 from knowledge.sources import parse_source, spreadsheet
 
 from .conftest import Writer, rejected, segment_at
-from .office_builders import make_xlsx
+from .office_builders import make_ods, make_xlsx
 
 _PARSE = (
-    "import sys\n"
+    "import resource, sys\n"
+    "if int(sys.argv[2]):\n"
+    "    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))\n"
     "from knowledge.sources import SourceRejected, parse_source\n"
     "try:\n"
     "    parse_source(sys.argv[1])\n"
@@ -41,9 +43,14 @@ def _corners(top: tuple[int, int], bottom: tuple[int, int]) -> bytes:
     return buffer.getvalue()
 
 
-def _parsed_in_child(path: Path) -> str:
+def _parsed_in_child(path: Path, memory_bytes: int = 0) -> str:
+    """The parse's answer in a child interpreter, under an address-space limit as the parse process has."""
     done = subprocess.run(
-        [sys.executable, "-c", _PARSE, str(path)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", _PARSE, str(path), str(memory_bytes)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, f"the parse process died ({done.returncode}): {done.stderr[-300:]}"
     return done.stdout.strip()
@@ -86,3 +93,31 @@ def _replace_part(data: bytes, name: str, content: bytes) -> bytes:
         for info in zin.infolist():
             zout.writestr(info.filename, content if info.filename == name else zin.read(info.filename))
     return out.getvalue()
+
+
+def _ods_with_rows(rows: str) -> bytes:
+    data = make_ods([("Sheet", [["Name", "Role"], ["Grace", "auditor"]])])
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        content = zf.read("content.xml").decode()
+    end = content.rindex("</table:table-row>") + len("</table:table-row>")
+    return _replace_part(data, "content.xml", (content[:end] + rows + content[end:]).encode())
+
+
+def test_an_ods_of_repeated_value_cells_is_too_large_not_a_crash(write: Writer) -> None:
+    # 1.5 KB describing 90 million cells: calamine allocates them all (several GB) and the process aborts
+    cell = '<table:table-cell table:number-columns-repeated="90" office:value-type="float" office:value="1"/>'
+    bomb = write(
+        "bomb.ods", _ods_with_rows(f'<table:table-row table:number-rows-repeated="1000000">{cell}</table:table-row>')
+    )
+    assert _parsed_in_child(bomb, memory_bytes=2 << 30) == "too_large"
+    assert rejected(bomb).code == "too_large"
+
+
+def test_an_ods_padded_to_the_sheet_end_with_empty_cells_is_read(write: Writer) -> None:
+    # what LibreOffice writes after the last row: empty, styled cells repeated to the end of the sheet
+    padding = (
+        '<table:table-row table:number-rows-repeated="1048574">'
+        '<table:table-cell table:style-name="ce1" table:number-columns-repeated="1024"/></table:table-row>'
+    )
+    parsed = parse_source(write("padded.ods", _ods_with_rows(padding)))
+    assert segment_at(parsed, "Grace").line_start == 2
