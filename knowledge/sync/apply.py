@@ -5,6 +5,10 @@ target path still free), so a redo never duplicates. The cursor moves in the las
 Removed rows go ``deleting`` with their ``delete-subtree`` job in the same transaction (they leave search at
 once); added and changed leaves get their ``index-documents`` job in the transaction that creates or resets
 them, so no row is ever active without a durable job. Moves update the row in place and keep its material.
+
+One live item per source: a file another item of the base already stands for (a folder run's, a root of its
+own) gets no second item in the synced folder's tree — that item keeps standing for it, read again where it is
+if it changed; a row moved onto such a file goes (the other item holds the file now).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from sqlalchemy import Connection, and_, select
 from knowledge.library import audit, tree
 from knowledge.library.tree import NewItem, create_item
 from knowledge.lifecycle import INDEX_JOB_LEAVES, Upload, read_files, record_uploads, schedule_delete, schedule_index
+from knowledge.lifecycle.identity import find_live_file, is_stale
+from knowledge.lifecycle.scheduling import schedule_reindex
 from knowledge.store.schema import items
 from knowledge.sync.claim import Claim, Outcome, StoodDown, assert_base_takes_writes, target_of
 from knowledge.sync.roots import APPLY_BATCH, SyncRoot, move_cursor, setting
@@ -128,6 +134,7 @@ class _Batch:
     to_index: list[int] = field(default_factory=list)
     touched: list[int] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    elsewhere: list[int] = field(default_factory=list)  # files another tree's item stands for, changed since read
     uploads: Mapping[str, Upload] = field(default_factory=dict)  # by relative path (a team store)
     relative_of: dict[int, str] = field(default_factory=dict)  # the leaves to index, where they lie
 
@@ -158,9 +165,24 @@ def _apply_batch(
     return applied
 
 
+def _held_elsewhere(conn: Connection, b: _Batch, c: Change) -> tree.Item | None:
+    """The live file item outside this tree that already stands for the change's file, if any (a folder
+    run's item, a root of its own): it keeps standing for it, and is read again there if it changed."""
+    if c.is_dir or c.path is None:
+        return None
+    other = find_live_file(conn, b.root.base_id, str(c.path))
+    if other is None or other.root_id == b.tree_root_id:
+        return None
+    if is_stale(other) and other.id not in b.elsewhere:
+        b.elsewhere.append(other.id)
+    return other
+
+
 def _apply_added(conn: Connection, b: _Batch, c: Change) -> bool:
     if _live_at(conn, b.tree_root_id, c.relative) is not None:
         return False  # applied by an earlier, interrupted reconcile
+    if _held_elsewhere(conn, b, c) is not None:
+        return True  # the file has its item already
     parent = _parent_id(conn, b.root, b.tree_root_id, c.relative)
     if parent is None:
         return False  # its folder is not there (yet): the next scan adds it
@@ -195,6 +217,9 @@ def _apply_moved(conn: Connection, b: _Batch, c: Change) -> bool:
         return False
     if _live_at(conn, b.tree_root_id, c.relative) is not None:
         return False
+    if _held_elsewhere(conn, b, c) is not None:
+        b.removed.append(item.id)  # its bytes now lie where another item stands: that one holds the file
+        return True
     stat = tree.FileStat(c.size, c.mtime)
     tree.move(conn, item.id, parent_id=parent, source_path=str(c.path), relative_path=c.relative, stat=stat)
     b.touched.append(item.id)
@@ -244,6 +269,8 @@ def _schedule_and_reconcile(quire: Quire, conn: Connection, b: _Batch) -> None:
     to_index = [i for i in b.to_index if i not in settled]
     for start in range(0, len(to_index), INDEX_JOB_LEAVES):  # a job pipelines its batches (index_documents)
         schedule_index(quire.queue, conn, base_id, to_index[start : start + INDEX_JOB_LEAVES])
+    if b.elsewhere:  # read again where they are, in this transaction (as a folder's re-walk does)
+        schedule_reindex(quire.queue, conn, base_id, b.elsewhere)
     tree.reconcile_above(conn, [i for i in b.touched if tree.load_item(conn, i) is not None])
     if b.removed:
         gone = (tree.load_item(conn, i) for i in b.removed)
