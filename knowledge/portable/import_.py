@@ -66,6 +66,7 @@ from knowledge.portable.import_stages import (
     apply_runs,
     load_item_ids,
     run_map,
+    second_copies,
 )
 from knowledge.principal import require_person
 from knowledge.runtime import Quire
@@ -253,6 +254,8 @@ def _finish(quire: Quire, export: apsw.Connection, state: ImportState, name: str
         item_count = _count(export, "items")
         if item_count:  # the id-range reservation made by the first transaction
             tree.release_reservation(conn, state.base_id, state.first_item, item_count)
+        second = sorted(state.item(i) or 0 for i in second_copies(export))
+        tree.mark_deleting(conn, second)  # one live item per source: the repair scan's cleanup removes these
         set_name(conn, state.base_id, name)
         index.bump_version(conn, state.base_id)
         index.sync_file_after_commit(conn, state.base_id, check_dead=False)  # its vector file, built now

@@ -149,8 +149,38 @@ def run_map(conn: Connection, export: apsw.Connection, base_id: int) -> dict[int
     return {keys[r.idempotency_key]: int(r.id) for r in found if r.idempotency_key in keys}
 
 
+# The exported file items that would be a second live item for their source once imported (the one item per
+# source rule, ``store.schema_identity``): an export taken while a deleted copy's cleanup ran (a ``deleting`` row
+# becomes a live ``failed`` one here), or of a base that held duplicates before migration 0033. Per source the
+# item that stays is the one migration 0033 keeps (not deleting, completed, last updated, highest id); the others,
+# with their subtrees, come in without a source path and go ``deleting`` when the import finishes (``_finish``),
+# so the normal delete path removes them once the base shows. A ``UNION`` walk: a crafted parent cycle ends.
+_SECOND_COPIES = """
+WITH RECURSIVE ranked AS (
+    SELECT id, row_number() OVER (
+        PARTITION BY source_path
+        ORDER BY CASE WHEN status = 'deleting' THEN 1 ELSE 0 END, CASE WHEN status = 'completed' THEN 0 ELSE 1 END,
+            updated_at DESC, id DESC
+    ) AS place
+    FROM items WHERE type = 'file' AND source_path IS NOT NULL
+),
+doomed (id) AS (
+    SELECT id FROM ranked WHERE place > 1
+    UNION
+    SELECT items.id FROM items JOIN doomed ON items.parent_id = doomed.id
+)
+SELECT id FROM doomed
+"""
+
+
+def second_copies(export: apsw.Connection) -> set[int]:
+    """The exported ids of the items that come in as second copies (above), the same on every resume."""
+    return {int(r[0]) for r in export.execute(_SECOND_COPIES)}
+
+
 def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total: int, report: Progress) -> None:
     active = set(ACTIVE_STATUSES) | {"deleting"}
+    second = second_copies(export)
     done = 0
     with quire.db.read() as conn:
         runs = run_map(conn, export, state.base_id)
@@ -161,6 +191,8 @@ def apply_items(quire: Quire, export: apsw.Connection, state: ImportState, total
         rows = []
         for row in page:
             values = dict(zip(ff.ITEMS.columns, row[1:], strict=True))
+            if values["id"] in second:
+                values["source_path"] = None  # it goes when the import finishes: no second claim on the file
             values.update(
                 id=state.item(values["id"]),
                 base_id=state.base_id,
