@@ -70,15 +70,21 @@ def ndcg_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
     return gain / ideal
 
 
-def per_query(quire: Quire, base: str, chosen: list[Question], limit: int = 30) -> dict[str, dict[str, float]]:
-    """nDCG@10 of every question in every mode: {mode: {question id: score}}."""
+def rankings(quire: Quire, base: str, chosen: list[Question], limit: int = 30) -> dict[str, dict[str, list[str]]]:
+    """Every question's ranked documents in every mode: {mode: {question id: [document id, ...]}}."""
     return {
-        mode: {
-            q.id: ndcg_at_10(ranked_documents(search(quire, base, q.text, mode=mode, limit=limit)), q.relevant)
-            for q in chosen
-        }
+        mode: {q.id: ranked_documents(search(quire, base, q.text, mode=mode, limit=limit)) for q in chosen}
         for mode in MODES
     }
+
+
+def per_query(quire: Quire, base: str, chosen: list[Question], limit: int = 30) -> dict[str, dict[str, float]]:
+    """nDCG@10 of every question in every mode: {mode: {question id: score}}."""
+    return scored(rankings(quire, base, chosen, limit), chosen)
+
+
+def scored(ranked: dict[str, dict[str, list[str]]], chosen: list[Question]) -> dict[str, dict[str, float]]:
+    return {mode: {q.id: ndcg_at_10(ranked[mode][q.id], q.relevant) for q in chosen} for mode in ranked}
 
 
 def means(scores: dict[str, dict[str, float]]) -> dict[str, float]:
