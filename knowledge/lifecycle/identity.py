@@ -5,8 +5,10 @@ The canonical path of a file or folder is its resolved absolute path (``os.path.
 ``items_source_identity``) allows one live root (``parent_id IS NULL``, status not ``deleting``) per
 ``(base_id, source_key)``; notes have no key and keep their own identity. Children are held through their
 folder; :func:`duplicate_sources` is the checked invariant over both (tests walk every add order against
-it). The operation checks first, inside its write transaction, so the index is the backstop a bug or a
-second process would hit, never the path a person's re-add takes:
+it), and a second partial unique index keys every live file item by ``(base_id, source_path)``
+(``store.schema_identity``, migration ``items_live_file_source``). The operation checks first, inside its
+write transaction, so the indexes are the backstop a bug or a second process would hit, never the path a
+person's re-add takes:
 
 * ``created`` — nothing in the base stands for this path yet. A new folder root adopts the roots its walk
   lists when prepare-root expands it (``prepare_root.adopt_roots_below``): never a second copy;

@@ -56,8 +56,10 @@ from knowledge.lifecycle.identity import (
     create_covered_child,
     find_covering_root,
     find_held_item,
+    find_live_file,
     find_live_root,
     has_changed,
+    is_stale,
     lost_its_job,
     subtree_is_terminal,
     walk_would_list,
@@ -229,9 +231,9 @@ def _answered_by_existing(
     existing = find_live_root(conn, base.id, plan.source_key)
     if existing is None:
         covering = find_covering_root(conn, base.id, plan.source_key)
-        if covering is None:
-            return False
-        return _answered_by_covering(quire, conn, base, plan, covering, changes, rescheduled)
+        if covering is not None and _answered_by_covering(quire, conn, base, plan, covering, changes, rescheduled):
+            return True
+        return _answered_by_live_file(quire, conn, base, plan, changes)
     refreshed = False
     if existing.id in changes.created:
         pass  # the same path twice in one call: the first made it, it is scheduled with the rest
@@ -242,6 +244,21 @@ def _answered_by_existing(
         _refresh(quire, conn, base, existing.id, changes)  # completed, failed or skipped: a change is read again
         refreshed = True
     changes.outcomes.append(AddOutcome(plan.shown, ALREADY_PRESENT, existing.id, refreshed))
+    return True
+
+
+def _answered_by_live_file(quire: Quire, conn: Connection, base: Base, plan: _Planned, changes: Changes) -> bool:
+    """A file about to become a root of its own that another live item already stands for (a folder's child
+    below a folder run's container, say): that item keeps standing for it, read again if it changed, and the
+    answer is ``already_covered`` with the tree that holds it. False if no item stands for the file."""
+    assert plan.source_key is not None
+    held = find_live_file(conn, base.id, plan.source_key) if plan.type == "file" else None
+    if held is None:
+        return False
+    refreshed = is_stale(held)
+    if refreshed:
+        _refresh(quire, conn, base, held.id, changes)
+    changes.outcomes.append(AddOutcome(plan.shown, ALREADY_COVERED, ItemId(held.root_id or held.id), refreshed))
     return True
 
 
