@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, inspect, text
+from sqlalchemy import Connection, insert, inspect, text
 
 from knowledge.library import audit, bases, blobs, index
 from knowledge.library import index_postgres as pg
@@ -51,6 +51,9 @@ WORDS = [
 ]
 
 
+FILES_PER_TRANSACTION = 200
+
+
 def synthetic_base(
     quire: Quire,
     name: str = "kb",
@@ -85,70 +88,88 @@ def synthetic_base(
             )
         ).inserted_primary_key[0]
         audit.append(conn, audit.RUN_CREATED, "person:tester", base_id=base.id, run_id=run_id, payload={"n": files})
-    for n in range(files):
-        words = [WORDS[(n + k) % len(WORDS)] for k in range(6)]
-        body = "\n".join(" ".join(rng.permutation(words)) + f" part {n}-{c}" for c in range(chunks_per_file))
-        raw = body.encode()
-        sha = hashlib.sha256(raw).hexdigest()
-        blobs.write_file(quire.blobs_dir, sha, raw)
+    for start in range(0, files, FILES_PER_TRANSACTION):  # each commit syncs the keyword file: not one per file
         with quire.db.write() as conn:
-            blobs.record(conn, quire.blobs_dir, sha, raw, "raw")
-            rel = f"doc{n:03d}.txt"
-            item_id = _insert_item(conn, base.id, folder_id, "file", rel, f"{root_path}/{rel}", rel, now, sha=sha)
-            conn.execute(
-                text("UPDATE items SET root_id = :r, run_id = :run, chunk_count = :c WHERE id = :i"),
-                {"r": folder_id, "run": run_id, "c": chunks_per_file, "i": item_id},
-            )
-            lines = body.split("\n")
-            rows, offset = [], 0
-            for c, line in enumerate(lines):
-                rows.append(
-                    index.ChunkRow(
-                        c,
-                        line,
-                        offset,
-                        offset + len(line),
-                        None,
-                        c + 1,
-                        c + 1,
-                        len(line.split()),
-                        hashlib.sha256(line.encode()).hexdigest(),
-                    )
+            for n in range(start, min(files, start + FILES_PER_TRANSACTION)):
+                _synthetic_file(
+                    quire, conn, rng, base.id, folder_id, run_id, root_path, n, chunks_per_file, dimension, now
                 )
-                offset += len(line) + 1
-            vectors = rng.normal(size=(len(rows), dimension)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            index.write_item_material(conn, base.id, item_id, rows, vectors)
-            source_id = conn.execute(
-                insert(folder_run_sources).values(
-                    run_id=run_id,
-                    ordinal=n,
-                    relative_path=rel,
-                    size=len(raw),
-                    content_sha256=sha,
-                    approved_by="person:tester",
-                )
-            ).inserted_primary_key[0]
-            batch_id = conn.execute(
-                insert(ingest_batches).values(
-                    run_id=run_id, source_id=source_id, item_id=item_id, attempt=1, created_at=now
-                )
-            ).inserted_primary_key[0]
-            conn.execute(
-                insert(folder_run_outcomes).values(
-                    run_id=run_id,
-                    source_id=source_id,
-                    disposition="committed",
-                    item_id=item_id,
-                    batch_id=batch_id,
-                    attempt=1,
-                    settled_at=now,
-                )
-            )
     with quire.db.write() as conn:
         audit.append(conn, audit.RUN_COMPLETED, "system", base_id=base.id, run_id=run_id, payload={"n": files})
         conn.execute(text("UPDATE items SET status = 'completed' WHERE id = :i"), {"i": folder_id})
     return bases.get_base(quire.db, base.id)
+
+
+def _synthetic_file(
+    quire: Quire,
+    conn: Connection,
+    rng: np.random.Generator,
+    base_id: int,
+    folder_id: int,
+    run_id: int,
+    root_path: str,
+    n: int,
+    chunks_per_file: int,
+    dimension: int,
+    now: float,
+) -> None:
+    """File ``n`` of a synthetic base: its owned copy, item, chunks and vectors, and its run's ledger rows."""
+    words = [WORDS[(n + k) % len(WORDS)] for k in range(6)]
+    body = "\n".join(" ".join(rng.permutation(words)) + f" part {n}-{c}" for c in range(chunks_per_file))
+    raw = body.encode()
+    sha = hashlib.sha256(raw).hexdigest()
+    blobs.write_file(quire.blobs_dir, sha, raw)
+    blobs.record(conn, quire.blobs_dir, sha, raw, "raw")
+    rel = f"doc{n:03d}.txt"
+    item_id = _insert_item(conn, base_id, folder_id, "file", rel, f"{root_path}/{rel}", rel, now, sha=sha)
+    conn.execute(
+        text("UPDATE items SET root_id = :r, run_id = :run, chunk_count = :c WHERE id = :i"),
+        {"r": folder_id, "run": run_id, "c": chunks_per_file, "i": item_id},
+    )
+    lines = body.split("\n")
+    rows, offset = [], 0
+    for c, line in enumerate(lines):
+        rows.append(
+            index.ChunkRow(
+                c,
+                line,
+                offset,
+                offset + len(line),
+                None,
+                c + 1,
+                c + 1,
+                len(line.split()),
+                hashlib.sha256(line.encode()).hexdigest(),
+            )
+        )
+        offset += len(line) + 1
+    vectors = rng.normal(size=(len(rows), dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.write_item_material(conn, base_id, item_id, rows, vectors)
+    source_id = conn.execute(
+        insert(folder_run_sources).values(
+            run_id=run_id,
+            ordinal=n,
+            relative_path=rel,
+            size=len(raw),
+            content_sha256=sha,
+            approved_by="person:tester",
+        )
+    ).inserted_primary_key[0]
+    batch_id = conn.execute(
+        insert(ingest_batches).values(run_id=run_id, source_id=source_id, item_id=item_id, attempt=1, created_at=now)
+    ).inserted_primary_key[0]
+    conn.execute(
+        insert(folder_run_outcomes).values(
+            run_id=run_id,
+            source_id=source_id,
+            disposition="committed",
+            item_id=item_id,
+            batch_id=batch_id,
+            attempt=1,
+            settled_at=now,
+        )
+    )
 
 
 def _insert_item(
