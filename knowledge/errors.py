@@ -24,6 +24,11 @@ class Conflict(KnowledgeError):
     code = "conflict"
 
 
+class SecondLiveItem(Conflict):
+    """The database refused a second live item for one source file (its unique key): another writer made one
+    first. A caller that judges again in a new transaction finds that item and answers with it."""
+
+
 class GuardRejected(Conflict):
     """A lifecycle guard refused the operation (e.g. reindex of an active subtree)."""
 

@@ -32,7 +32,7 @@ from sqlalchemy import func
 
 from jobs.errors import Cancelled, ControlFlow, Superseded
 from jobs.runtime import JobContext, sanitize_error
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, SecondLiveItem
 from knowledge.folder_runs.commit import RunTally, Settling, record_outcome, settle_source_in_tx
 from knowledge.folder_runs.deaths import (
     DEATHS_BEFORE_QUARANTINE,
@@ -348,7 +348,7 @@ def _settle_source(
                     ctx.progress(progress.done + 1, progress.total, "ingesting")
                 fence_run(conn, run.id, ctx.attempt)  # immediately before commit, under the write lock
             return disposition
-        except SourceChanged:
+        except (SourceChanged, SecondLiveItem):  # changed, or another writer's item stands for it now: judged again
             _refile(quire, reads)
         except BaseException:
             _refile(quire, reads)

@@ -42,7 +42,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
-from knowledge.errors import Conflict, Forbidden, MissingComponent, StoreError
+from knowledge.errors import Forbidden, MissingComponent, SecondLiveItem, StoreError
 from knowledge.store import apsw_dbapi
 from knowledge.store.native import load_vec_extension
 from knowledge.store.schema_identity import LIVE_FILE_SOURCE_INDEX
@@ -308,7 +308,7 @@ def _second_live_file(exc: sa_exc.IntegrityError) -> bool:
 @contextlib.contextmanager
 def _mapped_errors() -> Iterator[None]:
     """Turn lock timeouts, full disks and corruption into an actionable StoreError; a refused right into
-    ``Forbidden``, a second live item for one file into ``Conflict``."""
+    ``Forbidden``, a second live item for one file into ``SecondLiveItem`` (a ``Conflict``)."""
     try:
         yield
     except sa_exc.OperationalError as exc:
@@ -320,7 +320,7 @@ def _mapped_errors() -> Iterator[None]:
         raise
     except sa_exc.DatabaseError as exc:
         if isinstance(exc, sa_exc.IntegrityError) and _second_live_file(exc):
-            raise Conflict(
+            raise SecondLiveItem(
                 "the knowledge base already has a live item for that file (one item per source); nothing was changed"
             ) from exc
         if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:

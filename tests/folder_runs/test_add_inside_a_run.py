@@ -7,8 +7,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from knowledge import folder_runs
+from knowledge.folder_runs import commit
 from knowledge.lifecycle import ALREADY_COVERED, operations
 from knowledge.lifecycle.identity import duplicate_sources
 from knowledge.runtime import Quire
@@ -45,3 +49,38 @@ def test_adding_a_file_a_folder_holds_below_a_runs_container_reuses_the_folders_
         assert duplicate_sources(conn, base.id) == []
     assert [h.item_name for h in search(quire, "kb", "quinceblossom", mode="keyword", limit=5)] == ["b.txt"]
     assert [h.item_name for h in search(quire, "kb", "bergamot", mode="keyword", limit=5)] == []
+
+
+def test_a_run_that_meets_another_writers_item_for_its_file_settles_it_covered(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's item for the file lands between the run's check and its insert (a team store's writers
+    do not queue on one lock): the database refuses the run's second item, and the run judges the source again
+    in a new transaction, settling it ``already_covered`` with that item instead of failing."""
+    make_base(quire)
+    root = write_tree(tmp_path / "D", TREE)
+    b = root / "sub" / "b.txt"
+    operations.add_items(quire, "kb", [operations.PathInput(b)])
+    drain(quire)
+    before = b.stat()
+    b.write_text("The second note, rewritten, mentions quinceblossom.", encoding="utf-8")  # not covered by content
+    os.utime(b, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000_000))
+    real, missed = commit.find_live_file, []
+
+    def not_yet(conn: Any, base_id: int, key: str) -> Any:
+        if key == str(b) and not missed:
+            missed.append(key)
+            return None  # as if the other writer's item were not committed yet
+        return real(conn, base_id, key)
+
+    monkeypatch.setattr(commit, "find_live_file", not_yet)
+    started = folder_runs.start_run(quire, PERSON, "kb", root / "sub")
+    drain(quire)
+
+    assert missed
+    run = folder_runs.show_run(quire, started.run_id)
+    assert run.summary.run.status == "completed"
+    assert {s.relative_path: s.disposition for s in run.sources} == {"b.txt": "already_covered"}
+    live = rows(quire, "SELECT source_path FROM items WHERE type = 'file' AND status != 'deleting'")
+    assert Counter(r[0] for r in live) == Counter([str(b)])  # one item for b.txt: the one added first
+    assert [h.item_name for h in search(quire, "kb", "quinceblossom", mode="keyword", limit=5)] == ["b.txt"]
