@@ -288,11 +288,16 @@ def test_settings_base_create_would_refuse_are_refused(
 
 def test_crafted_source_path_is_never_read(quire: Quire, target: Quire, tmp_path: Path, outside: Outside) -> None:
     """Imported paths are someone else's word: reindex reads the owned copy and never walks the folder,
-    until a person relocates the base."""
+    until a person relocates the base. Each file names a path outside, the first the secret itself (one path
+    per file: a second file naming the same one is a second copy, which the import lets go)."""
     file = exported(quire, tmp_path)
     craft(
         file,
-        ("UPDATE items SET source_path = ? WHERE type = 'file'", (str(outside.secret),)),
+        (
+            "UPDATE items SET source_path = CASE WHEN id = (SELECT min(id) FROM items WHERE type = 'file') "
+            "THEN ? ELSE ? || '-' || id END WHERE type = 'file'",
+            (str(outside.secret), str(outside.secret)),
+        ),
         ("UPDATE items SET source_path = ? WHERE type = 'directory'", (str(outside.root),)),
     )
     import_base(target, file)
