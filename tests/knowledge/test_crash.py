@@ -98,6 +98,15 @@ def status_counts(quire: Quire) -> dict[str, int]:
     return {r[0]: r[1] for r in rows}
 
 
+def failure_reasons(quire: Quire) -> dict[str, int]:
+    """How many items failed for each stored reason (what an assertion on the counts shows when it fails)."""
+    with quire.db.read() as conn:
+        rows = conn.execute(
+            text("SELECT error_code, error_message, count(*) FROM items WHERE status = 'failed' GROUP BY 1, 2")
+        ).all()
+    return {f"{r[0]}: {r[1]}": r[2] for r in rows}
+
+
 def writing_keywords(data_dir: Path, base_id: int) -> bool:
     """Whether a process holds the base's keyword index lock exclusively: it is writing the index."""
     try:
@@ -194,7 +203,7 @@ def test_sigkill_mid_delete_subtree_finishes_after_restart_and_never_shows_the_s
     added = operations.add_items(quire, "kb", [PathInput(tmp_path / "big"), PathInput(tmp_path / "keep")])
     drain(quire, timeout=600)
     big_root = added.created[0]
-    assert status_counts(quire) == {"completed": 2000 + 5 + 1 + 2}
+    assert status_counts(quire) == {"completed": 2000 + 5 + 1 + 2}, failure_reasons(quire)
     with quire.db.read() as conn:
         shas = blobs.shas_of_items(
             conn, [i.id for i in operations.list_items(quire, "kb", flat=True) if i.root_id == big_root]
