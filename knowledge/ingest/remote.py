@@ -43,14 +43,16 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from knowledge.errors import InvalidInput, KnowledgeError
 from knowledge.ingest import remote_http, remote_turns
-from knowledge.store.endpoint_turns import Allowance
+
+if TYPE_CHECKING:
+    from knowledge.store.endpoint_turns import Allowance
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,8 @@ class RemoteConfig:
     @property
     def allowance(self) -> Allowance:
         """The endpoint's rate, burst and cap; a request holds its turn for its deadline and a margin at most."""
+        from knowledge.store.endpoint_turns import Allowance  # imported here: a search process loads no SQL layer
+
         s = self.settings
         return Allowance(self.url, s.rate_per_second, s.burst, s.max_concurrency, s.timeout + _HOLD_MARGIN)
 

@@ -19,15 +19,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from knowledge.errors import Forbidden
-from knowledge.store import endpoint_turns
-from knowledge.store.database import Database
-from knowledge.store.endpoint_turns import Allowance
+
+if TYPE_CHECKING:  # the store's turns are imported where they are taken: a search process imports no SQL layer
+    from knowledge.store.database import Database
+    from knowledge.store.endpoint_turns import Allowance
 
 log = logging.getLogger(__name__)
 
-TurnTaker = Callable[[Allowance], contextlib.AbstractContextManager[None]]
+TurnTaker = Callable[["Allowance"], contextlib.AbstractContextManager[None]]
 
 
 class TokenBucket:
@@ -75,6 +77,8 @@ def local_turn(allowance: Allowance) -> Iterator[None]:
 
 def shared_turns(db: Database) -> TurnTaker:
     """Turns counted in ``db``, across every process that opens it."""
+    from knowledge.store import endpoint_turns
+
     refused: set[str] = set()  # endpoints whose turns this role may not record
 
     @contextlib.contextmanager
