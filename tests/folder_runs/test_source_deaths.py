@@ -41,6 +41,15 @@ def _stuck(quire: Quire) -> tuple[int | None, int]:
     return (None, 0) if row is None else (row.attempt, int(row.deaths))
 
 
+def _in_flight_under_owner(quire: Quire, deaths: int) -> bool:
+    """The source is in flight under the attempt that owns the run, with ``deaths`` counted. Read together: the
+    next attempt counts the last one's death on entry before it marks the source again, and a look between the
+    two sees the old attempt's mark with the new count."""
+    attempt, counted = _stuck(quire)
+    owner = scalar(quire, "SELECT owner_attempt FROM folder_runs")
+    return attempt is not None and counted == deaths and owner == attempt
+
+
 def _marks(quire: Quire) -> dict[str, tuple[int | None, int]]:
     """Every source's (attempt that has it in flight, deaths), by path."""
     with quire.db.read() as conn:
@@ -71,10 +80,8 @@ def test_a_source_that_kills_the_worker_twice_is_quarantined_and_the_run_complet
 
     for deaths_before in (0, 1):
         worker = python_proc(*cli_argv("worker", data_dir=data_dir)[1:])
-        try:  # in flight under this attempt with the deaths counted so far (the parse hangs: it stays)
-            wait_until(lambda d=deaths_before: _stuck(quire)[0] is not None and _stuck(quire)[1] == d, timeout=420)
-            attempt = _stuck(quire)[0]
-            wait_until(lambda a=attempt: scalar(quire, "SELECT owner_attempt FROM folder_runs") == a, timeout=60)
+        try:  # in flight under the run's owning attempt with the deaths counted so far (the parse hangs: it stays)
+            wait_until(lambda d=deaths_before: _in_flight_under_owner(quire, d), timeout=420)
         finally:
             os.kill(worker.pid, signal.SIGKILL)
             worker.communicate(timeout=30)
