@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from knowledge.store.postgres import PostgresDatabase
 from tests.conftest import REPO
 from tests.support.embedding_server import EmbeddingServer, HashVectors
 from tests.support.files import write_tree
+from tests.support.worker_runs import finish, index_jobs_overlapped
 
 pytestmark = pytest.mark.engines
 
@@ -78,16 +79,6 @@ class Machine:
         )  # fmt: skip
 
 
-def _finish(*workers: subprocess.Popen[str]) -> None:
-    for w in workers:
-        try:
-            _, err = w.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            w.kill()
-            raise
-        assert w.returncode == 0, err
-
-
 def _create_remote_base(machine: Machine, name: str, server: EmbeddingServer, **limits: str) -> None:
     extra = [arg for option, value in limits.items() for arg in (f"--{option}", value)]
     machine.run(
@@ -108,22 +99,24 @@ def _statuses(db: Database, base: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def _re_point(db: Database, base: str, **changes: str) -> None:
-    """What any writer of the team store can do to a base's row: another endpoint, another key variable."""
-    with db.write() as conn:
-        raw = conn.execute(text("SELECT embedder FROM bases WHERE name = :b"), {"b": base}).scalar()
-        embedder = {**json.loads(str(raw)), **changes}
-        conn.execute(text("UPDATE bases SET embedder = :e WHERE name = :b"), {"e": json.dumps(embedder), "b": base})
-
-
-def _one_text_per_request(db: Database, base: str) -> None:
-    """Many requests per index job (the CLI has no option for it; the stored settings do)."""
+def _edit_embedder(db: Database, base: str, edit: Callable[[dict[str, Any]], None]) -> None:
+    """What any writer of the team store can do to a base's row: change its stored embedder."""
     with db.write() as conn:
         embedder = json.loads(
             str(conn.execute(text("SELECT embedder FROM bases WHERE name = :b"), {"b": base}).scalar())
         )
-        embedder["settings"]["batch_size"] = 1
+        edit(embedder)
         conn.execute(text("UPDATE bases SET embedder = :e WHERE name = :b"), {"e": json.dumps(embedder), "b": base})
+
+
+def _re_point(db: Database, base: str, **changes: str) -> None:
+    """Another endpoint, another key variable."""
+    _edit_embedder(db, base, lambda embedder: embedder.update(changes))
+
+
+def _one_text_per_request(db: Database, base: str) -> None:
+    """Many requests per index job (the CLI has no option for it; the stored settings do)."""
+    _edit_embedder(db, base, lambda embedder: embedder["settings"].update(batch_size=1))
 
 
 def test_a_machine_sends_texts_and_its_key_only_where_a_person_on_it_confirmed(
@@ -133,7 +126,7 @@ def test_a_machine_sends_texts_and_its_key_only_where_a_person_on_it_confirmed(
     _create_remote_base(alice, "team", endpoint)  # alice chose it: confirmed on alice's machine
     folder = write_tree(tmp_path / "bob-notes", {f"n{k}.txt": f"bob's note {k} on the pump" for k in range(3)})
     bob.run("add", "team", str(folder))
-    _finish(bob.worker())  # bob's worker: nobody on bob's machine confirmed the endpoint
+    finish(bob.worker())  # bob's worker: nobody on bob's machine confirmed the endpoint
     db = PostgresDatabase(store)
     try:
         failed = _statuses(db, "team")
@@ -142,7 +135,7 @@ def test_a_machine_sends_texts_and_its_key_only_where_a_person_on_it_confirmed(
 
         bob.run("base", "confirm-endpoint", "team")
         bob.run("reindex", "team", "--failed")
-        _finish(bob.worker())
+        finish(bob.worker())
         assert set(_statuses(db, "team").values()) == {"completed"}, _statuses(db, "team")
         assert endpoint.behaviour.requests >= 1 and set(endpoint.behaviour.auth_seen) == {f"Bearer {KEY}"}
 
@@ -175,18 +168,14 @@ def test_two_machines_workers_never_exceed_the_endpoints_cap_between_them(
         notes = {f"n{k}.txt": f"{name} note {k} about valve {k * 3}." for k in range(FILES)}
         machine.run("add", name, str(write_tree(tmp_path / f"{name}-notes", notes)))
     endpoint.behaviour.hold_until_in_flight = 2  # a second request in flight is held, so it would be seen
-    _finish(alice.worker(), bob.worker())
+    finish(alice.worker(), bob.worker())
     quire = open_team_quire(store, data_dir=tmp_path / "data-check")
     try:
         for name in ("left", "right"):
             assert set(_statuses(quire.db, name).values()) == {"completed"}, _statuses(quire.db, name)
-        with quire.db.read() as conn:
-            spans = conn.execute(
-                text("SELECT started_at, finished_at FROM jobs WHERE type = 'knowledge.index-documents'")
-            ).all()
+        overlapped = index_jobs_overlapped(quire.db)
     finally:
         quire.close()
-    overlapped = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
     assert overlapped, "the machines took turns by chance: nothing was shown"
     assert endpoint.behaviour.requests >= 2 * FILES
     assert endpoint.behaviour.max_in_flight == 1

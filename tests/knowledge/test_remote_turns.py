@@ -7,7 +7,6 @@ flight (or briefly): processes that each kept only their own count would show tw
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from knowledge.store.database import Database
 from tests.conftest import python_proc
 from tests.support.embedding_server import EmbeddingServer, HashVectors
 from tests.support.files import write_tree
+from tests.support.worker_runs import finish, index_jobs_overlapped
 
 FILES_PER_BASE = 10
 LATENESS = 0.1  # seconds a request may take from its turn to the endpoint's door
@@ -52,29 +52,12 @@ def _remote_bases(quire: Quire, server: EmbeddingServer, tmp_path: Path, **setti
 
 
 def _two_workers(data_dir: Path) -> None:
-    workers = [
-        python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker", "--until-idle", "--threads", "1")
-        for _ in range(2)
-    ]
-    for w in workers:
-        try:
-            _, err = w.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            w.kill()
-            raise
-        assert w.returncode == 0, err
-
-
-def _both_worked_at_once(quire: Quire) -> bool:
-    """Whether two index jobs ran at overlapping times: with one thread per worker, two processes at once."""
-    with quire.db.read() as conn:
-        spans = conn.execute(
-            text(
-                "SELECT started_at, finished_at FROM jobs "
-                "WHERE type = 'knowledge.index-documents' AND status = 'completed'"
-            )
-        ).all()
-    return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
+    finish(
+        *(
+            python_proc("-m", "app.cli", "--data-dir", str(data_dir), "worker", "--until-idle", "--threads", "1")
+            for _ in range(2)
+        )
+    )
 
 
 def _all_completed(quire: Quire, base_ids: list[int]) -> bool:
@@ -94,7 +77,7 @@ def test_two_workers_never_exceed_the_endpoints_cap_between_them(
     _two_workers(data_dir)
     assert _all_completed(quire, ids)
     assert server.behaviour.requests >= 2 * FILES_PER_BASE
-    assert _both_worked_at_once(quire), "the workers took turns by chance: nothing was shown"
+    assert index_jobs_overlapped(quire.db), "the workers took turns by chance: nothing was shown"
     assert server.behaviour.max_in_flight == 1
 
 
@@ -107,7 +90,7 @@ def test_two_workers_keep_to_the_endpoints_rate_between_them(
     assert _all_completed(quire, ids)
     arrivals = sorted(server.behaviour.arrivals)
     assert len(arrivals) >= 2 * FILES_PER_BASE
-    assert _both_worked_at_once(quire), "the workers took turns by chance: nothing was shown"
+    assert index_jobs_overlapped(quire.db), "the workers took turns by chance: nothing was shown"
     # any m requests in a row span at least (m - burst) / rate: turns are paced as they are taken, and a request
     # reaches the endpoint a few milliseconds later (LATENESS absorbs that spread). A lower bound only, so a
     # loaded machine cannot fail it; two processes pacing apart would go at twice the rate
