@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import os
 import random
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from jobs.sessions import this_host
 from knowledge.store.database import Database
 from knowledge.store.schema import endpoint_pace, endpoint_slots
 
@@ -57,7 +57,7 @@ class Allowance:
 
 def holder_name() -> str:
     """Who takes a turn: this machine and process, and a random part so one process's two threads differ."""
-    return f"{os.environ.get('QUIRE_HOST') or socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+    return f"{this_host()}:{os.getpid()}:{random.getrandbits(32):08x}"
 
 
 def try_turn(db: Database, allowance: Allowance, holder: str, now: float | None = None) -> tuple[int | None, float]:
