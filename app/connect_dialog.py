@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QL
 
 from app import ops
 from app.accessibility import name_controls
-from app.cli.main import QUEUE_SCHEMES
+from app.cli.base import QUEUE_SCHEMES
 from app.ops import Op
 from app.team_store import TeamStore, check_store
 from knowledge.errors import KnowledgeError

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from app.cli.main import QUEUE_ENV, STORE_ENV
+from app.cli.base import QUEUE_ENV, STORE_ENV
 from knowledge.runtime import Quire
 from knowledge.store.postgres import redacted
 

@@ -8,8 +8,8 @@ import argparse
 import json
 from typing import Any
 
+from app.cli.base import Output, UsageError
 from app.cli.commands_core import opened
-from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import lifecycle
 from knowledge.ingest import DEFAULT_MODEL_ID, CallSettings, remote_embedder_config

@@ -1,6 +1,6 @@
-"""``quire config get KEY | set KEY VALUE | list`` and ``quire jobs pause | resume``.
+"""``quire config get KEY | set KEY VALUE | list``.
 
-Both read and write through ``knowledge.preferences`` — the same typed keys, defaults and validation
+It reads and writes through ``knowledge.preferences`` — the same typed keys, defaults and validation
 the Preferences dialog uses — so a value set in one is what the other shows. A bad value exits 2.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from app.cli.base import Output
 from app.cli.commands_core import opened
-from app.cli.main import Output
 from knowledge import preferences
 
 
@@ -59,17 +59,5 @@ def cmd_config_list(args: argparse.Namespace, out: Output) -> int:
         lambda d: "\n".join(
             f"{r['key']:<30} {preferences.PREFERENCES[r['key']].show(r['value'])!r}" for r in d["preferences"]
         ),
-    )
-    return 0
-
-
-def cmd_jobs_pause(args: argparse.Namespace, out: Output) -> int:
-    paused = args.jobs_action == "pause"
-    with opened(args) as quire:
-        preferences.set_paused(quire.db, paused)
-        waiting = quire.queue.live_count()
-    out.emit(
-        {"paused": paused, "live_jobs": waiting},
-        "indexing paused: running jobs finish, no new job starts" if paused else "indexing resumed",
     )
     return 0

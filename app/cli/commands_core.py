@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import Output, TemporaryFailure, UsageError
+from app.cli.base import Output, TemporaryFailure, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.cli.worker_progress import ProgressLine, default_interval
 from jobs.outage import OutageTooLong
+from knowledge import preferences
 from knowledge.compose import open_quire
 from knowledge.principal import Principal
 from knowledge.runtime import Quire
@@ -123,8 +124,6 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_jobs(args: argparse.Namespace, out: Output) -> int:
     if args.jobs_action in ("pause", "resume"):
-        from app.cli.commands_config import cmd_jobs_pause
-
         return cmd_jobs_pause(args, out)
     limit = limit_of(args)
     with opened(args) as quire:
@@ -153,6 +152,18 @@ def job_machine(job: dict[str, Any]) -> str:
     if job["status"] == "pending":
         return f"on {job['host']}: waiting for a worker on {job['host']} "
     return f"on {job['host']} "
+
+
+def cmd_jobs_pause(args: argparse.Namespace, out: Output) -> int:
+    paused = args.jobs_action == "pause"
+    with opened(args) as quire:
+        preferences.set_paused(quire.db, paused)
+        waiting = quire.queue.live_count()
+    out.emit(
+        {"paused": paused, "live_jobs": waiting},
+        "indexing paused: running jobs finish, no new job starts" if paused else "indexing resumed",
+    )
+    return 0
 
 
 def cmd_worker(args: argparse.Namespace, out: Output) -> int:

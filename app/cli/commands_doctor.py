@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.base import Output
 from app.cli.commands_core import open_data_dir, opened
-from app.cli.main import Output
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.cli.base import Output, UsageError
 from app.cli.commands_core import opened, person_of
-from app.cli.main import Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.cli.base import Output, UsageError, local_only
 from app.cli.commands_core import opened, principal_of
-from app.cli.main import Output, UsageError, local_only
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.self_command import quire_command
 from knowledge.agents import access, proposals

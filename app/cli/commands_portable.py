@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.base import Output, UsageError, local_only
 from app.cli.commands_core import opened
-from app.cli.main import Output, UsageError, local_only
 
 
 def _base_actions(sub: Any) -> Any:

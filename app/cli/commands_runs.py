@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.base import EXIT_REFUSED, Output, UsageError
 from app.cli.commands_core import opened, principal_of
-from app.cli.main import EXIT_REFUSED, Output, UsageError
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs
 from knowledge.library import audit

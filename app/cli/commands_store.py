@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import Output, UsageError
+from app.cli.base import Output, UsageError
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

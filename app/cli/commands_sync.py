@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from app.cli.base import EXIT_CONFLICT, Output
 from app.cli.commands_core import opened, person_of
-from app.cli.main import EXIT_CONFLICT, Output
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import sync
 from knowledge.library import bases

@@ -25,10 +25,25 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
+from app.cli.base import (
+    EXIT_CONFLICT,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_OTHER,
+    EXIT_REFUSED,
+    EXIT_SCHEMA,
+    EXIT_TEMPFAIL,
+    EXIT_USAGE,
+    QUEUE_ENV,
+    QUEUE_SCHEMES,
+    STORE_ENV,
+    Output,
+    TemporaryFailure,
+    UsageError,
+)
 from knowledge.errors import (
     Conflict,
     Forbidden,
@@ -41,41 +56,11 @@ from knowledge.errors import (
 )
 from knowledge.paths import resolve_data_dir
 
-EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
-EXIT_SCHEMA = 6  # the store's schema is newer than this Quire's: upgrade Quire
-EXIT_TEMPFAIL = 75  # sysexits.h EX_TEMPFAIL (jobs.outage.EXIT_TEMPFAIL): try again later
-
-
-class TemporaryFailure(Exception):
-    """A server stayed away longer than the command would wait (exit 75: a service manager restarts it)."""
-
-
-class UsageError(Exception):
-    """A bad argument discovered after parsing (exit 2)."""
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"quire: error: {message}\n")
-
-
-@dataclass
-class Output:
-    as_json: bool
-
-    def emit(self, data: Any, text: Callable[[Any], str] | str | None = None) -> None:
-        if self.as_json:
-            print(json.dumps(data, default=str, sort_keys=True))
-        elif callable(text):
-            print(text(data))
-        elif text is not None:
-            print(text)
-        else:
-            print(json.dumps(data, default=str, indent=2, sort_keys=True))
-
-    def line(self, data: Any) -> None:
-        print(json.dumps(data, default=str, sort_keys=True), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,10 +173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(out, exc, EXIT_OTHER)
 
 
-STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"
-QUEUE_SCHEMES = ("redis", "rediss", "unix")
-
-
 def store_location(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """The team store and queue URLs, from the options or the environment (``None``: the data directory)."""
     from urllib.parse import urlsplit
@@ -210,12 +191,6 @@ def store_location(args: argparse.Namespace) -> tuple[str | None, str | None]:
         if urlsplit(queue).scheme.lower() not in QUEUE_SCHEMES:
             raise UsageError(f"--queue takes a Redis URL (redis://…), not {redacted(queue)!r}")
     return store, queue
-
-
-def local_only(args: argparse.Namespace, what: str, instead: str) -> None:
-    """Refuse a command that works on a data directory's SQLite file when a team store was chosen."""
-    if getattr(args, "store", None):
-        raise UsageError(f"{what} works on a data directory, not a team store; {instead}")
 
 
 def _acting(agent: str | None) -> contextlib.AbstractContextManager[object]:

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from app.cli.main import UsageError
+from app.cli.base import UsageError
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from knowledge.runtime import Quire
 from tests.support.servers import PostgresServer, RedisServer, ServerUnavailable, start_postgres, start_redis
 
 _databases = itertools.count(1)
-STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"  # the CLI's own names (app/cli/main.py)
+STORE_ENV, QUEUE_ENV = "QUIRE_STORE", "QUIRE_QUEUE"  # the CLI's own names (app/cli/base.py)
 
 # the engines a parametrized file runs on: SQLite in `make test`, PostgreSQL in `make test-engines`
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.engines)]
