@@ -154,7 +154,6 @@ def repair_deleting_roots(queue: JobQueue, limit: int) -> int:
     after = 0
     while enqueued < limit:
         with queue.db.write() as conn:
-            covered = _roots_with_live_delete(conn)
             parent = items.alias("parent")
             rows = conn.execute(
                 select(items.c.id, items.c.base_id)
@@ -167,6 +166,7 @@ def repair_deleting_roots(queue: JobQueue, limit: int) -> int:
             if not rows:
                 break
             after = rows[-1].id
+            covered = _roots_with_live_delete(conn, [row.id for row in rows])
             for row in rows:
                 if row.id in covered or enqueued >= limit:
                     continue
@@ -175,13 +175,28 @@ def repair_deleting_roots(queue: JobQueue, limit: int) -> int:
     return enqueued
 
 
-def _roots_with_live_delete(conn: Connection) -> set[int]:
-    rows = conn.execute(
-        select(jobs.c.payload).where(and_(jobs.c.type == DELETE_SUBTREE, jobs.c.status.in_(("pending", "running"))))
-    ).all()
+LIVE_DELETE_PAGE = 500
+
+
+def _roots_with_live_delete(conn: Connection, roots: Sequence[int]) -> set[int]:
+    """Which of ``roots`` a live (pending or running) delete job already covers. The live delete jobs are read
+    a page at a time, by id, and only the roots asked about are kept: no read and no answer grows with the
+    number of jobs in flight; the reading stops once every root asked about is covered."""
+    wanted = set(roots)
     covered: set[int] = set()
-    for (payload,) in rows:
-        covered.update(json.loads(payload).get("root_ids", []))
+    after = 0
+    while covered != wanted:
+        page = conn.execute(
+            select(jobs.c.id, jobs.c.payload)
+            .where(and_(jobs.c.type == DELETE_SUBTREE, jobs.c.status.in_(("pending", "running")), jobs.c.id > after))
+            .order_by(jobs.c.id)
+            .limit(LIVE_DELETE_PAGE)
+        ).all()
+        for row in page:
+            covered |= wanted.intersection(json.loads(row.payload).get("root_ids", []))
+        if len(page) < LIVE_DELETE_PAGE:
+            break
+        after = page[-1].id
     return covered
 
 
