@@ -1,11 +1,13 @@
 """What the app does off the main thread at start-up and on every poll (plain functions, run in ``Op``s).
 
 * ``open_and_recover`` opens the data directory (migrating it) or a team store (``app.team_store``), runs
-  startup recovery and reports the items recovery left parked (``indexing_interrupted``) — before the worker
-  process is started; the first base's query process is spawned before recovery, to load while it runs.
+  startup recovery and reports how many items recovery left parked (``indexing_interrupted``), per base —
+  before the worker process is started; the first base's query process is spawned before recovery, to load
+  while it runs. It reads counts, never the parked items themselves (there may be very many).
 * ``poll`` reads, in a few short snapshots, what the window shows live: rows updated since a cursor,
   the child counts of the containers that need them, the base's progress, the job counts, the bases.
-* ``reindex_parked`` reindexes parked items, base by base, and reports what each base answered.
+* ``reindex_parked`` reindexes parked items, base by base, a bounded page at a time, and reports what each
+  base answered.
 
 None of these touch Qt; the window calls them through ``Op`` and applies the result on the main thread.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from knowledge.compose import open_quire
 from knowledge.errors import KnowledgeError
 from knowledge.ingest import out_of_process_queries
 from knowledge.library import Base, bases
-from knowledge.lifecycle import BaseProgress, ChangedItems, Changes, WorkTotals, interrupted_items
+from knowledge.lifecycle import BaseProgress, ChangedItems, Changes, WorkTotals, interrupted_counts, interrupted_items
 from knowledge.runtime import Quire
 from knowledge.search import start_query_encoder
 
@@ -44,16 +46,26 @@ def person() -> str:
         return "person:unknown"
 
 
+@dataclass(frozen=True)
+class Parked:
+    """The items recovery left parked in one base, as the notice needs them: how many (``len``)."""
+
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
 @dataclass
 class StartupResult:
     quire: Quire
     report: RecoveryReport
-    parked: dict[int, list[int]]  # base id -> items parked as interrupted
+    parked: dict[int, Parked]  # base id -> the items parked as interrupted there
     bases: list[Base]
 
     @property
     def parked_count(self) -> int:
-        return sum(len(ids) for ids in self.parked.values())
+        return sum(len(p) for p in self.parked.values())
 
 
 def open_and_recover(data_dir: Path, store: TeamStore | None = None) -> StartupResult:
@@ -82,11 +94,8 @@ def open_and_recover(data_dir: Path, store: TeamStore | None = None) -> StartupR
     return StartupResult(quire, report, parked_items(quire), bases.list_bases(quire.db))
 
 
-def parked_items(quire: Quire) -> dict[int, list[int]]:
-    parked: dict[int, list[int]] = {}
-    for item in interrupted_items(quire):
-        parked.setdefault(item.base_id, []).append(item.id)
-    return parked
+def parked_items(quire: Quire) -> dict[int, Parked]:
+    return {base_id: Parked(count) for base_id, count in interrupted_counts(quire).items()}
 
 
 @dataclass
@@ -95,13 +104,18 @@ class ReindexOutcome:
     refused: dict[int, str] = field(default_factory=dict)  # base id -> the service's message
 
 
-def reindex_parked(quire: Quire, parked: dict[int, list[int]]) -> ReindexOutcome:
+def reindex_parked(quire: Quire, parked: Mapping[int, object]) -> ReindexOutcome:
+    """Reindex what recovery parked in each base of ``parked``, read and reindexed a page at a time."""
     outcome = ReindexOutcome()
-    for base_id, item_ids in parked.items():
-        try:
-            outcome.changes.append(lifecycle.reindex_items(quire, base_id, item_ids))
-        except KnowledgeError as exc:
-            outcome.refused[base_id] = str(exc)
+    for base_id in parked:
+        after = 0
+        while page := interrupted_items(quire, base_id, after_id=after):
+            after = page[-1].id
+            try:
+                outcome.changes.append(lifecycle.reindex_items(quire, base_id, [i.id for i in page]))
+            except KnowledgeError as exc:
+                outcome.refused[base_id] = str(exc)
+                break
     return outcome
 
 

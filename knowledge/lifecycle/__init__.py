@@ -53,6 +53,7 @@ from knowledge.lifecycle.reading import owned_copy_path
 from knowledge.lifecycle.recovery import (
     INTERRUPTED,
     QUARANTINED,
+    interrupted_counts,
     interrupted_items,
     on_abandon_prepare,
     on_abandon_reindex,
@@ -122,6 +123,7 @@ __all__ = [
     "existing_ids",
     "get_item",
     "installed_languages",
+    "interrupted_counts",
     "interrupted_items",
     "is_stale",
     "items_changed_since",

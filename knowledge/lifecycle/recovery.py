@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from jobs.queue import JobQueue, JobRecord
 from jobs.schema import jobs
@@ -265,10 +265,34 @@ def repair_blob_files(quire: Quire) -> Any:
     return scan
 
 
-def interrupted_items(quire: Quire, base_id: int | None = None) -> list[tree.Item]:
-    """Items parked by recovery, for the start-up notice and its reindex action."""
-    query = select(items).where(and_(items.c.status == "failed", items.c.error_code == INTERRUPTED))
+INTERRUPTED_PAGE = 500
+
+
+def _parked_by_recovery() -> Any:
+    return and_(items.c.status == "failed", items.c.error_code == INTERRUPTED)
+
+
+def interrupted_counts(quire: Quire) -> dict[int, int]:
+    """How many items recovery parked, per base (for the start-up notice): one grouped count, a row per base
+    that has any, however many items there are."""
+    query = (
+        select(items.c.base_id, func.count())
+        .where(_parked_by_recovery())
+        .group_by(items.c.base_id)
+        .order_by(items.c.base_id)
+    )
+    with quire.db.read() as conn:
+        return {int(base_id): int(count) for base_id, count in conn.execute(query).all()}
+
+
+def interrupted_items(
+    quire: Quire, base_id: int | None = None, *, after_id: int = 0, limit: int | None = None
+) -> list[tree.Item]:
+    """Items parked by recovery, one page by id (at most ``INTERRUPTED_PAGE``), for the start-up notice's
+    reindex action; ``after_id`` (the last id of the page before) pages on."""
+    page = INTERRUPTED_PAGE if limit is None else max(1, min(limit, INTERRUPTED_PAGE))
+    query = select(items).where(and_(_parked_by_recovery(), items.c.id > after_id))
     if base_id is not None:
         query = query.where(items.c.base_id == base_id)
     with quire.db.read() as conn:
-        return [tree.Item.from_row(r) for r in conn.execute(query.order_by(items.c.id)).all()]
+        return [tree.Item.from_row(r) for r in conn.execute(query.order_by(items.c.id).limit(page)).all()]
