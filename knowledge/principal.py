@@ -6,6 +6,10 @@ Contract
   variable, so it follows the call into every operation without threading a parameter through
   layers). The MCP server runs each tool call inside ``acting_as(agent)``; the CLI does the same for
   ``--as-agent``.
+* An agent's ``credential`` is what it connected with, which the client cannot choose (the MCP server's
+  ``--agent`` name, else the server's default); its :attr:`~Principal.account` is what per-agent limits
+  are kept under, so a client naming itself afresh on every call stays the one agent it is. Without a
+  credential (a name a person gave: ``--as-agent``, in-process callers) the name is the account.
 * :func:`require_person` is the guard every public write operation calls first. It refuses an agent
   named explicitly **or** found in the context, so code running for an agent cannot become a person by
   passing ``Principal.person(...)``. Only proposals (``knowledge.agents.proposals``) are open to agents.
@@ -28,14 +32,15 @@ class Principal:
 
     kind: Literal["person", "agent"]
     name: str
+    credential: str | None = None  # an agent's: what it connected with, not the name it gives itself
 
     @classmethod
     def person(cls, name: str) -> Principal:
         return cls("person", name)
 
     @classmethod
-    def agent(cls, name: str) -> Principal:
-        return cls("agent", name)
+    def agent(cls, name: str, credential: str | None = None) -> Principal:
+        return cls("agent", name, credential)
 
     @property
     def is_agent(self) -> bool:
@@ -44,6 +49,18 @@ class Principal:
     @property
     def label(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    @property
+    def account(self) -> str:
+        """What per-agent limits are kept under: the credential, else the name (``agent:mcp-client``)."""
+        return f"{self.kind}:{self.credential or self.name}"
+
+    @property
+    def described(self) -> str:
+        """The name, and the credential when the name is not it (the client chose the name)."""
+        if self.credential is None or self.credential == self.name:
+            return self.name
+        return f"{self.credential} (calling itself {self.name})"
 
 
 _acting: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("quire_acting_principal", default=None)

@@ -10,6 +10,8 @@ Contract
 * ``propose_note`` does the same for a text note (the base must be ``ok`` and not locked).
 * Pending proposals are capped (``MAX_PENDING_PER_AGENT`` per agent, ``MAX_PENDING`` in all), checked
   inside the filing transaction: over the cap is a ``TooManyProposals`` conflict until a person decides.
+  "Per agent" is per account (``Principal.account``, kept with each proposal): the agent's credential, not
+  the name a client gives itself, so renaming itself on every call gets a client no fresh cap.
 * ``accept_proposal`` / ``dismiss_proposal`` are a person's: :func:`require_person` refuses an agent.
   Accepting a folder run calls ``folder_runs.start_run`` with the person as approver, the proposal's
   own idempotency key (``proposal-<id>``: pressing Start twice, or again after a crash, replays the
@@ -70,6 +72,7 @@ class Proposal:
     item_id: int | None
     created_at: float
     decided_at: float | None
+    account: str | None = None  # the proposer's account (None: filed before accounts were kept)
 
     @classmethod
     def from_row(cls, row: Any) -> Proposal:
@@ -173,13 +176,12 @@ def propose_note(
 
 def _check_pending_caps(conn: Connection, principal: Principal) -> None:
     pending = agent_proposals.c.status == "pending"
-    mine = conn.execute(
-        select(func.count()).where(and_(pending, agent_proposals.c.proposed_by == principal.label))
-    ).scalar_one()
+    account = func.coalesce(agent_proposals.c.account, agent_proposals.c.proposed_by)  # older rows: their proposer
+    mine = conn.execute(select(func.count()).where(and_(pending, account == principal.account))).scalar_one()
     if mine >= MAX_PENDING_PER_AGENT:
         raise TooManyProposals(
-            f"{principal.name} already has {MAX_PENDING_PER_AGENT} proposals waiting, the most one agent may have; "
-            "a person has to accept or dismiss some in Quire first"
+            f"{principal.described} already has {MAX_PENDING_PER_AGENT} proposals waiting, the most one agent may "
+            "have; a person has to accept or dismiss some in Quire first"
         )
     if conn.execute(select(func.count()).where(pending)).scalar_one() >= MAX_PENDING:
         raise TooManyProposals(
@@ -207,6 +209,7 @@ def _file(
             base_id=base_id,
             base_name=base_name,
             proposed_by=principal.label,
+            account=principal.account,
             folder=folder,
             note_title=note_title,
             note_text=note_text,

@@ -4,7 +4,9 @@ Contract
 * Every tool call and resource read acts as an **agent principal** (``--agent NAME``, else the name the
   client gives, else ``mcp-client``) inside :func:`acting_as`, so the operations layer refuses any
   write whatever a handler does; there is no way to act as a person through this server. The only
-  things an agent can file are proposals (``knowledge.agents.proposals``), which a person decides.
+  things an agent can file are proposals (``knowledge.agents.proposals``), which a person decides. The
+  agent's credential, which its proposal cap counts under, is ``--agent NAME`` or else ``mcp-client``:
+  what a person configured, never the name a client gives.
 * Answers are bounded (``reads.LIMITS``). Every tool call **and resource read** is rate-limited by two
   token buckets — one per connection (:func:`_connection_key`), one shared by all of them — never by the
   name a client gives (a client choosing a fresh name per call gets no fresh bucket; a flood of new
@@ -172,7 +174,9 @@ class QuireMCP:
     # -- plumbing ----------------------------------------------------------------------------------
 
     def principal(self, ctx: Context[Any, Any] | None) -> Principal:
-        return Principal.agent(self.agent or clean_agent_name(_client_name(ctx)))
+        """Named by ``--agent`` or else by the client; its credential (what its proposal cap is kept
+        under) is what a person configured — ``--agent``, else ``mcp-client`` — never the client's name."""
+        return Principal.agent(self.agent or clean_agent_name(_client_name(ctx)), self.agent or DEFAULT_AGENT)
 
     def _refuse_if_off(self) -> None:
         if self.require_enabled and not access.is_enabled(self.quire):

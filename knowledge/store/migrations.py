@@ -384,6 +384,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0031_items_source_path", _items_source_index, _items_source_index),
     Migration("0032_endpoint_turns", _endpoint_turns, _endpoint_turns),
     Migration("0033_items_live_file_source", one_live_file_per_source, one_live_file_per_source),
+    Migration("0034_agent_proposal_account", schema_agents.add_account, schema_agents.add_account_postgres),
 ]
 
 

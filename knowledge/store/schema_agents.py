@@ -7,7 +7,7 @@ moving only ``pending → accepted | dismissed``, so no code path can re-open or
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -32,6 +32,9 @@ agent_proposals = Table(
     Column("item_id", Integer),  # the note an accepted note became
     Column("created_at", Float, nullable=False),
     Column("decided_at", Float),
+    # migration 0034: the proposer's account (``Principal.account``), which the per-agent cap counts under;
+    # NULL in rows filed before it, whose ``proposed_by`` was their account
+    Column("account", String),
 )
 
 AGENT_PROPOSALS_DDL = (
@@ -60,3 +63,16 @@ AGENT_PROPOSALS_DDL = (
       OR NEW.created_at IS NOT OLD.created_at
     BEGIN SELECT RAISE(ABORT, 'a proposal is decided once and never rewritten'); END""",
 )
+
+# Migration 0034_agent_proposal_account. A team store's baseline (compiled from the mirror above) already has
+# the column, so its step must be safe to run again.
+PROPOSAL_ACCOUNT_DDL = "ALTER TABLE agent_proposals ADD COLUMN account TEXT"
+PROPOSAL_ACCOUNT_PG_DDL = "ALTER TABLE agent_proposals ADD COLUMN IF NOT EXISTS account TEXT"
+
+
+def add_account(conn: Connection) -> None:
+    conn.exec_driver_sql(PROPOSAL_ACCOUNT_DDL)
+
+
+def add_account_postgres(conn: Connection) -> None:
+    conn.exec_driver_sql(PROPOSAL_ACCOUNT_PG_DDL)
