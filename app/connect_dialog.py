@@ -29,9 +29,9 @@ from knowledge.paths import remember_team_store, remembered_team_store
 from knowledge.store.postgres import is_store_url, redacted
 
 if TYPE_CHECKING:
-    from app.window import MainWindow
+    from app.window_face import WindowFace
 
-_open_windows: list[MainWindow] = []  # windows opened here, kept alive until they close
+_open_windows: list[WindowFace] = []  # windows opened here, kept alive until they close
 
 
 def store_from_fields(url: str, password: str, queue: str) -> TeamStore:
@@ -54,9 +54,9 @@ def store_from_fields(url: str, password: str, queue: str) -> TeamStore:
 class ConnectDialog(QDialog):
     """See the module docstring. ``opened`` carries the window reopened on the store (tests wait on it)."""
 
-    opened = Signal(object)  # MainWindow
+    opened = Signal(object)  # the new MainWindow
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowFace) -> None:
         super().__init__(window)
         self.main_window = window
         self.setWindowTitle("Connect to a team store")
@@ -113,19 +113,11 @@ class ConnectDialog(QDialog):
         self.opened.emit(reopen(self.main_window, store))
 
 
-def reopen(window: MainWindow, store: TeamStore | None) -> MainWindow:
+def reopen(window: WindowFace, store: TeamStore | None) -> WindowFace:
     """A new window on ``store`` (``None``: this machine's data directory) in place of ``window``: the new one
     shows first (the application never runs out of windows), the old one stops its worker and closes its
     store, then the new one starts."""
-    from app.window import MainWindow
-
-    new = MainWindow(
-        window.ctx.data_dir,
-        prompter=window.ctx.prompter,
-        start_worker=window.start_worker,
-        poll_ms=window.poll_ms,
-        store=store,
-    )
+    new = window.sibling(store)
     _open_windows.append(new)
     new.destroyed.connect(lambda *_: _open_windows.remove(new) if new in _open_windows else None)
     new.setGeometry(window.geometry())
@@ -138,7 +130,7 @@ def reopen(window: MainWindow, store: TeamStore | None) -> MainWindow:
     return new
 
 
-def open_connect_dialog(window: MainWindow) -> ConnectDialog:
+def open_connect_dialog(window: WindowFace) -> ConnectDialog:
     dialog = ConnectDialog(window)
     dialog.show()
     dialog.raise_()

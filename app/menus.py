@@ -27,7 +27,7 @@ from app.preferences import PreferencesDialog
 from knowledge import preferences
 
 if TYPE_CHECKING:
-    from app.window import MainWindow
+    from app.window_face import WindowFace
 
 
 def shortcut_for(standard: QKeySequence.StandardKey, fallback: str) -> QKeySequence:
@@ -59,27 +59,27 @@ def _package_version(name: str) -> str:
 class Menus:
     """Builds the window's menu bar and owns the actions that are not item actions."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowFace) -> None:
         self.window = window
         w = window
-        self.act_new_base = w._action("New knowledge base…", w.bases_panel.create_base)
-        self.act_sample = w._action("Create sample base", w.first_run.create_sample)
-        self.act_connect = w._action("Connect to a team store…", self.open_connect)
-        self.act_use_local = w._action("Use this machine's data", self.use_local)
+        self.act_new_base = w.action("New knowledge base…", w.bases_panel.create_base)
+        self.act_sample = w.action("Create sample base", w.first_run.create_sample)
+        self.act_connect = w.action("Connect to a team store…", self.open_connect)
+        self.act_use_local = w.action("Use this machine's data", self.use_local)
         self.act_use_local.setVisible(w.store is not None)  # a window on a team store can go back
-        self.act_preferences = w._action("Preferences…", self.open_preferences)
+        self.act_preferences = w.action("Preferences…", self.open_preferences)
         self.act_preferences.setShortcut(shortcut_for(QKeySequence.StandardKey.Preferences, "Ctrl+,"))
         self.act_preferences.setMenuRole(QAction.MenuRole.PreferencesRole)
-        self.act_quit = w._action("Quit", w.close)
+        self.act_quit = w.action("Quit", w.close)
         self.act_quit.setShortcut(shortcut_for(QKeySequence.StandardKey.Quit, "Ctrl+Q"))
         self.act_quit.setMenuRole(QAction.MenuRole.QuitRole)
-        self.act_find = w._action("Find…", self.focus_search)
+        self.act_find = w.action("Find…", self.focus_search)
         self.act_find.setShortcut(shortcut_for(QKeySequence.StandardKey.Find, "Ctrl+F"))
         w.act_reindex.setShortcut(shortcut_for(QKeySequence.StandardKey.Refresh, "F5"))
-        self.act_pause = w._action("Pause indexing", self.toggle_pause)
+        self.act_pause = w.action("Pause indexing", self.toggle_pause)
         self.act_pause.setCheckable(True)
-        self.act_jobs = w._action("Jobs…", lambda: w.status.open_jobs_view())
-        self.act_about = w._action("About Quire", self.show_about)
+        self.act_jobs = w.action("Jobs…", lambda: w.status.open_jobs_view())
+        self.act_about = w.action("About Quire", self.show_about)
         self.act_about.setMenuRole(QAction.MenuRole.AboutRole)
         self.preferences_dialog: PreferencesDialog | None = None
 

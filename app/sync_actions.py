@@ -17,15 +17,15 @@ from knowledge import sync
 from knowledge.library import Base, Item
 
 if TYPE_CHECKING:
-    from app.window import MainWindow
+    from app.window_face import WindowFace
 
 
 class SyncActions(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowFace) -> None:
         super().__init__(window)
         self.window = window
-        self.act_toggle = window._action("Keep in sync", self.toggle_selected)
-        self.act_apply = window._action("Apply sync changes", self.apply_selected)
+        self.act_toggle = window.action("Keep in sync", self.toggle_selected)
+        self.act_apply = window.action("Apply sync changes", self.apply_selected)
         self.states: dict[int, sync.SyncState] = {}
 
     @staticmethod

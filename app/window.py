@@ -25,7 +25,6 @@ from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
-    QMainWindow,
     QSplitter,
     QStackedWidget,
     QTabWidget,
@@ -60,6 +59,7 @@ from app.status_bar import StatusBar
 from app.sync_actions import SyncActions
 from app.team_store import TeamStore
 from app.unindexed_sources import UnindexedSources
+from app.window_face import WindowFace
 from app.worker_process import WorkerProcess
 from knowledge.library import Base, Item
 from knowledge.lifecycle import Changes
@@ -68,7 +68,7 @@ from knowledge.search import Hit, warm_search
 log = logging.getLogger(__name__)
 
 
-class MainWindow(ItemActions, QMainWindow):
+class MainWindow(ItemActions, WindowFace):
     """See the module docstring. ``started`` fires once start-up (open + recovery) has finished."""
 
     started = Signal(object)  # StartupResult
@@ -169,13 +169,13 @@ class MainWindow(ItemActions, QMainWindow):
 
     def _items_page(self) -> QWidget:
         self.toolbar = QToolBar("Items")
-        self.act_add_files = self._action("Add files…", self.add_files, QKeySequence.StandardKey.Open)
-        self.act_add_folder = self._action("Add folder…", self.add_folder)
-        self.act_add_note = self._action("Add note…", self.add_note, QKeySequence.StandardKey.New)
-        self.act_delete = self._action("Delete", self.delete_selected, QKeySequence.StandardKey.Delete)
-        self.act_reindex = self._action("Reindex", self.reindex_selected)
-        self.act_chunks = self._action("View chunks", self.view_chunks)
-        self.act_retry_failed = self._action("Retry failed", self.retry_failed)
+        self.act_add_files = self.action("Add files…", self.add_files, QKeySequence.StandardKey.Open)
+        self.act_add_folder = self.action("Add folder…", self.add_folder)
+        self.act_add_note = self.action("Add note…", self.add_note, QKeySequence.StandardKey.New)
+        self.act_delete = self.action("Delete", self.delete_selected, QKeySequence.StandardKey.Delete)
+        self.act_reindex = self.action("Reindex", self.reindex_selected)
+        self.act_chunks = self.action("View chunks", self.view_chunks)
+        self.act_retry_failed = self.action("Retry failed", self.retry_failed)
         self.sync_actions = SyncActions(self)
         self.act_sync, self.act_sync_apply = self.sync_actions.act_toggle, self.sync_actions.act_apply
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
@@ -208,12 +208,23 @@ class MainWindow(ItemActions, QMainWindow):
         layout.addWidget(self.unindexed)
         return page
 
-    def _action(self, text: str, slot: object, shortcut: QKeySequence.StandardKey | None = None) -> QAction:
+    def action(self, text: str, slot: object, shortcut: QKeySequence.StandardKey | None = None) -> QAction:
         act = QAction(text, self)
         act.triggered.connect(slot)
         if shortcut is not None:
             act.setShortcut(shortcut)
         return act
+
+    def sibling(self, store: TeamStore | None) -> MainWindow:
+        """A new window on ``store`` (``None``: the data directory) as this one was made: its prompter, its worker
+        (or none) and its poll interval (``app.connect_dialog.reopen`` puts it in this one's place)."""
+        return MainWindow(
+            self.ctx.data_dir,
+            prompter=self.ctx.prompter,
+            start_worker=self.start_worker,
+            poll_ms=self.poll_ms,
+            store=store,
+        )
 
     def _connect(self) -> None:
         self.ctx.message.connect(self._show_message)
