@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, and_, select
 
 from jobs.errors import Cancelled, Superseded
 from jobs.queue import DatabaseLike, JobQueue, JobRecord, record_progress
 from jobs.schema import jobs
+from jobs.sessions import Session
 
-if TYPE_CHECKING:
-    from jobs.runtime import Worker
+
+class Runner(Protocol):
+    """What a context uses of the worker that runs its job (``jobs.runtime.Worker``, which builds the context:
+    named here, not imported, so the two modules import each other without a cycle)."""
+
+    queue: JobQueue
+    session: Session
 
 
 class JobContext:
     """What a handler gets: its job, a fenced write transaction, progress, cancellation checks."""
 
-    def __init__(self, worker: Worker, record: JobRecord) -> None:
+    def __init__(self, worker: Runner, record: JobRecord) -> None:
         self.worker = worker
         self.queue: JobQueue = worker.queue
         self.db: DatabaseLike = worker.queue.db

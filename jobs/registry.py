@@ -11,14 +11,16 @@ from sqlalchemy import Connection
 from jobs.errors import UnknownJobType
 
 if TYPE_CHECKING:
-    from jobs.queue import JobQueue, JobRecord
-    from jobs.runtime import JobContext
+    from jobs.record import JobRecord
 
 Recovery = Literal["abandon", "retry"]
-Handler = Callable[["JobContext"], Any]
+# A handler takes the job's ``jobs.context.JobContext``, a repair scan the ``jobs.queue.JobQueue`` and a limit.
+# Named here in words only: the queue reads this registry and the context reads the queue, so an import of
+# either would close an import cycle.
+Handler = Callable[[Any], Any]
 AbandonHook = Callable[[Connection, "JobRecord"], None]
 AbandonBatchHook = Callable[[Connection, "Sequence[JobRecord]"], None]
-RepairScan = Callable[["JobQueue", int], int]
+RepairScan = Callable[[Any, int], int]
 
 
 @dataclass(frozen=True)
