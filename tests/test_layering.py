@@ -6,7 +6,8 @@
 * ``app/`` (the window and the CLI) imports a room of ``knowledge/`` through its face (the room's
   ``__init__``), never a module inside it — except ``store`` and ``sources``, whose modules are the face.
 * Inside a room the modules import each other without a cycle (annotation-only and function-level
-  imports count too: each says the one module needs the other).
+  imports count too: each says the one module needs the other). So do the modules of ``app/`` (the window
+  and ``app/cli`` together) and of ``jobs/``, by the same rules.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -209,6 +212,17 @@ def test_no_import_cycle_inside_a_room() -> None:
     found = {frozenset(group) for group in cycles_in(graph)}
     assert sorted(map(sorted, found - set(KNOWN_ROOM_CYCLES))) == [], "break the cycle (or move what both need)"
     assert sorted(map(sorted, set(KNOWN_ROOM_CYCLES) - found)) == [], "broken: remove it from KNOWN_ROOM_CYCLES"
+
+
+@pytest.mark.parametrize("package", ["app", "jobs"])
+def test_no_import_cycle_inside_app_or_jobs(package: str) -> None:
+    """What the modules of a room of ``knowledge/`` hold to, for the whole of ``app/`` (``app/cli`` included) and
+    ``jobs/``: what two modules both need goes in a leaf they import (``app.cli.base``, ``app.window_face``), not
+    in one of them."""
+    paths = {module_of(p): p for p in (REPO / package).rglob("*.py")}
+    graph = {module: module_imports_of(path, set(paths)) - {module} for module, path in paths.items()}
+    found = sorted(map(sorted, cycles_in(graph)))
+    assert found == [], "break the cycle (or move what both need to a leaf module)"
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
