@@ -54,7 +54,7 @@ from app.prompts import Prompter, QtPrompter
 from app.proposals_panel import ProposalsPanel
 from app.resources import icon
 from app.search_panel import SearchPanel
-from app.startup import PollResult, ReindexOutcome, StartupResult, open_and_recover, reindex_parked
+from app.startup import Parked, PollResult, ReindexOutcome, StartupResult, open_and_recover, reindex_parked
 from app.status_bar import StatusBar
 from app.sync_actions import SyncActions
 from app.team_store import TeamStore
@@ -94,7 +94,7 @@ class MainWindow(ItemActions, WindowFace):
         self.model = ItemTreeModel(self)
         self._viewers: list[ChunkViewer | DocumentViewer] = []
         self._closed = False
-        self._parked: dict[int, list[int]] = {}
+        self._parked: dict[int, Parked] = {}
         self.startup_result: StartupResult | None = None
         self._build(poll_ms)
         self._connect()
@@ -276,7 +276,7 @@ class MainWindow(ItemActions, WindowFace):
         self.statusBar().showMessage("Could not open the data directory.")
         self.ctx.fail(exc)
 
-    def _show_recovery_notice(self, parked: dict[int, list[int]]) -> None:
+    def _show_recovery_notice(self, parked: dict[int, Parked]) -> None:
         self._parked = parked
         count = sum(len(ids) for ids in parked.values())
         names = ", ".join(repr(b.name) for b in self.ctx.bases if b.id in parked)
