@@ -210,8 +210,8 @@ def embed_works(tools: SourceTools, works: Sequence[SourceWork | None]) -> Batch
     """Vectors for every prepared work in ONE encoder call (reused by text hash first). An embedding failure
     is narrowed to its culprit sources (the index job's bisection), which become ``rejected``
     (``embedding_error``, or ``embedding_rejected`` for a text a remote endpoint refused); their neighbours
-    keep their vectors. An unavailable endpoint is raised: the run faults. No database writes: this runs on
-    the encoder's thread."""
+    keep their vectors. An unavailable endpoint is raised: the run faults. This runs on the encoder's thread:
+    its only writes are a big group's vector slices to the cache (``ingest.slices``), never a run's rows."""
     stats = BatchStats()
     prepared = [w.prepared for w in works if w is not None and w.prepared is not None]
     if not prepared:

@@ -27,12 +27,12 @@ import numpy as np
 from sqlalchemy import Connection, and_, select
 
 from knowledge import preferences
-from knowledge.ingest import encode_watch
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
 from knowledge.ingest.locations import Locator
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.nesting import compressed_limits, tree_budget
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
+from knowledge.ingest.slices import encode_missing
 from knowledge.library import blobs, index, tree
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
@@ -395,13 +395,8 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
         for row in p.rows:
             if row.text_sha256 not in known:
                 missing.setdefault(row.text_sha256, row.text)
-    if missing:
-        texts = list(missing.values())
-        # a local model's call is bounded by ending the process (encode_watch); a remote one has its deadlines
-        watch = encode_watch.bounded(len(texts)) if base.embedder is None else contextlib.nullcontext()
-        with stats.timed("encode"), watch:
-            vectors = encoder.encode_documents(texts)
-        known.update(zip(missing.keys(), vectors, strict=True))
+    if missing:  # a big batch in slices, each kept as it is made (ingest.slices)
+        known.update(encode_missing(quire, base, encoder, pending, missing, stats))
     stats.embedded += len(missing)
     stats.reused_vectors += sum(len(p.rows) for p in pending) - len(missing)
     for p in pending:
@@ -420,6 +415,7 @@ def commit_prepared_many(
     materials = [(p.item.id, p.rows, _vectors(p)) for p in prepared]
     index.write_items_material(conn, base.id, materials, new_items=new_items)
     stamp, chunker = model_stamp(base), chunker_version()
+    index.forget_cached(conn, base.id, [row.text_sha256 for p in prepared for row in p.rows], stamp)  # now live
     made = [(p.item.id, _indexed(p, stamp, chunker)) for p in prepared]
     tree.mark_indexed_many(conn, base.id, made, now, new_items=new_items)
 

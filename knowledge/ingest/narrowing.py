@@ -11,6 +11,7 @@ from jobs.backoff import retry_transient
 from jobs.sanitize import sanitize_error, sanitize_reason
 from knowledge.ingest.material import BatchStats, Prepared, Rejected, embed_batch
 from knowledge.ingest.remote import EmbedderUnavailable, EmbeddingRejected
+from knowledge.ingest.slices import INDEX_TIMEOUT, OverBudget
 from knowledge.library.ids import ItemId
 
 if TYPE_CHECKING:
@@ -33,13 +34,20 @@ def embed_narrowed(
 ) -> Culprits:
     """Embed the batch; if that fails, bisect it until the failure is narrowed to its culprits, which are
     answered ``embedding_error`` with the cause, or ``embedding_rejected`` when a remote endpoint refused
-    the text (transient faults get bounded retries first). Only the culprit fails: its batch neighbours
+    the text (transient faults get bounded retries first); a batch past its time budget fails the file it
+    names ``index_timeout`` (``ingest.slices``). Only the culprit fails: its batch neighbours
     are embedded in the halves that succeed. An unavailable endpoint is raised, never bisected."""
     try:
         retry_transient(lambda: embed_batch(quire, base, prepared, encoder, stats), attempts=3)
         return Culprits()
     except EmbedderUnavailable:
         raise  # the endpoint is down, not an item: bisecting would only repeat the bounded retries
+    except OverBudget as over:  # that file fails; its neighbours go on, their done slices taken from the cache
+        culprit = next(p for p in prepared if p.item.id == over.item_id)
+        rest = [p for p in prepared if p is not culprit]
+        log.warning("item %s ran out of its embedding budget", over.item_id)
+        failed = Culprits({over.item_id: Rejected(culprit.item, INDEX_TIMEOUT, over.message)})
+        return failed + embed_narrowed(quire, base, rest, encoder, stats) if rest else failed
     except Exception as exc:
         if len(prepared) == 1:
             log.warning("item %s could not be embedded: %s", prepared[0].item.id, exc)

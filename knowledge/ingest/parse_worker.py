@@ -4,8 +4,9 @@ Each executor thread of a worker has one small, long-lived parse process (``mult
 ``spawn`` context: ``fork`` is unsafe beside torch's threads). A batch of items goes over in **one**
 request; the child answers item by item, so the parent knows which item it is waiting on:
 
-* each answer must come within ``timeout_seconds`` (wall clock), else the child is killed, that item
-  fails ``parse_timeout`` and a fresh child takes the rest of the batch;
+* each answer must come within its budget (wall clock): ``timeout_seconds`` plus ``seconds_per_mib`` for
+  every MiB of the file, so a big file gets time in proportion and a small one that hangs is stopped soon;
+  past it the child is killed, that item fails ``parse_timeout`` and a fresh child takes the rest of the batch;
 * a caller may ask to hear about an answer that is slow (``waiting``: called once with the item's index
   when its answer has not come within :data:`SLOW_ANSWER_SECONDS`), so it can say durably which item it
   is waiting on without a write per item (folder runs mark that source in flight);
@@ -17,7 +18,9 @@ request; the child answers item by item, so the parent knows which item it is wa
 * the child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on its pipe otherwise).
 
 Measured overhead (tests/benchmarks/parse_worker_overhead.py): see docs/ARCHITECTURE.md "Poison isolation".
-Settings: ``QUIRE_PARSE_TIMEOUT`` (seconds, default 120), ``QUIRE_PARSE_MEMORY_MB`` (default 2048).
+Settings: ``QUIRE_PARSE_TIMEOUT`` (seconds, default 120), ``QUIRE_PARSE_SECONDS_PER_MB`` (default 30: every
+parser here reads a MiB in well under a second; a PDF that needs OCR, a few seconds a page), ``QUIRE_PARSE_MEMORY_MB``
+(default 2048).
 """
 
 from __future__ import annotations
@@ -54,16 +57,25 @@ SLOW_ANSWER_SECONDS = 1.0  # a text file parses in about a millisecond; a second
 _SPAWN = multiprocessing.get_context("spawn")
 
 
+MIB = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class ParseLimits:
     timeout_seconds: float = 120.0
-    memory_bytes: int = 2048 * 1024 * 1024
+    memory_bytes: int = 2048 * MIB
+    seconds_per_mib: float = 30.0
 
     @classmethod
     def from_env(cls) -> ParseLimits:
         timeout = float(os.environ.get("QUIRE_PARSE_TIMEOUT", "120"))
+        per_mib = float(os.environ.get("QUIRE_PARSE_SECONDS_PER_MB", "30"))
         memory_mb = int(os.environ.get("QUIRE_PARSE_MEMORY_MB", "2048"))
-        return cls(timeout_seconds=timeout, memory_bytes=memory_mb * 1024 * 1024)
+        return cls(timeout_seconds=timeout, memory_bytes=memory_mb * MIB, seconds_per_mib=per_mib)
+
+    def timeout_for(self, size: int) -> float:
+        """The wall-clock budget of one file's parse: the base limit plus a share per MiB of its bytes."""
+        return self.timeout_seconds + self.seconds_per_mib * size / MIB
 
 
 @dataclass(frozen=True)
@@ -211,10 +223,10 @@ class ParseWorker:
                 pending = pending[1:]
                 continue
             answered = 0
-            for _request in pending:
+            for request in pending:
                 slow = None if waiting is None else functools.partial(waiting, len(results))
                 try:
-                    result = self._answer(conn, slow)
+                    result = self._answer(conn, len(request[1]), slow)
                 except BaseException:  # the rest of the batch's answers would be read by the next request
                     self.close()
                     raise
@@ -226,15 +238,15 @@ class ParseWorker:
             pending = pending[answered:]
         return results
 
-    def _answer(self, conn: Connection, slow: Callable[[], None] | None = None) -> ParseResult:
-        timeout = left = self.limits.timeout_seconds
+    def _answer(self, conn: Connection, size: int, slow: Callable[[], None] | None = None) -> ParseResult:
+        timeout = left = self.limits.timeout_for(size)
         try:
             if slow is not None and left > SLOW_ANSWER_SECONDS and not conn.poll(SLOW_ANSWER_SECONDS):
                 slow()
                 left -= SLOW_ANSWER_SECONDS
             if not conn.poll(left):
                 log.warning("a parse took longer than %.0f s; replacing the parse process", timeout)
-                return ParseFailed(PARSE_TIMEOUT, f"parsing took longer than {timeout:g} s and was stopped")
+                return ParseFailed(PARSE_TIMEOUT, _timeout_reason(timeout, size))
             answer = conn.recv()
             while answer[0] == WARNINGS:  # the item's answer follows at once
                 for line in answer[2]:
@@ -249,6 +261,13 @@ class ParseWorker:
             self.close()
             raise UndeclaredMetadata(answer[1])
         return ParseFailed(answer[1], answer[2])
+
+
+def _timeout_reason(timeout: float, size: int) -> str:
+    budget = f"{timeout:.0f} s" if timeout >= 10 else f"{round(timeout, 1):g} s"
+    if size >= MIB:
+        return f"parsing took longer than {budget} (the budget for a {size / MIB:.1f} MB file) and was stopped"
+    return f"parsing took longer than {budget} and was stopped"
 
 
 class ParseWorkers:

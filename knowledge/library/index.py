@@ -25,6 +25,7 @@ question this module asks of the engine, and the statements that differ are ther
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ from knowledge.store.schema import chunks
 
 # Porter stemming over unicode61: "proteins" finds "protein" (measured on SciFact in tests/benchmarks).
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# Cached vectors nothing uses are kept this long: a file being embedded over a crash or an item being rebuilt
+# still needs them; after that the sweep takes them.
+CACHE_KEEP_SECONDS = 7 * 24 * 3600.0
 
 
 def vec_table(base_id: int) -> str:
@@ -333,24 +337,61 @@ def _cached_vector(value: object) -> np.ndarray:
     return np.frombuffer(bytes(value), dtype=np.float32).copy()  # type: ignore[call-overload]
 
 
-def sweep_vector_cache(conn: Connection, limit: int = 5000) -> int:
-    """Drop cached vectors that no chunk of their base uses any more (bounded per call)."""
+def keep_vectors(conn: Connection, base_id: int, vectors: Sequence[tuple[str, np.ndarray]], model_stamp: str) -> None:
+    """Cache vectors just embedded for a big file's passages (text hash, vector), before its item is written,
+    so a worker that takes the file over after a crash embeds only what is left."""
+    rows = [
+        {"b": base_id, "h": sha, "e": np.asarray(v, dtype=np.float32).tobytes(), "t": time.time(), "m": model_stamp}
+        for sha, v in vectors
+    ]
+    if not rows:
+        return
+    conn.execute(  # today's model's vector replaces another model's for the same text (one row per text)
+        text(
+            "INSERT INTO vector_cache (base_id, text_sha256, embedding, created_at, model_fingerprint) "
+            "VALUES (:b, :h, :e, :t, :m) ON CONFLICT (base_id, text_sha256) DO UPDATE SET "
+            "embedding = excluded.embedding, created_at = excluded.created_at, "
+            "model_fingerprint = excluded.model_fingerprint"
+        ),
+        rows,
+    )
+
+
+def forget_cached(conn: Connection, base_id: int, hashes: Iterable[str], model_stamp: str) -> None:
+    """Drop cached vectors of texts whose chunks are now written by the model ``model_stamp`` names (their
+    vectors live there from now on); another model's stay for the sweep."""
+    wanted = sorted(set(hashes))
+    probe = text("SELECT 1 FROM vector_cache WHERE base_id = :b LIMIT 1")
+    if not wanted or conn.execute(probe, {"b": base_id}).first() is None:  # the usual case: nothing cached
+        return
+    statement = text(
+        "DELETE FROM vector_cache WHERE base_id = :b AND text_sha256 IN :h AND model_fingerprint = :m"
+    ).bindparams(bindparam("h", expanding=True))
+    for start in range(0, len(wanted), 500):
+        conn.execute(statement, {"b": base_id, "h": wanted[start : start + 500], "m": model_stamp})
+
+
+def sweep_vector_cache(conn: Connection, limit: int = 5000, keep_seconds: float = CACHE_KEEP_SECONDS) -> int:
+    """Drop cached vectors that no chunk of their base uses any more (bounded per call), once they are older
+    than ``keep_seconds``: a younger one may belong to a file being embedded or an item being rebuilt."""
+    cutoff = {"n": limit, "c": time.time() - keep_seconds}
     if _on_postgres(conn):
         result = conn.execute(
             text(
                 "DELETE FROM vector_cache WHERE (base_id, text_sha256) IN (SELECT vc.base_id, vc.text_sha256 "
-                "FROM vector_cache vc WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id "
-                "AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
+                "FROM vector_cache vc WHERE vc.created_at < :c AND NOT EXISTS (SELECT 1 FROM chunks c "
+                "WHERE c.base_id = vc.base_id AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
             ),
-            {"n": limit},
+            cutoff,
         )
         return int(result.rowcount or 0)
     result = conn.execute(
         text(
-            "DELETE FROM vector_cache WHERE rowid IN (SELECT vc.rowid FROM vector_cache vc WHERE NOT EXISTS "
-            "(SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id AND c.text_sha256 = vc.text_sha256) LIMIT :n)"
+            "DELETE FROM vector_cache WHERE rowid IN (SELECT vc.rowid FROM vector_cache vc WHERE vc.created_at < :c "
+            "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.base_id = vc.base_id AND c.text_sha256 = vc.text_sha256) "
+            "LIMIT :n)"
         ),
-        {"n": limit},
+        cutoff,
     )
     return int(result.rowcount or 0)
 

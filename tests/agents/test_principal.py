@@ -61,6 +61,7 @@ SYSTEM_WRITES = {
     "reconcile.reconcile",
     "deaths.clear_in_flight",  # a folder-run attempt that stops without dying clears its marks (the worker's)
     "access.record_call",  # the audit of an agent's own call
+    "slices.encode_missing",  # an index job's encode keeps a big file's vectors in the cache (the worker's)
     "proposals.propose_folder_run",  # open to agents by design: a proposal is not a write to knowledge
     "proposals.propose_note",
 }
