@@ -27,7 +27,11 @@ from knowledge.runtime import Quire
 from knowledge.search import search
 from tests.conftest import python_proc, quire_cli, wait_until
 from tests.knowledge.helpers import drain, make_base
+from tests.support.engine_fixtures import ENGINES, engine_quire
 from tests.support.files import write_tree
+
+# the data directory, or a team store for the test parametrized over ENGINES
+quire = pytest.fixture(engine_quire)
 
 WORDS = ["river", "stone", "lantern", "copper", "meadow", "falcon", "harbor", "quartz", "willow", "ember", "saddle"]
 WORDS += ["thistle", "orchard", "pewter", "glacier", "bramble", "cinder", "tundra", "marble", "hollow", "spindle"]
@@ -68,6 +72,7 @@ def texts_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
 def test_a_file_past_its_budget_fails_alone_and_a_retry_embeds_only_what_is_left(
     quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
