@@ -3,6 +3,7 @@ memory per base: the vector index and keyword term statistics. See :mod:`knowled
 
 from knowledge.search.listing import FILTER_MODE
 from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit, answer_mode, check_query, search
+from knowledge.search.related import NotIndexed, Related, related
 from knowledge.search.scope import base_tags
 from knowledge.search.snippets import make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type, tag_name
@@ -15,13 +16,16 @@ __all__ = [
     "MODES",
     "Filters",
     "Hit",
+    "NotIndexed",
     "ParsedQuery",
+    "Related",
     "answer_mode",
     "base_tags",
     "check_query",
     "make_snippet",
     "parse",
     "parse_type",
+    "related",
     "search",
     "start_query_encoder",
     "tag_name",
