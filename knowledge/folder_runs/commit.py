@@ -26,7 +26,8 @@ from knowledge.folder_runs.preview import is_covered
 from knowledge.folder_runs.principal import ingest_agent
 from knowledge.folder_runs.rules import COMMITTED, SourceChanged
 from knowledge.folder_runs.source import SourceTools, SourceWork, file_identity
-from knowledge.ingest.material import Prepared, commit_prepared_many
+from knowledge.ingest.commit_material import commit_prepared_many
+from knowledge.ingest.material import Prepared
 from knowledge.ingest.walk import EXCLUDED, OUTSIDE_ROOT, UNAVAILABLE, judge_path
 from knowledge.library import audit, tree
 from knowledge.library.folders import TreeTop, ensure_folders

@@ -17,7 +17,7 @@ from knowledge.errors import NotFound
 from knowledge.folder_runs.judging import descendant_cap, judge_destination, visible_folder
 from knowledge.folder_runs.rules import FOLDER_NOT_FOUND, LINK_REASONS, FolderTooLarge
 from knowledge.ingest.chunking import chunker_version
-from knowledge.ingest.material import MAX_SOURCE_BYTES
+from knowledge.ingest.item_bytes import MAX_SOURCE_BYTES
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.walk import CapExceeded, Entry, Walk, walk
 from knowledge.library import blobs

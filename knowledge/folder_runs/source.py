@@ -23,14 +23,9 @@ from jobs.errors import ControlFlow
 from jobs.runtime import sanitize_error
 from knowledge.folder_runs.ledger import ManifestSource
 from knowledge.folder_runs.preview import covered_shas
-from knowledge.ingest.material import (
-    MAX_SOURCE_BYTES,
-    BatchStats,
-    Prepared,
-    Rejected,
-    chunk_parsed,
-    write_blob_files,
-)
+from knowledge.ingest.commit_material import write_blob_files
+from knowledge.ingest.item_bytes import MAX_SOURCE_BYTES
+from knowledge.ingest.material import BatchStats, Prepared, Rejected, chunk_parsed
 from knowledge.ingest.narrowing import embed_narrowed
 from knowledge.ingest.parse_worker import ParseFailed, ParseRequest, ParseResult, ParseWorker
 from knowledge.ingest.pipeline import ENCODE_STAGE

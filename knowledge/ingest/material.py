@@ -1,4 +1,5 @@
-"""Preparing an item's search material outside any transaction: read → parse → chunk → embed.
+"""Preparing an item's search material outside any transaction: read → parse → chunk → embed (the bytes come
+from ``ingest.item_bytes``; the commit is ``ingest.commit_material``).
 
 Work that can be skipped is skipped (the cheapest model work is none):
 1. identical content already indexed in the base (same bytes, same parser, chunker and model) →
@@ -15,30 +16,28 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import and_, select
 
-from knowledge import preferences
 from knowledge.ingest.chunking import chunk_text, chunker_version, load_tokenizer
+from knowledge.ingest.item_bytes import MAX_SOURCE_BYTES, owned_copy, read_item_bytes
 from knowledge.ingest.locations import Locator
 from knowledge.ingest.models import model_stamp
 from knowledge.ingest.nesting import compressed_limits, tree_budget
 from knowledge.ingest.parse_worker import ParseFailed, ParseWorker
 from knowledge.ingest.slices import encode_missing
-from knowledge.library import blobs, index, tree
+from knowledge.library import blobs, index
 from knowledge.library.bases import Base
 from knowledge.library.index import ChunkRow
-from knowledge.library.tree import Indexed, Item
+from knowledge.library.tree import Item
 from knowledge.sources import PARSER_VERSIONS, ParsedDocument, SourceRejected, parse_note
-from knowledge.sources.files import read_source
 from knowledge.sources.formats import COMPRESSIONS, is_container
 from knowledge.sources.model import Member, Refused
 from knowledge.sources.nesting import TREE_RATIO_REASON, admit
@@ -47,8 +46,6 @@ from knowledge.store.schema import items
 if TYPE_CHECKING:
     from knowledge.ingest.embedding import Encoder
     from knowledge.runtime import Quire
-
-MAX_SOURCE_BYTES = 50 * 1024 * 1024
 
 
 @dataclass
@@ -105,77 +102,6 @@ class BatchStats:
 
 def sha256_text(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
-
-
-def read_item_bytes(quire: Quire, item: Item) -> tuple[bytes, float | None]:
-    """The original if it is still readable, else the base's own copy (reindex never depends on it).
-
-    A file found in a folder is read only inside that folder: one turned into a link pointing out of it
-    since the walk is ``skipped`` (``symlink_not_followed``), its target never read, and the old copy is
-    not used in its place (the walk would not list it either).
-
-    On a team store the worker may be on any machine, so a file is read from the copy its person's machine
-    uploaded before the job was enqueued (``lifecycle.uploads``), never from its path."""
-    if item.source_path is None:  # a container's member: its owned copy is all there is
-        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
-            return copy, None
-        raise SourceRejected("unreadable", "the base's own copy of this file inside its archive is missing")
-    if quire.db.dialect_name == "postgresql":
-        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
-            return copy, item.mtime
-        raise SourceRejected(
-            "unreadable", "no copy of this file reached the team store; add it again from the machine that has it"
-        )
-    if item.source_unverified:  # imported: its path is someone else's word, so only the owned copy is read
-        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
-            return copy, None
-        raise SourceRejected(
-            "unreadable",
-            "it came in an imported base without its own copy and its original's location is not verified; "
-            "relocate the base (quire base relocate) to read the original",
-        )
-    try:
-        return read_original(quire, item)
-    except SourceRejected as rejected:
-        if rejected.code == "symlink_not_followed":
-            raise
-        if (copy := owned_copy(quire, item.blob_sha256)) is not None:
-            return copy, None
-        raise
-
-
-def read_original(quire: Quire, item: Item) -> tuple[bytes, float | None]:
-    """The file at the item's path, on this machine, under the size limit; raises ``SourceRejected``."""
-    try:
-        # stat before reading: if the file changes after this, its mtime moves on and the next
-        # re-expansion reads it again, never the other way round
-        mtime: float | None = os.stat(item.source_path or "").st_mtime
-    except OSError:
-        mtime = None
-    with quire.db.read() as conn:
-        limit = preferences.max_file_bytes(conn)  # Preferences: at most MAX_SOURCE_BYTES
-    return read_source(Path(item.source_path or ""), max_bytes=limit, root=item_folder(item)), mtime
-
-
-def owned_copy(quire: Quire, sha: str | None) -> bytes | None:
-    """The base's own copy named ``sha`` (this machine's file, or a team store's row), or ``None``; a team
-    store's copy whose bytes are not what its name says fails the item that wanted it, never the job."""
-    try:
-        return None if not sha else blobs.read_owned(quire.db, quire.blobs_dir, sha)
-    except blobs.TamperedBlob as tampered:
-        raise SourceRejected("unreadable", str(tampered)) from None
-
-
-def item_folder(item: Item) -> Path | None:
-    """The folder an item was found in by a walk (its root folder), or None for a file a person named
-    directly. Items below a folder keep ``source_path == folder / relative_path``."""
-    if item.source_path is None or not item.relative_path or item.root_id in (None, item.id):
-        return None
-    source, relative = Path(item.source_path), PurePosixPath(item.relative_path)
-    depth = len(relative.parts)
-    if len(source.parts) <= depth or PurePosixPath(*source.parts[-depth:]) != relative:
-        return source.parent  # not the usual shape: at least never leave the file's own folder
-    return source.parents[depth - 1]
 
 
 def _suffix(name: str) -> str:
@@ -339,17 +265,6 @@ def chunk_parsed(
     )
 
 
-def write_blob_files(blobs_dir: Path, prepared: Sequence[Prepared]) -> None:
-    """Owned copies go to disk before the transaction that records them (a crash leaves only orphans,
-    which the sweep removes)."""
-    for p in prepared:
-        if p.raw is not None and p.raw_sha is not None:
-            blobs.write_file(blobs_dir, p.raw_sha, p.raw)
-        blobs.write_file(blobs_dir, p.text_sha, p.text.encode("utf-8"))
-        for member in p.members:  # a container's files: their owned copies are what its children read
-            blobs.write_file(blobs_dir, blobs.sha256_bytes(member.data), member.data)
-
-
 def _copy_material(
     quire: Quire, base: Base, item: Item, source_id: int, raw: bytes, raw_sha: str, mtime: float | None
 ) -> Prepared | None:
@@ -402,31 +317,3 @@ def embed_batch(quire: Quire, base: Base, prepared: Sequence[Prepared], encoder:
     for p in pending:
         p.fresh_texts = sum(1 for row in p.rows if row.text_sha256 in missing)
         p.vectors = np.stack([known[row.text_sha256] for row in p.rows]).astype(np.float32)
-
-
-def commit_prepared_many(
-    conn: Connection, blobs_dir: Path, base: Base, prepared: Sequence[Prepared], now: float, *, new_items: bool = False
-) -> None:
-    """Write prepared items' material and stamps and mark them completed, in the caller's transaction, with the
-    statements of one item (an index batch's write): the one place material is stamped. ``new_items``: created in
-    this transaction (a folder run's source), so they have no material to clear."""
-    copies = [(p.raw_sha, p.raw, "raw") for p in prepared if p.raw is not None and p.raw_sha is not None]
-    blobs.record_many(conn, blobs_dir, copies + [(p.text_sha, p.text.encode("utf-8"), "text") for p in prepared])
-    materials = [(p.item.id, p.rows, _vectors(p)) for p in prepared]
-    index.write_items_material(conn, base.id, materials, new_items=new_items)
-    stamp, chunker = model_stamp(base), chunker_version()
-    index.forget_cached(conn, base.id, [row.text_sha256 for p in prepared for row in p.rows], stamp)  # now live
-    made = [(p.item.id, _indexed(p, stamp, chunker)) for p in prepared]
-    tree.mark_indexed_many(conn, base.id, made, now, new_items=new_items)
-
-
-def _vectors(p: Prepared) -> np.ndarray:
-    assert p.vectors is not None  # embedded before it is committed
-    return p.vectors
-
-
-def _indexed(p: Prepared, stamp: str, chunker: str) -> Indexed:
-    size = None if p.raw is None else len(p.raw)
-    return Indexed(
-        p.raw_sha, size, p.mtime, p.text_sha, p.parser, p.parser_version, chunker, stamp, len(p.rows), p.metadata
-    )

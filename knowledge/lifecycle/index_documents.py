@@ -19,14 +19,8 @@ from sqlalchemy import Connection, and_, select
 from jobs.backoff import retry_transient
 from jobs.errors import Superseded
 from jobs.runtime import JobContext, sanitize_error
-from knowledge.ingest.material import (
-    BatchStats,
-    Prepared,
-    Rejected,
-    commit_prepared_many,
-    prepare_many,
-    write_blob_files,
-)
+from knowledge.ingest.commit_material import commit_prepared_many, write_blob_files
+from knowledge.ingest.material import BatchStats, Prepared, Rejected, prepare_many
 from knowledge.ingest.models import model_spec
 from knowledge.ingest.narrowing import Culprits, embed_narrowed
 from knowledge.ingest.nesting import Tally

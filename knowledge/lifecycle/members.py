@@ -8,9 +8,9 @@ that nothing will advance.
   owned copies, rows), then creates the new ones, so a changed archive (sync), a reindex or a retry
   re-derives them and an old member never outlives its archive's current bytes.
 * **No path of their own** (``tree.create_member``): a member's bytes are the owned copy written before the
-  transaction (``material.write_blob_files``) and recorded here; it has no ``source_path`` and no
+  transaction (``commit_material.write_blob_files``) and recorded here; it has no ``source_path`` and no
   ``relative_path``, so a folder's re-expansion and sync's scan never take it for a file on disk. Reading it
-  reads the copy (``material.read_item_bytes``).
+  reads the copy (``item_bytes.read_item_bytes``).
 * **Refused members** (links, devices, bombs, encrypted, over a limit) are children born ``skipped`` or
   ``failed`` with their reason, so the archive says what it did not read.
 * **One budget per file added** (``knowledge.sources.nesting``): levels, descendants, bytes and ratio over

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from knowledge import preferences
-from knowledge.ingest.material import read_original
+from knowledge.ingest.item_bytes import read_original
 from knowledge.library import blobs, tree
 from knowledge.library.ids import ItemId
 from knowledge.library.tree import FileStat, Reason
@@ -87,7 +87,7 @@ def read_files(quire: Quire, folder: Path, files: Mapping[str, Path]) -> dict[st
 
 def _stat_and_read(path: Path, folder: Path, limit: int) -> tuple[bytes, float | None]:
     try:
-        mtime: float | None = os.stat(path).st_mtime  # before the read, as material.read_original does
+        mtime: float | None = os.stat(path).st_mtime  # before the read, as item_bytes.read_original does
     except OSError:
         mtime = None
     return read_source(path, max_bytes=limit, root=folder), mtime

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from knowledge.compose import open_team_quire
-from knowledge.ingest import material
+from knowledge.ingest import item_bytes
 from knowledge.library import tree
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.operations import INDEX_DOCUMENTS, PREPARE_ROOT, PathInput
@@ -127,7 +127,7 @@ def test_a_job_pinned_to_one_machine_is_never_claimed_by_another(
         assert len(leaves) == 3 and all(i.blob_sha256 for i in leaves)
 
         victim = next(i for i in leaves if i.name == "anvil.md")
-        data, _mtime = material.read_item_bytes(server, victim)  # the copy, fetched from the store
+        data, _mtime = item_bytes.read_item_bytes(server, victim)  # the copy, fetched from the store
         assert data == TEXTS["notes/anvil.md"].encode()
         other = next(i for i in leaves if i.name == "saffron.md")
         with server.db.write() as conn:  # another team member's write: bytes that are not what their name says
@@ -135,7 +135,7 @@ def test_a_job_pinned_to_one_machine_is_never_claimed_by_another(
                 text("UPDATE blob_contents SET data = :d WHERE sha256 = :s"), {"d": b"forged", "s": other.blob_sha256}
             )
         with pytest.raises(SourceRejected, match="does not match its name"):
-            material.read_item_bytes(server, other)
+            item_bytes.read_item_bytes(server, other)
         assert not (tmp_path / "server" / "blobs" / other.blob_sha256[:2] / other.blob_sha256[2:]).exists()
     finally:
         server.close()

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from knowledge.compose import open_quire
-from knowledge.ingest.material import read_item_bytes
+from knowledge.ingest.item_bytes import read_item_bytes
 from knowledge.ingest.remote import RemoteConfig
 from knowledge.library import bases
 from knowledge.library.chunk_ids import NEXT_CHUNK_ID
