@@ -4,7 +4,9 @@
 attempt (``jobs/runtime.py``) and :func:`retry_transient`'s waits both draw from it.
 
 A transient fault is one that a moment later may not happen again: the database busy or locked past its
-busy timeout (apsw ``BusyError``/``LockedError``, SQLAlchemy ``OperationalError`` saying so), a timeout.
+busy timeout (apsw ``BusyError``/``LockedError``, SQLAlchemy ``OperationalError`` saying so), a timeout, and
+PostgreSQL's own "try again" answers, a deadlock (SQLSTATE 40P01) or a serialization failure (40001), which end
+one transaction so another can go on and which its documentation asks the application to retry.
 Everything else is raised at once: retrying a real error only delays the reason a person needs.
 """
 
@@ -25,6 +27,7 @@ _RNG = random.Random()
 
 _TRANSIENT_NAMES = frozenset({"BusyError", "LockedError", "TimeoutError"})
 _TRANSIENT_WORDS = ("database is locked", "database is busy", "database table is locked")
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -32,6 +35,8 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sa_exc.OperationalError):
         original = exc.orig if exc.orig is not None else exc
+        if getattr(original, "sqlstate", None) in _TRANSIENT_SQLSTATES:  # psycopg's code for the answer
+            return True
         return type(original).__name__ in _TRANSIENT_NAMES or any(w in str(original).lower() for w in _TRANSIENT_WORDS)
     return False
 
