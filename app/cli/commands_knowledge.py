@@ -1,5 +1,5 @@
-"""Item commands: ``add``, ``items``, ``delete``, ``reindex``, ``chunks``, ``search`` (the ``base`` commands are
-:mod:`app.cli.commands_bases`)."""
+"""Item commands: ``add``, ``items``, ``delete``, ``reindex``, ``chunks``, ``search``, ``related`` (the ``base``
+commands are :mod:`app.cli.commands_bases`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Location
-from knowledge.search import FILTER_MODE, MODES, answer_mode, search
+from knowledge.search import FILTER_MODE, MODES, answer_mode, related, search
 from knowledge.store.schema import ITEM_STATUSES
 
 
@@ -85,6 +85,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--subtree", type=int, help="only inside this item")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "related", parents=[common], help="the documents nearest in meaning to an item, with the passages that match"
+    )
+    p.add_argument("base")
+    p.add_argument("item", type=int, help="an item id (a folder: its documents together)")
+    p.add_argument("--limit", type=int, default=10, help="at most this many documents (1-100, default 10)")
+    p.add_argument("--subtree", type=int, help="only documents inside this item")
+    p.set_defaults(func=cmd_related)
 
 
 def cmd_add(args: argparse.Namespace, out: Output) -> int:
@@ -288,3 +297,20 @@ def _hits_text(d: dict[str, Any]) -> str:
         if h.get("linked_from"):
             lines.append("    linked from: " + ", ".join(b["name"] for b in h["linked_from"]))
     return "\n".join(lines) or "no results"
+
+
+def cmd_related(args: argparse.Namespace, out: Output) -> int:
+    with opened(args) as quire:
+        found = related(quire, args.base, args.item, limit=args.limit, subtree=args.subtree)
+    out.emit({"item": args.item, "related": [r.as_dict() for r in found]}, _related_text)
+    return 0
+
+
+def _related_text(d: dict[str, Any]) -> str:
+    lines = []
+    for n, r in enumerate(d["related"], start=1):
+        lines.append(f"{n:>2}. {r['score']:.4f} {r['path']}")
+        for label, side in (("this", r["why"]["item"]), ("that", r["why"]["related"])):
+            where = Location.of(side["location"]).short()
+            lines.append(f"    {label} #{side['ordinal']} {where}: {side['snippet']}")
+    return "\n".join(lines) or "no related documents"

@@ -24,7 +24,7 @@ from knowledge.library.chunk_view import ChunkView
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.progress import base_progress
 from knowledge.lifecycle.tree_pages import SortKey, children_page, sort_key
-from knowledge.search import MODES, answer_mode, check_query, search
+from knowledge.search import MODES, Passage, answer_mode, check_query, related, search
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -151,6 +151,52 @@ def search_base(
             }
             for h in hits
         ],
+    }
+
+
+def related_documents(
+    quire: Quire, base_ref: str | int, item_id: int, *, limit: int = 10, subtree: int | None = None
+) -> dict[str, Any]:
+    """The documents nearest in meaning to an item (:func:`knowledge.search.related`: what search would show this
+    reader, never the item or anything inside it), each with its best matching pair of passages as citations."""
+    if not 1 <= limit <= LIMITS.search_results:
+        raise InvalidInput(f"limit must be between 1 and {LIMITS.search_results}")
+    base = _base(quire, base_ref)
+    item = visible_item(quire, base, item_id)
+    if subtree is not None:
+        visible_item(quire, base, subtree)
+    found = related(quire, base.id, item.id, limit=limit, subtree=subtree)
+    return {
+        "base": base_view(base),
+        "item": item_view(base, item),
+        "related": [
+            {
+                "item": {
+                    "id": r.item_id,
+                    "name": r.name,
+                    "path": r.path,
+                    "uri": f"quire://items/{base.id}/{r.item_id}",
+                },
+                "source_path": r.source_path,
+                "score": r.score,
+                "why": {
+                    "similarity": r.similarity,
+                    "item_passage": _passage(base, r.mine),
+                    "related_passage": _passage(base, r.theirs),
+                },
+            }
+            for r in found
+        ],
+    }
+
+
+def _passage(base: Base, passage: Passage) -> dict[str, Any]:
+    return {
+        "citation": citation(base.id, passage.item_id, passage.ordinal),
+        "chunk_id": passage.chunk_id,
+        "uri": f"quire://chunks/{base.id}/{passage.chunk_id}",
+        "location": passage.location.as_dict(),
+        "snippet": passage.snippet,
     }
 
 

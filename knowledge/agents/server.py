@@ -38,6 +38,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.agents import access, proposals, reads
+from knowledge.agents.related_tool import add_related_tool
 from knowledge.errors import Forbidden, KnowledgeError, NotFound
 from knowledge.library.bases import list_bases
 from knowledge.principal import Principal, acting_as
@@ -53,8 +54,8 @@ T = TypeVar("T")
 DEFAULT_AGENT = "mcp-client"
 HOST = "127.0.0.1"
 INSTRUCTIONS = (
-    "Quire's local knowledge bases. Read with list_bases, search, read, list_items and status; cite chunks by "
-    "their citation id. You cannot change anything: propose_folder_run and propose_note file a proposal that "
+    "Quire's local knowledge bases. Read with list_bases, search, related, read, list_items and status; cite "
+    "chunks by their citation id. You cannot change anything: propose_folder_run and propose_note file a proposal that "
     "a person accepts or dismisses in Quire."
 )
 
@@ -231,6 +232,7 @@ class QuireMCP:
     def _add_tools(self) -> None:
         q = self.quire
         mcp = self.server
+        add_related_tool(mcp, self._call, q)  # related (see also)
 
         @mcp.tool(description="The knowledge bases: id, name, status (ok/failed), locked, item counts.")
         def list_bases(ctx: Context[Any, Any]) -> dict[str, Any]:

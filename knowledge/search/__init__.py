@@ -3,7 +3,7 @@ memory per base: the vector index and keyword term statistics. See :mod:`knowled
 
 from knowledge.search.listing import FILTER_MODE
 from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit, answer_mode, check_query, search
-from knowledge.search.related import NotIndexed, Related, related
+from knowledge.search.related import NotIndexed, Passage, Related, related
 from knowledge.search.scope import base_tags
 from knowledge.search.snippets import make_snippet
 from knowledge.search.syntax import Filters, ParsedQuery, parse, parse_type, tag_name
@@ -18,6 +18,7 @@ __all__ = [
     "Hit",
     "NotIndexed",
     "ParsedQuery",
+    "Passage",
     "Related",
     "answer_mode",
     "base_tags",

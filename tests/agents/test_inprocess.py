@@ -15,7 +15,7 @@ from knowledge.library import audit
 from knowledge.runtime import Quire
 from tests.agents.helpers import PARAGRAPHS, error_text, indexed_base, payload, run
 
-TOOLS = {"list_bases", "search", "read", "list_items", "status", "propose_folder_run", "propose_note"}
+TOOLS = {"list_bases", "search", "related", "read", "list_items", "status", "propose_folder_run", "propose_note"}
 
 
 @pytest.mark.model
