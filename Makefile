@@ -38,7 +38,7 @@ ENGINE_FILES := tests/engines tests/folder_runs/test_execution.py tests/sync/tes
 	tests/folder_runs/test_crash_soak.py tests/sync/test_crash.py tests/sync/test_cli_and_review.py \
 	tests/search/test_query_syntax.py tests/portable/test_export_import.py tests/knowledge/test_term_stats.py \
 	tests/folder_runs/test_folder_tree.py tests/knowledge/test_nesting_budget.py tests/knowledge/test_big_file_slices.py \
-	tests/search/test_related.py
+	tests/search/test_related.py tests/agents/test_kept_from_agents.py
 # Two processes as in `make test`: each starts its own servers (temporary folders, free ports). A server that
 # cannot start fails its tests here (QUIRE_REQUIRE_SERVERS), never skips them.
 test-engines: install

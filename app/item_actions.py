@@ -1,6 +1,7 @@
 """The item tree's actions in the main window: add (files, a folder, a note, dropped paths), delete, reindex,
-retry the failed. Each asks what it must (through the context's prompter), runs its ``lifecycle`` operation in an
-``Op`` off the main thread and announces the changes; a base that refuses changes gets a message saying why.
+retry the failed, keep from agents / allow agents (the tree's context menu). Each asks what it must (through the
+context's prompter), runs its knowledge operation in an ``Op`` off the main thread and announces the changes; a base
+that refuses changes gets a message saying why.
 
 A mixin of :class:`app.window.MainWindow` (whose menus, toolbar and drop target call these by name): it uses the
 window's context, poller, selection and announcement, declared below.
@@ -11,17 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+
 from app import item_rules
 from app.context import why_base_refuses_changes
 from app.ops import Op
 from app.startup import person
 from app.team_store import upload_here
 from knowledge import lifecycle
+from knowledge.library import agent_exclusions
 from knowledge.lifecycle import Changes, NoteInput, PathInput
 from knowledge.runtime import Quire
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QMainWindow
+    from PySide6.QtWidgets import QMainWindow, QWidget
 
     from app.context import AppContext
     from app.poller import Poller
@@ -112,3 +117,35 @@ class ItemActions(_Window):
         Op(lifecycle.reindex_failed, quire, base.id, [i.id for i in chosen]).bound_to(self).on_success(
             lambda retried: self._changed(retried.changes, f"Retrying {len(retried.item_ids)} failed item(s).")
         ).on_failure(self.ctx.fail).run()
+
+    def make_item_menu(self, tree: QWidget, actions: list[QAction]) -> None:
+        """The item tree's context menu: ``actions``, then "Keep from agents" and "Allow agents"."""
+        self.act_keep_from_agents = QAction("Keep from agents", self)
+        self.act_keep_from_agents.setToolTip("Agents (MCP, --as-agent) never see these items or anything inside them")
+        self.act_keep_from_agents.triggered.connect(lambda: self.mark_for_agents(True))
+        self.act_allow_agents = QAction("Allow agents", self)
+        self.act_allow_agents.setToolTip("Let agents see these items again")
+        self.act_allow_agents.triggered.connect(lambda: self.mark_for_agents(False))
+        separator = QAction(self)
+        separator.setSeparator(True)
+        tree.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        tree.addActions([*actions, separator, self.act_keep_from_agents, self.act_allow_agents])
+
+    def mark_for_agents(self, excluded: bool) -> None:
+        """Keep the selection from agents (``excluded``) or let agents see it again, through the knowledge operation."""
+        base, quire, chosen = self.ctx.base, self.ctx.quire, self.selected_items()
+        if base is None or quire is None or not chosen:
+            return
+        Op(_mark_for_agents, quire, base.id, [i.id for i in chosen], excluded).bound_to(self).on_success(
+            lambda changed: self._marked_for_agents(len(chosen), changed, excluded)
+        ).on_failure(self.ctx.fail).run()
+
+    def _marked_for_agents(self, chosen: int, changed: int, excluded: bool) -> None:
+        state = "kept from agents" if excluded else "visible to agents"
+        self.ctx.info(f"{chosen} item{'s' if chosen != 1 else ''} {state} ({changed} changed).")
+        self.poller.poll_now()
+
+
+def _mark_for_agents(quire: Quire, base_id: int, item_ids: list[int], excluded: bool) -> int:
+    mark = agent_exclusions.exclude_from_agents if excluded else agent_exclusions.include_for_agents
+    return sum(mark(quire, base_id, item_id) for item_id in item_ids)

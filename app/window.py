@@ -52,6 +52,7 @@ from app.ops import Op
 from app.poller import Poller
 from app.prompts import Prompter, QtPrompter
 from app.proposals_panel import ProposalsPanel
+from app.related_panel import RelatedDocuments
 from app.resources import icon
 from app.search_panel import SearchPanel
 from app.startup import Parked, PollResult, ReindexOutcome, StartupResult, open_and_recover, reindex_parked
@@ -177,6 +178,7 @@ class MainWindow(ItemActions, WindowFace):
         self.act_chunks = self.action("View chunks", self.view_chunks)
         self.act_retry_failed = self.action("Retry failed", self.retry_failed)
         self.sync_actions = SyncActions(self)
+        self.related_documents = RelatedDocuments(self.ctx, self.tree, self.selected_items, self)  # context menu
         self.act_sync, self.act_sync_apply = self.sync_actions.act_toggle, self.sync_actions.act_apply
         for act in (self.act_add_files, self.act_add_folder, self.act_add_note):
             self.toolbar.addAction(act)
@@ -190,6 +192,7 @@ class MainWindow(ItemActions, WindowFace):
             self.act_sync_apply,
         ):
             self.toolbar.addAction(act)
+        self.make_item_menu(self.tree, [self.act_chunks, self.act_reindex, self.act_retry_failed, self.act_delete])
         self.toolbar.addSeparator()
         self.hide_skipped = QAction("Hide skipped", self)  # a toggle in the toolbar and the View menu
         self.hide_skipped.setCheckable(True)
@@ -368,6 +371,8 @@ class MainWindow(ItemActions, WindowFace):
         folder = next((i for i in chosen if i.is_container), None) if len(chosen) == 1 else None
         self.search_panel.set_folder(None if folder is None else (folder.id, folder.name))
         self._enable(self.act_retry_failed, item_rules.why_no_retry(base, chosen) if ready else refusal)
+        for act in (self.act_keep_from_agents, self.act_allow_agents):  # a read-only (locked) base still takes them
+            self._enable(act, ("Select items first" if not chosen else None) if ready else "Starting…")
         self.sync_actions.update(base, chosen, refusal if not ready else None)
 
     @staticmethod

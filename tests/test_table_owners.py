@@ -29,6 +29,7 @@ TABLE_OWNERS: dict[str, str] = {
     "identities": "knowledge.library.bases",
     "items": "knowledge.library.tree",
     "item_links": "knowledge.library.links",
+    "agent_exclusions": "knowledge.library.agent_exclusions",
     "chunks": "knowledge.library.index",
     "vector_cache": "knowledge.library.index",
     "blobs": "knowledge.library.blobs",

@@ -14,7 +14,7 @@ from app.cli.commands_core import opened, person_of
 from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput
-from knowledge.library import Location
+from knowledge.library import Location, agent_exclusions
 from knowledge.search import FILTER_MODE, MODES, answer_mode, related, search
 from knowledge.store.schema import ITEM_STATUSES
 
@@ -136,7 +136,8 @@ def _added_text(d: dict[str, Any]) -> str:
 def _item_line(i: dict[str, Any]) -> str:
     error = f"  {i['error_code']}: {i['error_message']}" if i["error_code"] else ""
     away = "  (not on this machine)" if i.get("source") == "not on this machine" else ""
-    return f"{i['id']:>6} {i['type']:<9} {i['status']:<10} {i['relative_path'] or i['name']}{away}{error}"
+    kept = "  (kept from agents)" if i.get("kept_from_agents") else ""
+    return f"{i['id']:>6} {i['type']:<9} {i['status']:<10} {i['relative_path'] or i['name']}{away}{kept}{error}"
 
 
 def cmd_items(args: argparse.Namespace, out: Output) -> int:
@@ -159,12 +160,14 @@ def cmd_items(args: argparse.Namespace, out: Output) -> int:
                 limit=limit,
             )
         sources = _run_sources(quire, args, limit)
+        kept = agent_exclusions.kept_from_agents(quire, args.base)  # empty for an agent: it sees none of them
     from knowledge.portable.relocate import source_presence
 
     rows = [
         {
             **i.as_dict(),
             "source": source_presence(i.source_path, i.source_unverified),
+            "kept_from_agents": i.id in kept,
             **({"stale": True} if args.stale else {}),
         }
         for i in found

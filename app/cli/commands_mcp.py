@@ -1,4 +1,5 @@
-"""Agent commands: ``mcp`` (serve the bases to AI agents) and ``proposals list|accept|dismiss`` (a person's).
+"""Agent commands: ``mcp`` (serve the bases to AI agents), ``proposals list|accept|dismiss`` and ``agents
+exclude|include BASE ITEM|PATH`` (keep an item, a folder with all inside it, from agents; a person's).
 
 ``quire mcp`` serves over stdio (what Claude Desktop and editors launch) or, with ``--http PORT``, over
 Streamable HTTP on 127.0.0.1 with the data directory's bearer token. It refuses (exit 5) while agent
@@ -21,6 +22,7 @@ from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from app.self_command import quire_command
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
+from knowledge.library import agent_exclusions
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -56,6 +58,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         q = psub.add_parser(action, parents=[common], help=f"{action} a pending proposal")
         q.add_argument("proposal", type=int)
         q.set_defaults(func=fn)
+
+    group = sub.add_parser("agents", parents=[common], help="keep items from agents, or let agents see them again")
+    asub = group.add_subparsers(dest="agents_command", metavar="ACTION", parser_class=type(group))
+    asub.required = True
+    for action, what in (
+        ("exclude", "keep an item (a folder: all inside it) from agents"),
+        ("include", "let agents see it again"),
+    ):
+        q = asub.add_parser(action, parents=[common], help=what)
+        q.add_argument("base")
+        q.add_argument("item", metavar="ITEM|PATH", help="the item's id, its original's path or its path in the base")
+        q.set_defaults(func=cmd_agents_mark, excluded=action == "exclude")
 
 
 def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
@@ -135,4 +149,14 @@ def cmd_proposals_dismiss(args: argparse.Namespace, out: Output) -> int:
     with opened(args) as quire:
         proposals.dismiss_proposal(quire, principal_of(args, quire), args.proposal)
     out.emit({"proposal": args.proposal, "status": "dismissed"}, f"proposal {args.proposal} dismissed")
+    return 0
+
+
+def cmd_agents_mark(args: argparse.Namespace, out: Output) -> int:
+    """``quire agents exclude|include BASE ITEM|PATH`` (a person's: an agent is refused)."""
+    mark = agent_exclusions.exclude_from_agents if args.excluded else agent_exclusions.include_for_agents
+    with opened(args) as quire:
+        changed = mark(quire, args.base, args.item)
+    state = "kept from agents" if args.excluded else "visible to agents"
+    out.emit({"item": args.item, "kept_from_agents": args.excluded, "changed": changed}, f"{args.item}: {state}")
     return 0

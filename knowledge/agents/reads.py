@@ -1,7 +1,8 @@
 """What an agent reads, bounded: the MCP tools' answers built on the same reads the window uses.
 
 Every answer here obeys the window's visibility rule: ``deleting`` items (and everything under them)
-do not exist for a reader — asking for one answers "not found", exactly like an id that never existed.
+do not exist for a reader — asking for one answers "not found", exactly like an id that never existed. Nor do
+the items a person kept from agents (:mod:`knowledge.library.agent_hidden`), in any answer or count.
 Failed bases refuse search and reading of chunks with their reason (``bases``' runtime guard); locked
 bases are read-only, so every read works on them. Sizes are capped (``LIMITS``) so one call can never
 return an unbounded answer. Each chunk carries a citation id that stays the same across calls and
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, select
 
 from knowledge.errors import GuardRejected, InvalidInput, NotFound
-from knowledge.library import blobs, tree
+from knowledge.library import agent_hidden, blobs, tree
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, base_summary, list_bases, resolve_base
 from knowledge.library.chunk_view import ChunkView
 from knowledge.lifecycle import operations
@@ -91,7 +92,8 @@ def visible_item(quire: Quire, base: Base, item_id: int) -> tree.Item:
     """The item, unless it is in another base, does not exist, or is being deleted (all: not found)."""
     with quire.db.read() as conn:
         item = tree.load_item(conn, item_id)
-    if item is None or item.base_id != base.id or item.status == "deleting":
+        hidden = agent_hidden.hidden_ids(conn, base.id)  # kept from agents: as if it never existed
+    if item is None or item.base_id != base.id or item.status == "deleting" or item.id in hidden:
         raise NotFound(f"item {item_id} not found in knowledge base {base.name!r}")
     return item
 
@@ -228,7 +230,7 @@ def read_chunk(quire: Quire, base_ref: str | int, chunk_id: int, *, neighbours: 
             .join(items, items.c.id == chunks.c.item_id)
             .where(and_(chunks.c.id == chunk_id, chunks.c.base_id == base.id, items.c.status != "deleting"))
         ).first()
-        if row is None:
+        if row is None or int(row.item_id) in agent_hidden.hidden_ids(conn, base.id):
             raise NotFound(f"chunk {chunk_id} not found in knowledge base {base.name!r}")
         item = tree.load_in_base(conn, base.id, int(row.item_id))
         rows = conn.execute(

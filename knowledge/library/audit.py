@@ -67,9 +67,11 @@ BASE_UNLOCKED = "base.unlocked"
 BASE_DELETED = "base.deleted"
 SYNC_ENABLED = "sync.enabled"
 SYNC_DISABLED = "sync.disabled"
+AGENT_EXCLUDED = "items.kept_from_agents"  # a person kept an item (and its subtree) from agents
+AGENT_INCLUDED = "items.allowed_agents"  # and let agents see it again
 PERSON_ACTIONS = frozenset(
     {ITEMS_ADDED, ITEMS_DELETED, ITEMS_REINDEXED, BASE_CREATED, BASE_RENAMED, BASE_LOCKED, BASE_UNLOCKED, BASE_DELETED}
-) | frozenset({SYNC_ENABLED, SYNC_DISABLED})
+) | frozenset({SYNC_ENABLED, SYNC_DISABLED, AGENT_EXCLUDED, AGENT_INCLUDED})
 
 ACTIONS = (
     frozenset({RUN_CREATED, RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_REVERTED, RUN_RETRIED})

@@ -22,7 +22,7 @@ from jobs.queue import JobQueue
 from jobs.sanitize import sanitize_reason
 from jobs.schema import jobs
 from knowledge.errors import Conflict, GuardRejected, InvalidInput, NotFound
-from knowledge.library import audit, blobs, index, tree
+from knowledge.library import agent_hidden, audit, blobs, index, tree
 from knowledge.library.ids import BaseId
 from knowledge.principal import require_person
 from knowledge.store.database import Database
@@ -210,9 +210,8 @@ def get_base(db: Database, ref: str | int) -> Base:
 
 def base_summary(db: Database, base_id: int) -> dict[str, int]:
     with db.read() as conn:
-        rows = conn.execute(
-            select(items.c.status, func.count()).where(items.c.base_id == base_id).group_by(items.c.status)
-        ).all()
+        query = select(items.c.status, func.count()).where(items.c.base_id == base_id).group_by(items.c.status)
+        rows = conn.execute(agent_hidden.leave_out(query, base_id)).all()  # an agent counts only what it sees
     return {status: count for status, count in rows}
 
 

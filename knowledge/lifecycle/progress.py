@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, func, select
 
 from jobs.schema import LIVE_STATUSES, jobs
 from knowledge import preferences
+from knowledge.library import agent_hidden
 from knowledge.library.tree import Item
 from knowledge.store.schema import ACTIVE_STATUSES, TERMINAL_STATUSES, chunks, items
 from knowledge.store.schema_runs import folder_run_in_flight, folder_run_outcomes, folder_run_sources, folder_runs
@@ -49,11 +50,12 @@ class BaseProgress:
 def base_progress(quire: Quire, base_id: int) -> BaseProgress:
     """Leaf items by status (containers only mirror their children) and the base's live job count."""
     with quire.db.read() as conn:
-        rows = conn.execute(
+        query = (
             select(items.c.status, func.count())
             .where(and_(items.c.base_id == base_id, items.c.status != "deleting", items.c.type != "directory"))
             .group_by(items.c.status)
-        ).all()
+        )
+        rows = conn.execute(agent_hidden.leave_out(query, base_id)).all()  # an agent counts only what it sees
         live = conn.execute(
             select(func.count())
             .select_from(jobs)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, select, tuple_
 
 from knowledge.errors import GuardRejected
-from knowledge.library import blobs, tree
+from knowledge.library import agent_hidden, blobs, tree
 from knowledge.library.bases import assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.chunk_view import ChunkView
 from knowledge.store.schema import chunks, items
@@ -38,6 +38,7 @@ def list_items(
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
         query = select(items).where(and_(items.c.base_id == base.id, items.c.status != "deleting"))
+        query = agent_hidden.leave_out(query, base.id)  # nothing kept from agents reaches one
         if not flat:
             query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)
         if status is not None:
@@ -51,6 +52,7 @@ def list_items(
 def get_item(quire: Quire, base_ref: str | int, item_id: int) -> tree.Item:
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
+        agent_hidden.check_visible(conn, base.id, item_id)
         return tree.load_in_base(conn, base.id, item_id)
 
 
@@ -62,6 +64,7 @@ def list_item_chunks(
     with quire.db.read() as conn:
         base = resolve_base(conn, base_ref)
         assert_base_can_run_runtime_operation(base)
+        agent_hidden.check_visible(conn, base.id, item_id)
         item = tree.load_in_base(conn, base.id, item_id)
         if item.status != "completed":
             raise GuardRejected(f"chunks can only be listed for a completed item; {item.name!r} is {item.status}")

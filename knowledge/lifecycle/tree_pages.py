@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, func, select, tuple_
 
+from knowledge.library import agent_hidden
 from knowledge.library.tree import Item
 from knowledge.store.schema import items
 
@@ -51,6 +52,7 @@ def children_page(
     """The next ``limit`` visible children of ``parent_id`` (None: top level) after the cursor ``after``;
     ``hidden_statuses`` leaves rows out (the window's "Hide skipped"): the keyset cursor still holds."""
     query = select(items).where(and_(items.c.base_id == base_id, items.c.status != "deleting"))
+    query = agent_hidden.leave_out(query, base_id)  # nothing kept from agents reaches one
     if hidden_statuses:
         query = query.where(items.c.status.not_in(list(hidden_statuses)))
     query = query.where(items.c.parent_id.is_(None) if parent_id is None else items.c.parent_id == parent_id)

@@ -45,6 +45,7 @@ can make one search cost an unbounded FTS5 OR-query or encoder call.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,7 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
+from knowledge.library import agent_hidden
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.library.chunk_view import ChunkView
 from knowledge.library.links import Backlink, backlinks
@@ -225,8 +227,12 @@ def search(
     else:
         # hybrid: the keyword part runs on the search thread, in its own read snapshot, while this thread
         # encodes the query and scans the vectors (SQLite and torch both release the GIL): hybrid then costs
-        # about its slower half, not the sum of both
-        background = _KEYWORD_THREAD.submit(_in_snapshot, quire, base, parsed, subtree, keyword, 0) if hybrid else None
+        # about its slower half, not the sum of both. It runs in this call's context (copy_context): the acting
+        # principal, which decides what the scope hides from an agent, follows it onto that thread
+        run_here = contextvars.copy_context().run
+        background = (
+            _KEYWORD_THREAD.submit(run_here, _in_snapshot, quire, base, parsed, subtree, keyword, 0) if hybrid else None
+        )
         vector = quire.query_encoder(base).encode_query(parsed.text)
 
         def both(conn: Connection, scope: Scope) -> Ranked:
@@ -257,8 +263,9 @@ def _with_backlinks(quire: Quire, base: Base, hits: list[Hit]) -> list[Hit]:
         return hits
     with quire.db.read() as conn:
         linked = backlinks(conn, base.id, [h.item_id for h in hits])
+        hidden = agent_hidden.hidden_ids(conn, base.id)  # a note kept from an agent is not cited to it
     for hit in hits:
-        hit.linked_from = linked[hit.item_id]
+        hit.linked_from = [b for b in linked[hit.item_id] if b.item_id not in hidden]
     return hits
 
 

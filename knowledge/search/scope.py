@@ -11,6 +11,8 @@
   computer's local time.
 * **Exclusions** (``excluded``): every document with a chunk that keyword search matches for an
   excluded word or phrase (stemmed as keyword search stems: ``-drafts`` also leaves out "draft").
+* **Kept from agents**: for an agent principal, every document a person kept from agents
+  (:mod:`knowledge.library.agent_hidden`) is excluded too.
 * **Phrases** (``chunks``): the chunks that contain every quoted phrase; a hit must be one of them.
 * **Identifiers** (:func:`identifier_counts`): in a short query (``query.SHORT_QUERY_WORDS``) keyword and
   hybrid searches rank the chunks containing more of the typed identifiers exactly above the others (in
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, bindparam, text
 
 from knowledge.errors import InvalidInput
-from knowledge.library import index_postgres, tree
+from knowledge.library import agent_hidden, index_postgres, tree
 from knowledge.library.bases import Base, resolve_base
 from knowledge.library.index import fts_table
 from knowledge.search.syntax import NOTE, Filters, ParsedQuery
@@ -73,9 +75,9 @@ def build_scope(conn: Connection, base: Base, parsed: ParsedQuery, subtree: int 
     if not parsed.filters.empty:
         matching = _filtered_items(conn, base, parsed.filters)
         items = matching if items is None else items & matching
-    excluded: set[int] = set()
+    excluded: set[int] = set(agent_hidden.hidden_ids(conn, base.id))  # kept from an acting agent
     if parsed.exclusions:
-        excluded = _excluded_items(conn, base, " OR ".join(quoted(e) for e in parsed.exclusions))
+        excluded |= _excluded_items(conn, base, " OR ".join(quoted(e) for e in parsed.exclusions))
     chunks = None
     if parsed.phrases:
         chunks = _fts_rowids(conn, base, " AND ".join(quoted(p) for p in parsed.phrases))

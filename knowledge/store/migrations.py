@@ -22,6 +22,7 @@ from knowledge.store import pg_guards, pg_people, schema, schema_agents, schema_
 from knowledge.store.check_edit import edit_check
 from knowledge.store.database import Database
 from knowledge.store.initial_ddl import INITIAL_DDL
+from knowledge.store.migration_exclusions import agent_exclusions
 from knowledge.store.schema_identity import one_live_file_per_source
 from knowledge.store.schema_version import refuse_newer
 
@@ -57,10 +58,8 @@ def _folder_runs(conn: Connection) -> None:
 
 
 def _binary_vectors(conn: Connection) -> None:
-    """Every base with a float vector table gets its ``bit[dimension]`` twin, filled from the floats.
-
-    Frozen DDL (the names and the column are spelled out here, not taken from ``knowledge.library.index``).
-    """
+    """Every base with a float vector table gets its ``bit[dimension]`` twin, filled from the floats. Frozen DDL
+    (the names and the column are spelled out here, not taken from ``knowledge.library.index``)."""
     existing = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'")).all()}
     for base_id, dimension in conn.execute(text("SELECT id, dimension FROM bases ORDER BY id")).all():
         floats, bits = f"vec_base_{int(base_id)}", f"vecbits_base_{int(base_id)}"
@@ -385,6 +384,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0032_endpoint_turns", _endpoint_turns, _endpoint_turns),
     Migration("0033_items_live_file_source", one_live_file_per_source, one_live_file_per_source),
     Migration("0034_agent_proposal_account", schema_agents.add_account, schema_agents.add_account_postgres),
+    Migration("0035_agent_exclusions", agent_exclusions, agent_exclusions),
 ]
 
 

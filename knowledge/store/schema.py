@@ -153,6 +153,17 @@ ITEM_LINKS_DDL = (
     "CREATE INDEX IF NOT EXISTS item_links_target ON item_links (base_id, target)",
 )
 
+# Items a person keeps from agents (migration 0035): each row hides the item and its whole subtree from an agent
+# principal, items added below it later included (``knowledge.library.agent_exclusions``). Gone with the item.
+agent_exclusions = Table(
+    "agent_exclusions",
+    metadata,
+    Column("item_id", Integer, ForeignKey("items.id", ondelete="CASCADE"), primary_key=True),
+    Column("base_id", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("agent_exclusions_base", "base_id"),
+)
+
 # Vectors of chunks whose item was reset for reindex or re-expansion, kept by text hash until the new
 # material is written, so unchanged chunks are never embedded again. Swept when no chunk uses them.
 vector_cache = Table(

@@ -19,7 +19,7 @@ from knowledge import folder_runs, portable, preferences, sync
 from knowledge.agents import access, proposals
 from knowledge.errors import Forbidden
 from knowledge.folder_runs import start
-from knowledge.library import bases
+from knowledge.library import agent_exclusions, bases
 from knowledge.lifecycle import operations, set_ocr_language
 from knowledge.principal import Principal, acting_as, require_person
 from knowledge.runtime import Quire
@@ -135,6 +135,8 @@ def _operations(quire: Quire, w: dict[str, Any], who: Principal) -> dict[str, Ca
         "access.revoke_token": lambda: access.revoke_token(quire, who),
         "access.allow_root": lambda: access.allow_root(quire, who, w["folder"]),
         "access.disallow_root": lambda: access.disallow_root(quire, who, w["folder"]),
+        "agent_exclusions.exclude_from_agents": lambda: agent_exclusions.exclude_from_agents(quire, b, w["note"]),
+        "agent_exclusions.include_for_agents": lambda: agent_exclusions.include_for_agents(quire, b, w["note"]),
         "import_.import_base": lambda: portable.import_base(quire, w["folder"] / "a.md"),
         "relocate.relocate_base": lambda: portable.relocate.relocate_base(quire, b, "/old", "/new"),
         "backup.backup_data_dir": lambda: portable.backup.backup_data_dir(quire, w["folder"] / "backups"),
