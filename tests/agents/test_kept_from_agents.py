@@ -1,8 +1,8 @@
 """Items a person keeps from agents: a document, and a folder with a document added below it afterwards, never
-reach an agent principal (search in every mode, reads, listings, counts, citations; MCP tools and ``--as-agent``)
-while the person still sees them. Only a person marks or unmarks; unmarking restores what the agent sees. The
-first test runs on a team store too: the marks' table comes from its own migration there, and the subtree is
-walked by the same query on both engines."""
+reach an agent principal (search in every mode, reads, listings, counts, citations, related documents; MCP tools
+and ``--as-agent``) while the person still sees them. Only a person marks or unmarks; unmarking restores what the
+agent sees. The first test runs on a team store too: the marks' table comes from its own migration there, and the
+subtree is walked by the same query on both engines."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from knowledge.library import agent_exclusions, audit
 from knowledge.lifecycle import operations
 from knowledge.principal import Principal, acting_as
 from knowledge.runtime import Quire
-from knowledge.search import MODES, search
+from knowledge.search import MODES, related, search
 from tests.agents.helpers import error_text, payload, run
 from tests.conftest import quire_cli
 from tests.knowledge.helpers import drain, make_base
@@ -138,6 +138,8 @@ def test_the_mcp_tools_do_not_show_kept_items(quire: Quire, tmp_path: Path) -> N
                 "inside": error_text(await client.call_tool("list_items", {"base": "kb", "folder": ids["secret"]})),
                 "bases": payload(await client.call_tool("list_bases", {})),
                 "status": payload(await client.call_tool("status", {"base": "kb"})),
+                "related": payload(await client.call_tool("related", {"base": "kb", "item": ids["alpha.md"]})),
+                "kept": error_text(await client.call_tool("related", {"base": "kb", "item": ids["delta.md"]})),
             }
 
     got = run(session)
@@ -146,6 +148,9 @@ def test_the_mcp_tools_do_not_show_kept_items(quire: Quire, tmp_path: Path) -> N
     assert [i["name"] for i in got["list"]["items"]] == ["open"]
     assert got["bases"]["bases"][0]["items"]["completed"] == 4
     assert got["status"]["bases"][0]["items"]["completed"] == 2
+    assert [r["item"]["name"] for r in got["related"]["related"]] == ["beta.md"]  # related documents: none kept
+    assert "not_found" in got["kept"]
+    assert {"gamma.md", "delta.md", "private.md"} <= {r.name for r in related(quire, "kb", ids["alpha.md"])}
 
 
 @pytest.mark.model
