@@ -53,13 +53,14 @@ from knowledge.runtime import Quire
 from knowledge.search import (
     FILTER_MODE,
     MODES,
+    Answer,
     Filters,
     Hit,
+    answer,
     answer_mode,
     check_query,
     parse,
     parse_type,
-    search,
     tag_name,
 )
 
@@ -90,7 +91,7 @@ DATES = {
     "Past month": 31 * 86_400,
     "Past year": 366 * 86_400,
 }
-SearchFn = Callable[..., list[Hit]]
+SearchFn = Callable[..., Answer | list[Hit]]  # a plain list: hits in the mode asked for (a test's hook)
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,9 @@ def control_filters(file_type: str, max_age: int | None, now: float | None = Non
     return Filters(types=types, after=after, tags=(tag_name(tag),) if tag else ())
 
 
-def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> list[Hit]:
+def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> Answer:
     """The search with the controls' filters (applied inside it), off the main thread (in an ``Op``)."""
-    return search_fn(
+    found = search_fn(
         quire,
         request.base_id,
         request.text,
@@ -125,6 +126,7 @@ def run_request(quire: Quire, request: SearchRequest, search_fn: SearchFn) -> li
         subtree=request.subtree,
         filters=control_filters(request.file_type, request.max_age, tag=request.tag),
     )
+    return found if isinstance(found, Answer) else Answer(found, answer_mode(request.text, request.mode))
 
 
 def owned_copy_for(quire: Quire, copies: PrivateCopies, base_id: int, item_id: int) -> Path | str | None:
@@ -152,7 +154,7 @@ class SearchPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.copies = PrivateCopies()  # copies of documents whose original is gone (app.copies)
-        self.search_fn: SearchFn = search  # the test hook
+        self.search_fn: SearchFn = answer  # the test hook
         self.searching = False
         self._seq = 0
         self._pending: SearchRequest | None = None
@@ -185,6 +187,8 @@ class SearchPanel(QWidget):
         self.search_button.clicked.connect(self.run_search)
         self.status = QLabel("")
         self.status.setObjectName("searchStatus")
+        self.degraded = QLabel("", wordWrap=True)  # above the results when meaning search is unavailable
+        self.degraded.hide()
         self.results = SearchResultsModel()
         self.table = self._table()
         self.open_button = QPushButton("Open at location")
@@ -252,6 +256,7 @@ class SearchPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addLayout(filters)
+        layout.addWidget(self.degraded)
         layout.addWidget(self.table, 1)
         layout.addLayout(actions)
 
@@ -322,19 +327,21 @@ class SearchPanel(QWidget):
         self.searching = True
         self.status.setText("Searching…")
         Op(run_request, quire, request, self.search_fn).bound_to(self).on_success(
-            lambda hits: self._done(request, hits)
+            lambda found: self._done(request, found)
         ).on_failure(lambda exc: self._failed(request, exc)).run()
 
-    def _done(self, request: SearchRequest, hits: list[Hit]) -> None:
+    def _done(self, request: SearchRequest, found: Answer) -> None:
         self.searching = False
         if self._run_pending() or request.seq != self._seq:
             return  # superseded: a newer query's results come instead
         if self.ctx.base is None or self.ctx.base.id != request.base_id:
             return
-        self.results.set_hits(hits)
+        self.results.set_hits(found.hits)
         self.table.resizeRowsToContents()
         documents = len({row.hit.item_id for row in self.results.rows})
-        mode = "filters, newest first" if answer_mode(request.text, request.mode) == FILTER_MODE else request.mode
+        self.degraded.setText("" if found.degraded is None else found.degraded.sentence)
+        self.degraded.setVisible(found.degraded is not None)
+        mode = "filters, newest first" if found.mode == FILTER_MODE else found.mode
         self.status.setText(f"{documents} document{'s' if documents != 1 else ''} for “{request.text}” ({mode})")
         if self.results.rows:
             self.table.selectRow(0)

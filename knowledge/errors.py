@@ -74,3 +74,15 @@ class MissingComponent(KnowledgeError):
     def __init__(self, component: str) -> None:
         super().__init__(f"Quire could not load {component}: this installation is incomplete, reinstall Quire")
         self.component = component
+
+
+class ModelUnavailable(KnowledgeError):
+    """A base's packaged model will not load here (its files damaged or incomplete), or the process that
+    encodes queries with it cannot start or died. Search answers by keyword instead (``search.degraded``)."""
+
+    code = "model_unavailable"
+
+
+class ModelNotInstalled(InvalidInput):
+    """A base's model is not installed here (the multilingual add-on removed, or not the file this Quire
+    ships): refused like a bad argument where a base is made; search answers by keyword instead."""

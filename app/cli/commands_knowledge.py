@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from app.cli.paging import add_paging, limit_of, next_cursor, paged, with_more
 from knowledge import folder_runs, lifecycle
 from knowledge.errors import InvalidInput
 from knowledge.library import Location, agent_exclusions
-from knowledge.search import FILTER_MODE, MODES, answer_mode, related, search
+from knowledge.search import FILTER_MODE, MODES, Answer, answer, related
 from knowledge.store.schema import ITEM_STATUSES
 
 
@@ -258,20 +259,26 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("give a QUERY or --queries-file, not both")
     with opened(args) as quire:
         if args.queries_file is None:
-            hits = [
-                h.as_dict()
-                for h in search(quire, args.base, args.query, mode=args.mode, limit=args.limit, subtree=args.subtree)
-            ]
-            out.emit({"query": args.query, "mode": answer_mode(args.query, args.mode), "hits": hits}, _hits_text)
+            found = answer(quire, args.base, args.query, mode=args.mode, limit=args.limit, subtree=args.subtree)
+            if found.degraded is not None and not out.as_json:  # JSON carries it as "degraded"
+                print(f"quire: {found.degraded.notice}", file=sys.stderr)
+            data = {"query": args.query, "mode": found.mode, "hits": [h.as_dict() for h in found.hits]}
+            out.emit({**data, **_degraded(found)}, _hits_text)
             return 0
         for line in _read_queries(args.queries_file):
             started = time.perf_counter()
-            found = search(quire, args.base, line["text"], mode=args.mode, limit=args.limit, subtree=args.subtree)
+            found = answer(quire, args.base, line["text"], mode=args.mode, limit=args.limit, subtree=args.subtree)
             elapsed_ms = (time.perf_counter() - started) * 1000
             # elapsed_ms: this query's search inside this process (query encoding included; the first
             # query of a process also loads the model), for benchmarks and scripts
-            out.line({"id": line["id"], "hits": [h.as_dict() for h in found], "elapsed_ms": round(elapsed_ms, 3)})
+            hits = [h.as_dict() for h in found.hits]
+            out.line({"id": line["id"], "hits": hits, "elapsed_ms": round(elapsed_ms, 3), **_degraded(found)})
     return 0
+
+
+def _degraded(found: Answer) -> dict[str, Any]:
+    """``"degraded": {"mode", "code", "message"}`` when meaning search was unavailable (keyword results)."""
+    return {} if found.degraded is None else {"degraded": found.degraded.as_dict()}
 
 
 def _read_queries(path: Path) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from knowledge.library.chunk_view import ChunkView
 from knowledge.lifecycle import operations
 from knowledge.lifecycle.progress import base_progress
 from knowledge.lifecycle.tree_pages import SortKey, children_page, sort_key
-from knowledge.search import MODES, Passage, answer_mode, check_query, related, search
+from knowledge.search import MODES, Passage, answer, check_query, related
 from knowledge.store.schema import chunks, items
 
 if TYPE_CHECKING:
@@ -129,11 +129,14 @@ def search_base(
     base = _base(quire, base_ref)
     if subtree is not None:
         visible_item(quire, base, subtree)
-    hits = search(quire, base.id, query, mode=mode, limit=limit, subtree=subtree)
+    found = answer(quire, base.id, query, mode=mode, limit=limit, subtree=subtree)
+    hits = found.hits
     return {
         "base": base_view(base),
         "query": query,
-        "mode": answer_mode(query, mode),  # "filter": filters alone, the documents they match, newest first
+        "mode": found.mode,  # "filter": filters alone, the documents they match, newest first
+        # meaning search unavailable: keyword results, and why ({"mode", "code", "message"})
+        **({} if found.degraded is None else {"degraded": found.degraded.as_dict()}),
         "hits": [
             {
                 "citation": citation(base.id, h.item_id, h.ordinal),

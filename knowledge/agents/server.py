@@ -249,7 +249,9 @@ class QuireMCP:
                 "matched exactly; filters alone (tag:project) list the documents they match, newest first, one hit "
                 "each (mode: filter); a malformed query is an error saying why. Each hit has the chunk text, its item, "
                 "source path, page/line location, score, a stable citation id and linked_from (notes whose "
-                "[[wiki links]] name its document)."
+                "[[wiki links]] name its document). When meaning search is unavailable (the model will not load, "
+                "the base's embedding endpoint is down, its vector index unreadable) a hybrid or vector search "
+                'answers by keyword and says so in degraded: {"mode": "keyword", "code", "message"}.'
             )
         )
         def search(

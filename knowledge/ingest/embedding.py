@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from knowledge.errors import ModelUnavailable
 from knowledge.ingest.chunking import HFTokenizer, load_tokenizer
 from knowledge.ingest.memory import release_free_memory
 from knowledge.ingest.query_trace import Body, eager_body, traced_body
@@ -296,7 +297,12 @@ class Encoder:
         if self._model is None:
             key = (str(Path(self.spec.path).resolve()), self.precision)
             if key not in _MODELS:
-                _MODELS[key] = _load_model(self.spec, self.precision, self.threads)
+                try:
+                    _MODELS[key] = _load_model(self.spec, self.precision, self.threads)
+                except Exception as exc:
+                    if not isinstance(exc, _load_errors()):
+                        raise
+                    raise ModelUnavailable(f"the embedding model {self.spec.model_id} could not be loaded") from exc
             self._model = _MODELS[key]
         return self._model
 
@@ -386,6 +392,15 @@ def _mean_pooled_batch(model: Any, transformer: Any, texts: list[str], pad_multi
         mask = tokens["attention_mask"].unsqueeze(-1).to(torch.float32)
         summed = (hidden.float() * mask).sum(dim=1)
         return summed / mask.sum(dim=1).clamp(min=1e-9)
+
+
+def _load_errors() -> tuple[type[Exception], ...]:
+    """What loading damaged or missing model files raises (a truncated safetensors file: ``SafetensorError``;
+    a missing or unreadable file: ``OSError``; bad JSON or shapes: ``ValueError``/``RuntimeError``) — not an
+    ``ImportError`` (a missing component, said as such) nor any other bug."""
+    from safetensors import SafetensorError
+
+    return (OSError, RuntimeError, ValueError, SafetensorError)
 
 
 def _load_model(spec: ModelSpec, precision: str, threads: int) -> Any:

