@@ -19,7 +19,7 @@ from sqlalchemy import and_, not_, or_, select
 
 from knowledge.ingest.chunking import chunker_version
 from knowledge.ingest.models import model_stamp
-from knowledge.library import tree
+from knowledge.library import agent_hidden, tree
 from knowledge.library.bases import Base, resolve_base
 from knowledge.lifecycle.operations import Changes, reindex_items
 from knowledge.principal import require_person
@@ -75,8 +75,8 @@ def _stale_condition(base: Base) -> Any:
         items.c.type != "directory",
         or_(
             not_(parser_current),
-            items.c.chunker_version.is_not(chunker_version()),
-            items.c.model_fingerprint.is_not(model_stamp(base)),
+            items.c.chunker_version.is_distinct_from(chunker_version()),
+            items.c.model_fingerprint.is_distinct_from(model_stamp(base)),
         ),
     )
 
@@ -91,10 +91,9 @@ def stale_items(quire: Quire, base_ref: str | int, *, after_id: int = 0, limit: 
     after = after_id
     while limit is None or len(found) < limit:
         page = PAGE if limit is None else min(PAGE, limit - len(found))
+        query = select(items).where(and_(condition, items.c.id > after)).order_by(items.c.id).limit(page)
         with quire.db.read() as conn:
-            rows = conn.execute(
-                select(items).where(and_(condition, items.c.id > after)).order_by(items.c.id).limit(page)
-            ).all()
+            rows = conn.execute(agent_hidden.leave_out(query, base.id)).all()  # nothing kept from agents reaches one
         if not rows:
             break
         found.extend(tree.Item.from_row(r) for r in rows)

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from sqlalchemy import text
 
 from knowledge.agents.reads import bases_overview, list_children, read_chunk, read_item_text, search_base, status
 from knowledge.agents.server import QuireMCP
 from knowledge.errors import Forbidden, NotFound
 from knowledge.library import agent_exclusions, audit
-from knowledge.lifecycle import operations
+from knowledge.lifecycle import operations, stale_items
 from knowledge.principal import Principal, acting_as
 from knowledge.runtime import Quire
 from knowledge.search import MODES, related, search
@@ -107,6 +108,11 @@ def test_kept_items_never_reach_an_agent_in_search_reads_listings_or_counts(quir
     assert read_chunk(quire, base_id, int(chunk))["item"]["name"] == "gamma.md"  # the person reads it
     person_counts = bases_overview(quire)[0]["items"]
     assert person_counts["completed"] == 8
+    with quire.db.write() as conn:  # every document stale: an older chunker made them
+        conn.execute(text("UPDATE items SET chunker_version = 'old' WHERE type != 'directory'"))
+    with acting_as(AGENT):
+        assert {i.name for i in stale_items(quire, base_id)} == {"alpha.md", "beta.md"}
+    assert len(stale_items(quire, base_id)) == 5
 
 
 @pytest.mark.model
