@@ -57,7 +57,7 @@ class RelatedDocuments:
             return None
         self.dialog = RelatedDialog(self.ctx, base.id, chosen[0], self.parent)
         self.dialog.show()
-        self.dialog.find()
+        self.dialog.look_up()
         return self.dialog
 
 
@@ -87,7 +87,7 @@ class RelatedDialog(QDialog):
         layout.addWidget(self.table, 1)
         self.resize(900, 480)
 
-    def find(self) -> None:
+    def look_up(self) -> None:
         quire = self.ctx.quire
         if quire is None:
             return

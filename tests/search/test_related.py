@@ -12,8 +12,9 @@ from mcp import Client
 
 from knowledge.agents.server import QuireMCP
 from knowledge.errors import GuardRejected, NotFound
-from knowledge.library import audit
+from knowledge.library import agent_exclusions, audit
 from knowledge.lifecycle import operations
+from knowledge.principal import Principal, acting_as
 from knowledge.runtime import Quire
 from knowledge.search import NotIndexed, related
 from tests.agents.helpers import error_text, payload, run
@@ -134,3 +135,19 @@ def test_mcp_related_is_audited_and_keeps_to_the_subtree(quire: Quire, tmp_path:
         ("agent:claude", True),
         ("agent:claude", False),
     ]
+
+
+@pytest.mark.parametrize("quire", ENGINES, indirect=True)
+def test_an_agent_never_sees_related_documents_kept_from_agents(quire: Quire, tmp_path: Path) -> None:
+    base, ids = indexed_related_base(quire, tmp_path)
+    by_id = {v: k for k, v in ids.items()}
+    agent_exclusions.exclude_from_agents(quire, base, ids["shelf"])  # a person keeps a folder from agents
+    with acting_as(Principal.agent("claude")):
+        seen = {by_id[r.item_id] for r in related(quire, base, ids["desk/celadon.md"], limit=10)}
+        with pytest.raises(NotFound):
+            related(quire, base, ids["shelf/crawling.md"])  # as if it never existed
+        inside = related(quire, base, ids["desk"], limit=10)
+    assert seen == {"desk/wheels.md", "boat/reefing.md", "boat/tides.md"}  # not the nearest: it is kept
+    assert {by_id[r.item_id] for r in inside} == {"boat/reefing.md", "boat/tides.md"}
+    person = related(quire, base, ids["desk/celadon.md"], limit=1)  # the person still sees everything
+    assert by_id[person[0].item_id] == "shelf/crawling.md"
