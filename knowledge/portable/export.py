@@ -32,6 +32,7 @@ from knowledge.errors import Conflict, InvalidInput, StoreError
 from knowledge.library import blobs, index, index_postgres
 from knowledge.library.bases import Base, assert_base_can_run_runtime_operation, resolve_base
 from knowledge.portable import fileformat as ff
+from knowledge.principal import require_person
 from knowledge.runtime import Quire
 from knowledge.store.database import raw_apsw
 from knowledge.store.permissions import FILE_MODE, create_private_file
@@ -124,7 +125,9 @@ class _Writer:
 
 
 def export_base(quire: Quire, base_ref: str | int, target: Path, *, progress: Progress | None = None) -> ExportResult:
-    """Write ``base_ref`` to ``target`` (refusing to overwrite an existing file)."""
+    """Write ``base_ref`` to ``target`` (refusing to overwrite an existing file). A person's: an export holds every
+    item, those kept from agents too, so an agent principal is refused."""
+    require_person("export a knowledge base")
     started = time.monotonic()
     target = Path(target)
     if target.exists():

@@ -19,6 +19,7 @@ from knowledge.agents.server import QuireMCP
 from knowledge.errors import Forbidden, NotFound
 from knowledge.library import agent_exclusions, audit
 from knowledge.lifecycle import operations, stale_items
+from knowledge.portable.export import export_base
 from knowledge.principal import Principal, acting_as
 from knowledge.runtime import Quire
 from knowledge.search import MODES, related, search
@@ -121,6 +122,9 @@ def test_only_a_person_keeps_or_allows_and_allowing_restores_what_an_agent_sees(
     for mark in (agent_exclusions.exclude_from_agents, agent_exclusions.include_for_agents):
         with acting_as(AGENT), pytest.raises(Forbidden):
             mark(quire, base_id, ids["alpha.md"])
+    with acting_as(AGENT), pytest.raises(Forbidden):  # an export holds every item, the kept ones too
+        export_base(quire, base_id, tmp_path / "kb.quire")
+    assert not (tmp_path / "kb.quire").exists()
     assert agent_exclusions.include_for_agents(quire, base_id, ids["secret"])
     with acting_as(AGENT):
         found = _names(search(quire, base_id, "volcano magma", mode="keyword", limit=10))
