@@ -7,9 +7,11 @@ mean of those vectors and with each of up to ``PROBES`` of the chunks themselves
 document close to one part of a long item is found too. Chunk hits are gathered into documents; the best
 ``RESCORED`` documents by their best hit are then scored exactly from their chunks' float16 copies
 (``chunks.vector_f16``, kept on both engines): with S the cosine matrix of the item's chunks against the
-document's, the score is the mean of S's row maxima and column maxima (each passage of one matched to its
-nearest in the other, both ways). Measured on six documents on three subjects (tests/search/test_related.py)
-and reported with the change that made this module. "Why": the pair of passages with the largest cosine in S.
+document's, the score is S's largest cosine, and that pair of passages is the "why". Measured on SciFact (the
+123 training abstracts cited together with another by the same claim, among 400 others, 1,007 chunks; a
+co-cited abstract ranked first, P@1, and MRR@10): largest cosine 0.772 / 0.860; the mean of S's row and column
+maxima 0.740 / 0.837; half of each 0.756 / 0.849; the mean cosine (about the centroids' cosine) 0.707 / 0.811.
+On the six documents of tests/search/test_related.py every method puts the same-subject document first.
 
 Visibility is search's: the base must be able to run a search (a failed base refuses, a locked one answers),
 candidates are joined to their live rows in the same read snapshot (``deleting`` items never appear), and the
@@ -149,11 +151,10 @@ def related(
 
 
 def document_score(similarity: np.ndarray) -> tuple[float, int, int]:
-    """Score of a document from the cosine matrix (item chunks x document chunks): the mean of the row
-    maxima and the column maxima; with the (row, column) of the largest cosine, the "why" pair."""
-    score = 0.5 * (float(similarity.max(axis=1).mean()) + float(similarity.max(axis=0).mean()))
+    """Score of a document from the cosine matrix (item chunks x document chunks): its largest cosine, with
+    that pair's (row, column), the "why" (the module docstring says why this score)."""
     row, column = np.unravel_index(int(np.argmax(similarity)), similarity.shape)
-    return score, int(row), int(column)
+    return float(similarity[row, column]), int(row), int(column)
 
 
 def _probes(vectors: np.ndarray) -> list[np.ndarray]:
