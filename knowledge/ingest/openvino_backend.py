@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from knowledge.errors import ModelUnavailable
 from knowledge.ingest.embedding import MODEL_LOCK, Encoder, ModelSpec, Vectors, cpu_lists_bf16, normalise, plan_batches
 from knowledge.ingest.memory import release_free_memory
 from knowledge.ingest.weights import cache_dir, weights_digest
@@ -415,7 +416,10 @@ class OpenVinoEncoder(Encoder):
     def _loaded_requests(self) -> list[Any]:
         # Called with MODEL_LOCK held, so concurrent first calls convert and compile once.
         if not self._requests:
-            compiled = compiled_model(model_ir(self.spec), self.precision, query=self.query, threads=self.threads)
+            try:
+                compiled = compiled_model(model_ir(self.spec), self.precision, query=self.query, threads=self.threads)
+            except (OSError, RuntimeError, ValueError) as exc:  # a damaged IR or cache: not a bug, search degrades
+                raise ModelUnavailable(f"the embedding model {self.spec.model_id} could not be loaded") from exc
             self._model = compiled
             self._requests = [compiled.create_infer_request() for _ in range(REQUESTS_PER_STREAM * streams(compiled))]
         return self._requests

@@ -124,6 +124,30 @@ def test_a_model_with_damaged_weights_answers_by_keyword(
         assert _names(found.hits) == ["cooking.txt"]
 
 
+@pytest.mark.model
+def test_a_damaged_openvino_model_answers_by_keyword(
+    quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packaged app's default backend: its converted model (IR) cut short fails the query encoder's load,
+    and search answers by keyword instead of failing."""
+    from knowledge.ingest import openvino_backend
+    from knowledge.ingest.models import model_spec
+
+    base = make_base(quire, backend="openvino")
+    operations.add_items(quire, base.id, [operations.PathInput(write_tree(tmp_path / "docs", DOCS))])
+    drain(quire)
+    ir = openvino_backend.model_ir(model_spec(base.model_id))
+    damaged = shutil.copytree(ir.parent, tmp_path / "ir")
+    with open(damaged / ir.with_suffix(".bin").name, "r+b") as weights:
+        weights.truncate(100_000)
+    monkeypatch.setattr(openvino_backend, "model_ir", lambda spec: damaged / ir.name)
+    monkeypatch.setattr(openvino_backend, "_compiled_cache", lambda: None)  # compile the damaged file itself
+    for mode in ("hybrid", "vector"):
+        found = answer(quire, base.id, "knead the dough", mode=mode)
+        assert found.degraded is not None and found.degraded.code == "model_unavailable", mode
+        assert _names(found.hits) == ["cooking.txt"]
+
+
 class _Buggy:
     """An encoder with a bug: not meaning search being unavailable."""
 
